@@ -1,0 +1,146 @@
+// Command celld is a Redis-protocol server that answers redis-cell's
+// CL.THROTTLE bit-for-bit. See README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/celld/celld/server"
+	"github.com/celld/celld/store"
+)
+
+// version is celld's release, reported by --version and INFO.
+const version = "0.1.0"
+
+// config is everything main reads from flags and the environment.
+type config struct {
+	addr          string
+	dir           string
+	persist       bool
+	flushInterval time.Duration
+	recoverMode   string
+	shutdownGrace time.Duration
+	logFormat     string
+}
+
+// envOr returns the CELLD_* environment value for name, or def.
+func envOr(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
+}
+
+func parseFlags(args []string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("celld", flag.ContinueOnError)
+	persistDef, _ := strconv.ParseBool(envOr("CELLD_PERSIST", "true"))
+	flushDef, err := time.ParseDuration(envOr("CELLD_FLUSH_INTERVAL", "100ms"))
+	if err != nil {
+		return c, fmt.Errorf("CELLD_FLUSH_INTERVAL: %w", err)
+	}
+	fs.StringVar(&c.addr, "addr", envOr("CELLD_ADDR", "127.0.0.1:6379"), "TCP address to listen on (env CELLD_ADDR)")
+	fs.StringVar(&c.dir, "dir", envOr("CELLD_DIR", "./data"), "data directory for persisted state (env CELLD_DIR)")
+	fs.BoolVar(&c.persist, "persist", persistDef, "persist limiter state in --dir (env CELLD_PERSIST)")
+	fs.DurationVar(&c.flushInterval, "flush-interval", flushDef, "how often changes are synced to disk; at most this much is lost on kill -9 (env CELLD_FLUSH_INTERVAL)")
+	fs.StringVar(&c.recoverMode, "recover", envOr("CELLD_RECOVER", "fail"), "on an unreadable data directory: fail, or skip (start empty) (env CELLD_RECOVER)")
+	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 10*time.Second, "how long SIGTERM waits for connections to drain")
+	fs.StringVar(&c.logFormat, "log-format", envOr("CELLD_LOG_FORMAT", "text"), "log format: text or json (env CELLD_LOG_FORMAT)")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if *showVersion {
+		fmt.Println("celld", version)
+		os.Exit(0)
+	}
+	if c.recoverMode != "fail" && c.recoverMode != "skip" {
+		return c, fmt.Errorf("--recover must be fail or skip, not %q", c.recoverMode)
+	}
+	if c.flushInterval <= 0 {
+		return c, errors.New("--flush-interval must be positive")
+	}
+	return c, nil
+}
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	cfg, err := parseFlags(args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(os.Stderr, "celld:", err)
+		return 2
+	}
+	var h slog.Handler = slog.NewTextHandler(os.Stderr, nil)
+	if cfg.logFormat == "json" {
+		h = slog.NewJSONHandler(os.Stderr, nil)
+	}
+	log := slog.New(h)
+	slog.SetDefault(log)
+
+	st := store.New(store.Options{TrackDirty: cfg.persist})
+	p, err := openPersistence(cfg, st, log)
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		return 1
+	}
+	srvCfg := server.Config{Addr: cfg.addr, Logger: log, Version: version}
+	if p != nil {
+		srvCfg.Persister = p
+	}
+	srv, err := server.New(srvCfg, st)
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		return 1
+	}
+	ln, err := srv.Listen()
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		if p != nil {
+			p.Close()
+		}
+		return 1
+	}
+	log.Info("celld listening", "addr", ln.Addr().String(), "version", version, "persist", cfg.persist, "dir", cfg.dir)
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	code := 0
+	select {
+	case s := <-sig:
+		log.Info("shutting down", "signal", s.String())
+	case err := <-served:
+		log.Error("server stopped", "err", err)
+		code = 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownGrace)
+	if err := srv.Shutdown(ctx); err != nil {
+		log.Warn("connections did not drain in time", "err", err)
+	}
+	cancel()
+	if p != nil {
+		if err := p.Close(); err != nil {
+			log.Error("final flush failed", "err", err)
+			code = 1
+		}
+	}
+	log.Info("stopped")
+	return code
+}

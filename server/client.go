@@ -1,0 +1,131 @@
+package server
+
+import (
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tidwall/redcon"
+)
+
+// client is one connection's state. Fields above mu belong to the
+// connection's goroutine alone; fields under mu are also read by CLIENT LIST
+// from other goroutines.
+type client struct {
+	srv     *Server
+	id      int64
+	conn    redcon.Conn
+	netConn net.Conn
+	addr    string
+	laddr   string
+	created time.Time
+
+	out             []byte // the reply being built for the current command
+	resp3           bool
+	closeAfterReply bool
+
+	// Transactions.
+	inMulti    bool
+	multiError bool       // a command failed to queue: EXEC answers EXECABORT
+	queue      [][][]byte // queued commands (copied: redcon reuses its buffers)
+	watched    []watchedKey
+	// watchTouched is set by other goroutines through the watch registry.
+	watchTouched atomic.Bool
+
+	mu       sync.Mutex
+	proto    int // 2 or 3, mirrors resp3
+	multiLen int // queued commands, -1 outside MULTI
+	name     string
+	libName  string
+	libVer   string
+	lastCmd  string
+	db       int
+}
+
+func newClient(s *Server, conn redcon.Conn) *client {
+	c := &client{
+		srv:      s,
+		id:       s.nextID.Add(1),
+		conn:     conn,
+		netConn:  conn.NetConn(),
+		addr:     conn.RemoteAddr(),
+		created:  time.Now(),
+		proto:    2,
+		multiLen: -1,
+	}
+	if la := c.netConn.LocalAddr(); la != nil {
+		c.laddr = la.String()
+	}
+	return c
+}
+
+// info returns the client's CLIENT LIST / CLIENT INFO line, in Redis 7's
+// field order. It reads only immutable fields and those under mu, so any
+// goroutine may call it.
+func (c *client) info(now time.Time) string {
+	c.mu.Lock()
+	name, lib, ver, cmd, db := c.name, c.libName, c.libVer, c.lastCmd, c.db
+	resp, multi := c.proto, c.multiLen
+	c.mu.Unlock()
+	if cmd == "" {
+		cmd = "NULL"
+	}
+	flags := "N"
+	if multi >= 0 {
+		flags = "x"
+	}
+	age := int64(now.Sub(c.created) / time.Second)
+	var b strings.Builder
+	b.WriteString("id=" + strconv.FormatInt(c.id, 10))
+	b.WriteString(" addr=" + c.addr)
+	b.WriteString(" laddr=" + c.laddr)
+	b.WriteString(" fd=0 name=" + name)
+	b.WriteString(" age=" + strconv.FormatInt(age, 10) + " idle=0")
+	b.WriteString(" flags=" + flags)
+	b.WriteString(" db=" + strconv.Itoa(db))
+	b.WriteString(" sub=0 psub=0 ssub=0 multi=" + strconv.Itoa(multi))
+	b.WriteString(" qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r")
+	b.WriteString(" cmd=" + cmd)
+	b.WriteString(" user=default redir=-1")
+	b.WriteString(" resp=" + strconv.Itoa(resp))
+	b.WriteString(" lib-name=" + lib + " lib-ver=" + ver)
+	return b.String()
+}
+
+// reset returns the client to a fresh connection's state (RESET).
+func (c *client) reset() {
+	c.discardMulti()
+	c.srv.watch.unwatchAll(c)
+	c.setProto(false)
+	c.mu.Lock()
+	c.name = ""
+	c.db = 0
+	c.mu.Unlock()
+}
+
+func (c *client) discardMulti() {
+	c.inMulti = false
+	c.multiError = false
+	c.queue = nil
+	c.setMultiLen(-1)
+}
+
+// setProto switches the reply protocol (HELLO, RESET).
+func (c *client) setProto(resp3 bool) {
+	c.resp3 = resp3
+	c.mu.Lock()
+	c.proto = 2
+	if resp3 {
+		c.proto = 3
+	}
+	c.mu.Unlock()
+}
+
+func (c *client) setMultiLen(n int) {
+	c.mu.Lock()
+	c.multiLen = n
+	c.mu.Unlock()
+}

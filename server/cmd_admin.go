@@ -1,0 +1,414 @@
+package server
+
+import (
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/celld/celld/store"
+)
+
+// Introspection and administration: COMMAND, INFO, CONFIG, MODULE, SAVE,
+// BGSAVE, LASTSAVE.
+
+func cmdCommand(s *Server, c *client, args [][]byte) {
+	if len(args) == 1 {
+		names := sortedNames()
+		c.out = appendArray(c.out, len(names))
+		for _, n := range names {
+			c.out = c.appendCommandInfo(c.out, commands[n], n)
+		}
+		return
+	}
+	s.subcommand(c, commands["command"], args)
+}
+
+func sortedNames() []string {
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// appendCommandInfo appends one COMMAND INFO entry in Redis 7's 10-element
+// shape: name, arity, flags, first key, last key, step, ACL categories,
+// tips, key specs, subcommands.
+func (c *client) appendCommandInfo(b []byte, cmd *command, fullname string) []byte {
+	b = appendArray(b, 10)
+	b = appendBulkString(b, fullname)
+	b = appendInt(b, int64(cmd.arity))
+	b = c.appendSet(b, len(cmd.flags))
+	for _, f := range cmd.flags {
+		b = appendSimple(b, f)
+	}
+	b = appendInt(b, int64(cmd.firstKey))
+	b = appendInt(b, int64(cmd.lastKey))
+	b = appendInt(b, int64(cmd.step))
+	b = c.appendSet(b, len(cmd.acl))
+	for _, a := range cmd.acl {
+		b = appendSimple(b, a)
+	}
+	b = c.appendSet(b, 0) // tips
+	b = c.appendKeySpecs(b, cmd)
+	names := make([]string, 0, len(cmd.subs))
+	for n := range cmd.subs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	b = appendArray(b, len(names))
+	for _, n := range names {
+		b = c.appendCommandInfo(b, cmd.subs[n], fullname+"|"+n)
+	}
+	return b
+}
+
+// appendKeySpecs describes the key positions as one Redis 7 key spec:
+// begin_search by index, find_keys by range.
+func (c *client) appendKeySpecs(b []byte, cmd *command) []byte {
+	if cmd.firstKey == 0 {
+		return appendArray(b, 0)
+	}
+	flags := []string{"RO", "ACCESS"}
+	if has(cmd.flags, "write") {
+		flags = []string{"RW", "UPDATE"}
+		if cmd.name == "del" || cmd.name == "unlink" {
+			flags = []string{"RM", "DELETE"}
+		}
+	}
+	last := int64(cmd.lastKey - cmd.firstKey)
+	if cmd.lastKey < 0 {
+		last = int64(cmd.lastKey)
+	}
+	b = appendArray(b, 1)
+	b = c.appendMap(b, 3)
+	b = appendBulkString(b, "flags")
+	b = c.appendSet(b, len(flags))
+	for _, f := range flags {
+		b = appendSimple(b, f)
+	}
+	b = appendBulkString(b, "begin_search")
+	b = c.appendMap(b, 2)
+	b = appendBulkString(b, "type")
+	b = appendBulkString(b, "index")
+	b = appendBulkString(b, "spec")
+	b = c.appendMap(b, 1)
+	b = appendBulkString(b, "index")
+	b = appendInt(b, int64(cmd.firstKey))
+	b = appendBulkString(b, "find_keys")
+	b = c.appendMap(b, 2)
+	b = appendBulkString(b, "type")
+	b = appendBulkString(b, "range")
+	b = appendBulkString(b, "spec")
+	b = c.appendMap(b, 3)
+	b = appendBulkString(b, "lastkey")
+	b = appendInt(b, last)
+	b = appendBulkString(b, "keystep")
+	b = appendInt(b, int64(cmd.step))
+	b = appendBulkString(b, "limit")
+	return appendInt(b, 0)
+}
+
+func has(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// findCommand resolves "name" or "name|sub" case-insensitively.
+func findCommand(name []byte) (*command, string) {
+	parent, sub, found := strings.Cut(strings.ToLower(string(name)), "|")
+	cmd := commands[parent]
+	if cmd == nil || !found {
+		return cmd, parent
+	}
+	return cmd.subs[sub], parent + "|" + sub
+}
+
+func cmdCommandCount(s *Server, c *client, _ [][]byte) {
+	c.out = appendInt(c.out, int64(len(commands)))
+}
+
+func cmdCommandInfo(s *Server, c *client, args [][]byte) {
+	if len(args) == 2 {
+		cmdCommand(s, c, args[:1])
+		return
+	}
+	c.out = appendArray(c.out, len(args)-2)
+	for _, a := range args[2:] {
+		cmd, name := findCommand(a)
+		if cmd == nil {
+			c.out = c.appendNullArray(c.out)
+			continue
+		}
+		c.out = c.appendCommandInfo(c.out, cmd, name)
+	}
+}
+
+func cmdCommandDocs(s *Server, c *client, args [][]byte) {
+	var names []string
+	if len(args) == 2 {
+		names = sortedNames()
+	} else {
+		for _, a := range args[2:] {
+			if cmd, name := findCommand(a); cmd != nil {
+				names = append(names, name)
+			}
+		}
+	}
+	c.out = c.appendMap(c.out, len(names))
+	for _, n := range names {
+		cmd, _ := findCommand([]byte(n))
+		c.out = appendBulkString(c.out, n)
+		c.out = c.appendMap(c.out, 3)
+		c.out = appendBulkString(c.out, "summary")
+		c.out = appendBulkString(c.out, cmd.summary)
+		c.out = appendBulkString(c.out, "since")
+		c.out = appendBulkString(c.out, cmd.since)
+		c.out = appendBulkString(c.out, "group")
+		c.out = appendBulkString(c.out, cmd.group)
+	}
+}
+
+func cmdCommandList(s *Server, c *client, args [][]byte) {
+	names := sortedNames()
+	if len(args) > 2 {
+		if len(args) != 5 || !strings.EqualFold(string(args[2]), "filterby") {
+			c.out = appendError(c.out, errSyntax)
+			return
+		}
+		val := string(args[4])
+		var kept []string
+		for _, n := range names {
+			cmd := commands[n]
+			switch strings.ToLower(string(args[3])) {
+			case "pattern":
+				if Match(strings.ToLower(val), n) {
+					kept = append(kept, n)
+				}
+			case "aclcat":
+				if has(cmd.acl, "@"+strings.ToLower(val)) {
+					kept = append(kept, n)
+				}
+			case "module":
+				if strings.EqualFold(val, "redis-cell") && cmd.group == "module" {
+					kept = append(kept, n)
+				}
+			default:
+				c.out = appendError(c.out, errSyntax)
+				return
+			}
+		}
+		names = kept
+	}
+	c.out = appendArray(c.out, len(names))
+	for _, n := range names {
+		c.out = appendBulkString(c.out, n)
+	}
+}
+
+func cmdCommandGetKeys(s *Server, c *client, args [][]byte) {
+	cmd := lookup(commands, args[2])
+	rest := args[2:]
+	switch {
+	case cmd == nil:
+		c.out = appendError(c.out, "ERR Invalid command specified")
+		return
+	case cmd.firstKey == 0:
+		c.out = appendError(c.out, "ERR The command has no key arguments")
+		return
+	case !arityOK(cmd.arity, len(rest)):
+		c.out = appendError(c.out, "ERR Invalid number of arguments specified for command")
+		return
+	}
+	last := cmd.lastKey
+	if last < 0 {
+		last = len(rest) + last
+	}
+	var keys [][]byte
+	for i := cmd.firstKey; i <= last && i < len(rest); i += cmd.step {
+		keys = append(keys, rest[i])
+	}
+	if len(keys) == 0 {
+		c.out = appendError(c.out, "ERR Invalid arguments specified for command")
+		return
+	}
+	c.out = appendArray(c.out, len(keys))
+	for _, k := range keys {
+		c.out = appendBulk(c.out, k)
+	}
+}
+
+func cmdConfig(s *Server, c *client, args [][]byte) { s.subcommand(c, commands["config"], args) }
+
+// configParams are the read-only parameters CONFIG GET reports, for tools
+// (redis-benchmark, redis-cli) that ask at start-up.
+func (s *Server) configParams() [][2]string {
+	port := "6379"
+	if a := s.Addr(); a != nil {
+		if _, p, ok := strings.Cut(a.String(), "]:"); ok {
+			port = p
+		} else if i := strings.LastIndexByte(a.String(), ':'); i >= 0 {
+			port = a.String()[i+1:]
+		}
+	}
+	return [][2]string{
+		{"appendonly", "no"}, {"databases", "1"}, {"maxmemory", "0"},
+		{"port", port}, {"save", ""}, {"timeout", "0"},
+	}
+}
+
+func cmdConfigGet(s *Server, c *client, args [][]byte) {
+	var kv [][2]string
+	for _, p := range s.configParams() {
+		for _, pat := range args[2:] {
+			if Match(strings.ToLower(string(pat)), p[0]) {
+				kv = append(kv, p)
+				break
+			}
+		}
+	}
+	c.out = c.appendMap(c.out, len(kv))
+	for _, p := range kv {
+		c.out = appendBulkString(c.out, p[0])
+		c.out = appendBulkString(c.out, p[1])
+	}
+}
+
+func cmdConfigSet(s *Server, c *client, args [][]byte) {
+	c.out = appendError(c.out, "ERR Unknown option or number of arguments for CONFIG SET - '"+
+		string(cString(args[2]))+"'")
+}
+
+func cmdConfigResetStat(s *Server, c *client, _ [][]byte) {
+	c.out = append(c.out, replyOK...)
+}
+
+func cmdModule(s *Server, c *client, args [][]byte) { s.subcommand(c, commands["module"], args) }
+
+func cmdModuleList(s *Server, c *client, _ [][]byte) { c.out = c.appendModules(c.out) }
+
+func cmdModuleLoad(s *Server, c *client, _ [][]byte) {
+	c.out = appendError(c.out, "ERR celld does not load modules: redis-cell is built in")
+}
+
+func cmdSave(s *Server, c *client, _ [][]byte) {
+	if c.inMulti {
+		c.out = appendError(c.out, "ERR Command not allowed inside a transaction")
+		return
+	}
+	if p := s.cfg.Persister; p != nil {
+		if err := p.Save(); err != nil {
+			c.out = appendError(c.out, "ERR "+err.Error())
+			return
+		}
+	}
+	c.out = append(c.out, replyOK...)
+}
+
+func cmdBgsave(s *Server, c *client, _ [][]byte) {
+	if p := s.cfg.Persister; p != nil {
+		p.BackgroundSave()
+	}
+	c.out = appendSimple(c.out, "Background saving started")
+}
+
+func cmdLastsave(s *Server, c *client, _ [][]byte) {
+	t := s.start
+	if p := s.cfg.Persister; p != nil {
+		if ls := p.LastSave(); !ls.IsZero() {
+			t = ls
+		}
+	}
+	c.out = appendInt(c.out, t.Unix())
+}
+
+// cmdInfo answers INFO [section ...] in Redis's layout: "# Section" headers,
+// "key:value" lines, CRLF line ends, sections separated by a blank line.
+func cmdInfo(s *Server, c *client, args [][]byte) {
+	want := map[string]bool{}
+	for _, a := range args[1:] {
+		want[strings.ToLower(string(a))] = true
+	}
+	all := len(want) == 0 || want["all"] || want["default"] || want["everything"]
+	var b strings.Builder
+	section := func(name string, lines []string) {
+		if !all && !want[strings.ToLower(name)] {
+			return
+		}
+		if b.Len() > 0 {
+			b.WriteString("\r\n")
+		}
+		b.WriteString("# " + name + "\r\n")
+		for _, l := range lines {
+			b.WriteString(l + "\r\n")
+		}
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	uptime := int64(time.Since(s.start) / time.Second)
+	port := "6379"
+	for _, p := range s.configParams() {
+		if p[0] == "port" {
+			port = p[1]
+		}
+	}
+	section("Server", []string{
+		"redis_version:" + RedisVersion,
+		"celld_version:" + s.cfg.Version,
+		"redis_mode:standalone",
+		"os:" + runtime.GOOS,
+		"arch_bits:64",
+		"go_version:" + runtime.Version(),
+		"process_id:" + strconv.Itoa(pid()),
+		"tcp_port:" + port,
+		"uptime_in_seconds:" + strconv.FormatInt(uptime, 10),
+		"uptime_in_days:" + strconv.FormatInt(uptime/86400, 10),
+	})
+	s.mu.Lock()
+	nclients := len(s.clients)
+	s.mu.Unlock()
+	section("Clients", []string{
+		"connected_clients:" + strconv.Itoa(nclients),
+		"blocked_clients:0",
+	})
+	section("Memory", []string{
+		"used_memory:" + strconv.FormatUint(ms.HeapAlloc, 10),
+		"used_memory_rss:" + strconv.FormatUint(ms.Sys, 10),
+		"maxmemory:0",
+		"mem_allocator:go",
+	})
+	persistence := []string{"loading:0"}
+	if p := s.cfg.Persister; p != nil {
+		persistence = append(persistence, p.InfoPersistence()...)
+	}
+	section("Persistence", persistence)
+	section("Stats", []string{
+		"total_connections_received:" + strconv.FormatInt(s.stats.connections.Load(), 10),
+		"total_commands_processed:" + strconv.FormatInt(s.stats.commands.Load(), 10),
+		"throttle_allowed:" + strconv.FormatInt(s.stats.allowed.Load(), 10),
+		"throttle_denied:" + strconv.FormatInt(s.stats.denied.Load(), 10),
+		"handler_panics:" + strconv.FormatInt(s.stats.panics.Load(), 10),
+	})
+	section("Replication", []string{"role:master", "connected_slaves:0"})
+	keys, expires := s.store.Counts()
+	var ks []string
+	if keys > 0 {
+		ks = append(ks, "db0:keys="+strconv.Itoa(keys)+",expires="+strconv.Itoa(expires)+",avg_ttl=0")
+	}
+	section("Keyspace", ks)
+	c.out = c.appendVerbatim(c.out, b.String())
+}
+
+// Match is the store's glob matcher, re-exported for CONFIG GET and
+// COMMAND LIST patterns.
+var Match = store.Match
+
+func pid() int { return os.Getpid() }

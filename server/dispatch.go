@@ -1,0 +1,153 @@
+package server
+
+import (
+	"strings"
+)
+
+// cmdFunc runs one command; args[0] is the command name as sent. It appends
+// its reply to c.out.
+type cmdFunc func(s *Server, c *client, args [][]byte)
+
+// command is one entry of the dispatch table and of COMMAND's replies.
+type command struct {
+	name     string // lower case
+	arity    int    // Redis convention: n exact, -n at least n (name included)
+	flags    []string
+	firstKey int
+	lastKey  int
+	step     int
+	acl      []string
+	run      cmdFunc
+	// immediate commands run even inside MULTI instead of being queued.
+	immediate bool
+	// subs are subcommands (CLIENT ID, COMMAND INFO, ...), keyed lower case.
+	subs map[string]*command
+	// Documentation for COMMAND DOCS.
+	summary string
+	group   string
+	since   string
+}
+
+// commands is the dispatch table, built once at init and read-only after.
+var commands map[string]*command
+
+// maxNameLen bounds the stack buffer used to lower-case command names; no
+// command name (with subcommand) is longer.
+const maxNameLen = 32
+
+// lookup finds a command by name, case-insensitively, without allocating.
+func lookup(table map[string]*command, name []byte) *command {
+	if len(name) > maxNameLen {
+		return nil
+	}
+	var buf [maxNameLen]byte
+	for i, ch := range name {
+		if 'A' <= ch && ch <= 'Z' {
+			ch += 'a' - 'A'
+		}
+		buf[i] = ch
+	}
+	return table[string(buf[:len(name)])]
+}
+
+func arityOK(arity, n int) bool {
+	if arity >= 0 {
+		return n == arity
+	}
+	return n >= -arity
+}
+
+// unknownCommandError is Redis's text for an unknown command: the name cut
+// at 128 bytes, then the arguments, each quoted and followed by a space,
+// until 128 bytes of argument text have been written (each argument cut to
+// what is left of that budget); C strings stop at NUL.
+func unknownCommandError(args [][]byte) string {
+	name := cString(args[0])
+	if len(name) > 128 {
+		name = name[:128]
+	}
+	var b strings.Builder
+	for i := 1; i < len(args) && b.Len() < 128; i++ {
+		a := cString(args[i])
+		if left := 128 - b.Len(); len(a) > left {
+			a = a[:left]
+		}
+		b.WriteByte('\'')
+		b.Write(a)
+		b.WriteString("' ")
+	}
+	return "ERR unknown command '" + string(name) + "', with args beginning with: " + b.String()
+}
+
+func wrongArity(name string) string {
+	return "ERR wrong number of arguments for '" + name + "' command"
+}
+
+// dispatch runs or queues one command read from the connection.
+func (s *Server) dispatch(c *client, args [][]byte) {
+	if len(args) == 0 {
+		return
+	}
+	s.stats.commands.Add(1)
+	cmd := lookup(commands, args[0])
+	if cmd == nil {
+		c.out = appendError(c.out, unknownCommandError(args))
+		if c.inMulti {
+			c.multiError = true
+		}
+		return
+	}
+	if !arityOK(cmd.arity, len(args)) {
+		c.out = appendError(c.out, wrongArity(cmd.name))
+		if c.inMulti {
+			c.multiError = true
+		}
+		return
+	}
+	if c.inMulti && !cmd.immediate {
+		q := make([][]byte, len(args))
+		for i, a := range args {
+			q[i] = append([]byte(nil), a...)
+		}
+		c.queue = append(c.queue, q)
+		c.setMultiLen(len(c.queue))
+		c.out = append(c.out, "+QUEUED\r\n"...)
+		return
+	}
+	s.run(c, cmd, args)
+}
+
+// run executes a known command whose arity has been checked.
+func (s *Server) run(c *client, cmd *command, args [][]byte) {
+	if s.loading() && !cmd.immediate && cmd.name != "info" && cmd.name != "ping" {
+		c.out = appendError(c.out, "LOADING celld is loading the dataset in memory")
+		return
+	}
+	c.mu.Lock()
+	c.lastCmd = cmd.name
+	c.mu.Unlock()
+	cmd.run(s, c, args)
+}
+
+// loading reports whether a restore is in progress (never, until
+// persistence restores in the background).
+func (s *Server) loading() bool { return false }
+
+// subcommand dispatches CLIENT/COMMAND style containers.
+func (s *Server) subcommand(c *client, parent *command, args [][]byte) {
+	if len(args) < 2 {
+		c.out = appendError(c.out, wrongArity(parent.name))
+		return
+	}
+	sub := lookup(parent.subs, args[1])
+	if sub == nil {
+		c.out = appendError(c.out, "ERR unknown subcommand '"+string(cString(args[1]))+
+			"'. Try "+strings.ToUpper(parent.name)+" HELP.")
+		return
+	}
+	if !arityOK(sub.arity, len(args)) {
+		c.out = appendError(c.out, wrongArity(parent.name+"|"+sub.name))
+		return
+	}
+	sub.run(s, c, args)
+}

@@ -1,0 +1,345 @@
+// Package server is celld's RESP front end: it accepts connections (through
+// redcon), keeps per-client state, dispatches commands through a table built
+// once, and turns the store's results and errors into Redis's exact replies.
+//
+// Concurrency: a Server is used by one goroutine per connection plus the
+// accept loop and the background expiry sweep; its exported methods are safe
+// for concurrent use. A client's own state is touched only by its connection
+// goroutine, except the fields under client.mu, which CLIENT LIST reads.
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/celld/celld/store"
+	"github.com/tidwall/redcon"
+)
+
+// Persister is what the server needs from the persistence layer (SAVE,
+// BGSAVE, LASTSAVE, INFO persistence). main supplies it; nil means
+// memory-only.
+type Persister interface {
+	// Save makes every change so far durable before returning.
+	Save() error
+	// BackgroundSave starts a flush and returns at once.
+	BackgroundSave()
+	// LastSave is the time of the last successful flush.
+	LastSave() time.Time
+	// InfoPersistence returns "key:value" lines for INFO persistence.
+	InfoPersistence() []string
+}
+
+// Config holds the server's settings. The zero value of each field means its
+// documented default; Validate reports impossible combinations.
+type Config struct {
+	// Addr is the TCP address to listen on. Default "127.0.0.1:6379".
+	Addr string
+	// Clock returns wall time in ns since the Unix epoch, read once per
+	// command. Default: time.Now().UnixNano(). Tests inject their own.
+	Clock func() int64
+	// Logger receives lifecycle events and recovered panics. Default
+	// slog.Default().
+	Logger *slog.Logger
+	// SweepInterval is how often the active expiry cycle runs. Default 100ms.
+	SweepInterval time.Duration
+	// Persister, when set, backs SAVE/BGSAVE/LASTSAVE and INFO persistence.
+	Persister Persister
+	// TLSConfig, when set, makes the listener speak TLS.
+	TLSConfig *tls.Config
+	// WrapListener, when set, wraps the listener before redcon sees it: the
+	// hook for the protocol guard.
+	WrapListener func(net.Listener) net.Listener
+	// Version is celld's version string for INFO and HELLO-adjacent replies.
+	Version string
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	if c.SweepInterval < 0 {
+		return errors.New("server: negative sweep interval")
+	}
+	return nil
+}
+
+func (c *Config) setDefaults() {
+	if c.Addr == "" {
+		c.Addr = "127.0.0.1:6379"
+	}
+	if c.Clock == nil {
+		c.Clock = func() int64 { return time.Now().UnixNano() }
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.SweepInterval == 0 {
+		c.SweepInterval = 100 * time.Millisecond
+	}
+	if c.Version == "" {
+		c.Version = "0.1.0"
+	}
+}
+
+// Server serves the Redis protocol over one store.
+type Server struct {
+	cfg   Config
+	store *store.Store
+	log   *slog.Logger
+	start time.Time
+
+	rs *redcon.Server
+	ln *drainListener
+
+	mu      sync.Mutex // guards clients
+	clients map[int64]*client
+
+	nextID   atomic.Int64
+	closing  atomic.Bool
+	conns    sync.WaitGroup
+	sweepCtl chan struct{}
+	sweepWG  sync.WaitGroup
+
+	watch watchRegistry
+	stats stats
+}
+
+// stats are the server's counters, all atomic.
+type stats struct {
+	commands    atomic.Int64
+	connections atomic.Int64
+	allowed     atomic.Int64
+	denied      atomic.Int64
+	panics      atomic.Int64
+}
+
+// New returns a Server over st. It does not listen until Serve.
+func New(cfg Config, st *store.Store) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	s := &Server{
+		cfg:      cfg,
+		store:    st,
+		log:      cfg.Logger,
+		start:    time.Now(),
+		clients:  make(map[int64]*client),
+		sweepCtl: make(chan struct{}),
+	}
+	s.watch.init()
+	return s, nil
+}
+
+// Listen opens the configured address. Call Serve with the result.
+func (s *Server) Listen() (net.Listener, error) {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("server: listen %s: %w", s.cfg.Addr, err)
+	}
+	return ln, nil
+}
+
+// Serve accepts connections on ln until Shutdown. It returns nil after a
+// Shutdown, or the listener's error.
+func (s *Server) Serve(ln net.Listener) error {
+	if s.cfg.TLSConfig != nil {
+		ln = tls.NewListener(ln, s.cfg.TLSConfig)
+	}
+	if s.cfg.WrapListener != nil {
+		ln = s.cfg.WrapListener(ln)
+	}
+	dl := newDrainListener(ln)
+	rs := redcon.NewServer(ln.Addr().String(), s.handle, s.accept, s.closed)
+	s.mu.Lock()
+	if s.closing.Load() {
+		s.mu.Unlock()
+		ln.Close()
+		return nil
+	}
+	s.ln, s.rs = dl, rs
+	s.mu.Unlock()
+	s.sweepWG.Add(1)
+	go s.sweepLoop()
+	return rs.Serve(dl)
+}
+
+// Addr returns the listening address once Serve has started, else nil.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+// Shutdown stops accepting, lets every connection finish the commands it
+// has read (their replies are flushed), closes the connections and returns
+// when all are gone or ctx ends (then the rest are closed abruptly).
+func (s *Server) Shutdown(ctx context.Context) error {
+	if s.closing.Swap(true) {
+		return nil
+	}
+	s.mu.Lock()
+	dl := s.ln
+	clients := make([]*client, 0, len(s.clients))
+	for _, c := range s.clients {
+		clients = append(clients, c)
+	}
+	s.mu.Unlock()
+	close(s.sweepCtl)
+	s.sweepWG.Wait()
+	if dl == nil {
+		return nil
+	}
+	dl.stopAccepting()
+	// A read deadline in the past wakes each connection's reader once its
+	// current pipeline is answered and flushed; redcon then closes it.
+	for _, c := range clients {
+		c.netConn.SetReadDeadline(time.Unix(1, 0))
+	}
+	done := make(chan struct{})
+	go func() { s.conns.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+		s.mu.Lock()
+		for _, c := range s.clients {
+			c.netConn.Close()
+		}
+		s.mu.Unlock()
+		<-done
+	}
+	dl.release() // lets redcon's accept loop return
+	return err
+}
+
+// accept registers a new connection. Runs on redcon's accept goroutine.
+func (s *Server) accept(conn redcon.Conn) bool {
+	if s.closing.Load() {
+		return false
+	}
+	c := newClient(s, conn)
+	conn.SetContext(c)
+	s.conns.Add(1)
+	s.stats.connections.Add(1)
+	s.mu.Lock()
+	s.clients[c.id] = c
+	s.mu.Unlock()
+	return true
+}
+
+// closed unregisters a connection. Runs on the connection's goroutine.
+func (s *Server) closed(conn redcon.Conn, err error) {
+	c, ok := conn.Context().(*client)
+	if !ok {
+		return
+	}
+	s.watch.unwatchAll(c)
+	s.mu.Lock()
+	delete(s.clients, c.id)
+	s.mu.Unlock()
+	s.conns.Done()
+}
+
+// handle runs one command. A panic is recovered, logged, answered with an
+// error and closes only this connection.
+func (s *Server) handle(conn redcon.Conn, cmd redcon.Command) {
+	c, ok := conn.Context().(*client)
+	if !ok {
+		conn.Close()
+		return
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			s.stats.panics.Add(1)
+			s.log.Error("panic in command handler", "panic", p, "client", c.id,
+				"stack", string(debug.Stack()))
+			conn.WriteRaw([]byte("-ERR internal error\r\n"))
+			conn.Close()
+		}
+	}()
+	c.out = c.out[:0]
+	s.dispatch(c, cmd.Args)
+	if len(c.out) > 0 {
+		conn.WriteRaw(c.out)
+	}
+	if c.closeAfterReply {
+		conn.Close()
+	}
+}
+
+// now reads the clock once for a command.
+func (s *Server) now() int64 { return s.cfg.Clock() }
+
+// sweepLoop runs the store's active expiry cycle every SweepInterval, with
+// a budget of a quarter of the interval.
+func (s *Server) sweepLoop() {
+	defer s.sweepWG.Done()
+	t := time.NewTicker(s.cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.sweepCtl:
+			return
+		case <-t.C:
+			s.store.SweepStep(s.now()/1e6, s.cfg.SweepInterval/4)
+		}
+	}
+}
+
+// drainListener lets Shutdown stop accepting without making redcon close
+// every connection at once: after stopAccepting, the real listener is closed
+// but Accept blocks until release, so redcon's serve loop (which closes all
+// connections when Accept fails) waits for the drain.
+type drainListener struct {
+	net.Listener
+	stopped  chan struct{}
+	released chan struct{}
+	once     sync.Once
+	rel      sync.Once
+}
+
+func newDrainListener(ln net.Listener) *drainListener {
+	return &drainListener{Listener: ln, stopped: make(chan struct{}), released: make(chan struct{})}
+}
+
+func (d *drainListener) Accept() (net.Conn, error) {
+	conn, err := d.Listener.Accept()
+	if err != nil {
+		select {
+		case <-d.stopped:
+			<-d.released
+			return nil, net.ErrClosed
+		default:
+			return nil, err
+		}
+	}
+	return conn, nil
+}
+
+func (d *drainListener) stopAccepting() {
+	d.once.Do(func() {
+		close(d.stopped)
+		d.Listener.Close()
+	})
+}
+
+func (d *drainListener) release() { d.rel.Do(func() { close(d.released) }) }
+
+// Close is what redcon calls; treat it as stop-and-release.
+func (d *drainListener) Close() error {
+	d.stopAccepting()
+	d.release()
+	return nil
+}

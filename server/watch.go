@@ -1,0 +1,74 @@
+package server
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// watchedKey is one WATCHed key as it was when watched: a key is modified
+// when its store version or existence differs at EXEC.
+type watchedKey struct {
+	key    string
+	ver    uint32
+	exists bool
+}
+
+// watchRegistry covers the one change store versions cannot see: a write
+// that leaves a missing key missing (CL.THROTTLE with a 0 ms TTL on a fresh
+// key, which Redis reports to watchers as a modification). It maps watched
+// keys to the clients watching them; touch costs one atomic load when nobody
+// watches anything.
+type watchRegistry struct {
+	n  atomic.Int64 // number of (key, client) registrations
+	mu sync.Mutex
+	m  map[string]map[*client]struct{} // guarded by mu
+}
+
+func (w *watchRegistry) init() { w.m = make(map[string]map[*client]struct{}) }
+
+func (w *watchRegistry) add(c *client, key string) {
+	w.mu.Lock()
+	set := w.m[key]
+	if set == nil {
+		set = make(map[*client]struct{})
+		w.m[key] = set
+	}
+	if _, ok := set[c]; !ok {
+		set[c] = struct{}{}
+		w.n.Add(1)
+	}
+	w.mu.Unlock()
+}
+
+// unwatchAll forgets every key c watches and clears its dirty flag.
+func (w *watchRegistry) unwatchAll(c *client) {
+	if len(c.watched) > 0 {
+		w.mu.Lock()
+		for _, k := range c.watched {
+			if set := w.m[k.key]; set != nil {
+				if _, ok := set[c]; ok {
+					delete(set, c)
+					w.n.Add(-1)
+				}
+				if len(set) == 0 {
+					delete(w.m, k.key)
+				}
+			}
+		}
+		w.mu.Unlock()
+		c.watched = c.watched[:0]
+	}
+	c.watchTouched.Store(false)
+}
+
+// touch marks every client watching key as dirty.
+func (w *watchRegistry) touch(key []byte) {
+	if w.n.Load() == 0 {
+		return
+	}
+	w.mu.Lock()
+	for c := range w.m[string(key)] {
+		c.watchTouched.Store(true)
+	}
+	w.mu.Unlock()
+}

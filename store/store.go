@@ -1,0 +1,464 @@
+// Package store is celld's keyspace: a sharded in-memory table from key to
+// TAT (the one number CL.THROTTLE keeps per key) with Redis expiry semantics,
+// per-shard dirty lists for persistence, and a version per key for WATCH.
+//
+// Concurrency: every method of *Store is safe for concurrent use. Each key
+// lives in one of 256 shards chosen by a seeded hash; a shard's fields are
+// guarded by its mutex and no method holds two shard locks, so there is no
+// lock order to get wrong. Read-modify-write of one key (Throttle, Update)
+// happens entirely under its shard's lock, so calls on one key are linearised.
+//
+// Layout: a shard maps key → slot index (map[string]uint32) and keeps the
+// entries in a slab ([]entry). Updating an existing key writes the slab in
+// place, so the hot path allocates nothing; SCAN and the expiry sweep walk the
+// slab by index, which gives both a stable cursor.
+//
+// Time: callers pass the time read once per command; the store reads no
+// clock.
+package store
+
+import (
+	"errors"
+	"hash/maphash"
+	"strconv"
+	"sync"
+
+	"github.com/celld/celld/gcra"
+)
+
+// Errors returned by Throttle. The server turns them into the spec's RESP
+// error text in one place.
+var (
+	// ErrInvalidValue: the key holds a value that is not an unsigned decimal
+	// integer (only possible for restored data); nothing was written.
+	ErrInvalidValue = errors.New("store: invalid stored value")
+	// ErrSetExpire: the call was allowed and written (with no TTL), but its
+	// TTL was below −1 ms, which redis-cell reports as an error.
+	ErrSetExpire = errors.New("store: error while setting key expire")
+)
+
+// nShards is 256: on 2 cores contention is low at any count, and 256 keeps
+// each shard small (10M keys → ~40k per shard) so that a sweep or SCAN step
+// holds one lock briefly, while the padded shard array stays under 64 KiB.
+const nShards = 256
+
+// Entry flags.
+const (
+	flagUsed    = 1 << iota // the slot holds a key
+	flagRaw                 // the value's text is kept verbatim in shard.raw
+	flagInvalid             // the value is not a number (restored data only)
+	flagDirty               // the slot is on the dirty list
+)
+
+// entry is one slot of a shard's slab.
+type entry struct {
+	key   string // shares its bytes with the map's key
+	tat   uint64 // the TAT, ns since the epoch
+	exp   int64  // absolute expiry, Unix ms; 0 = no TTL
+	ver   uint32 // shard write sequence at the last write, for WATCH
+	flags uint32
+}
+
+func (e *entry) alive(nowMs int64) bool { return e.exp == 0 || nowMs <= e.exp }
+
+// shard is one lock's worth of keys. Fields after mu are guarded by it.
+type shard struct {
+	mu      sync.Mutex
+	idx     map[string]uint32 // key → slot
+	slab    []entry
+	free    []uint32          // free slots, reused LIFO
+	raw     map[string]string // verbatim text for entries with flagRaw
+	dirty   []uint32          // slots written since the last Drain (if tracking)
+	deleted []string          // keys deleted since the last Drain (if tracking)
+	seq     uint32            // write sequence, source of entry.ver
+	sweep   uint32            // next slot the expiry sweep looks at
+	track   bool              // dirty and deleted are kept (set once by New)
+	_       [64]byte          // keep neighbouring shards' locks off one cache line
+}
+
+// Options configures a Store. The zero value is a memory-only store.
+type Options struct {
+	// TrackDirty makes every change record its key for Drain (persistence).
+	TrackDirty bool
+}
+
+// Store is the keyspace. Create it with New; the zero value is not usable.
+type Store struct {
+	seed   maphash.Seed
+	track  bool
+	shards [nShards]shard
+}
+
+// New returns an empty store.
+func New(opts Options) *Store {
+	s := &Store{seed: maphash.MakeSeed(), track: opts.TrackDirty}
+	for i := range s.shards {
+		s.shards[i].track = opts.TrackDirty
+		s.shards[i].reset()
+	}
+	return s
+}
+
+func (sh *shard) reset() {
+	sh.idx = make(map[string]uint32)
+	sh.slab = nil
+	sh.free = nil
+	sh.raw = make(map[string]string)
+	sh.sweep = 0
+}
+
+func (s *Store) shardIndex(key []byte) int { return int(maphash.Bytes(s.seed, key) >> 56) }
+
+func (s *Store) shardOf(key []byte) *shard { return &s.shards[s.shardIndex(key)] }
+
+// Value is a key's value as commands see it.
+type Value struct {
+	TAT uint64 // the number; meaningless when Invalid
+	// Raw is the verbatim text when it differs from the canonical decimal of
+	// TAT (for example "+5" or "007"), or the bytes of an invalid value.
+	Raw     string
+	Invalid bool
+	// ExpireAtMs is the absolute expiry in Unix ms, 0 when the key has no TTL.
+	ExpireAtMs int64
+}
+
+// AppendText appends the value as GET returns it.
+func (v Value) AppendText(b []byte) []byte {
+	if v.Raw != "" || v.Invalid {
+		return append(b, v.Raw...)
+	}
+	return strconv.AppendUint(b, v.TAT, 10)
+}
+
+// TextLen is len(v.AppendText(nil)) without allocating.
+func (v Value) TextLen() int {
+	if v.Raw != "" || v.Invalid {
+		return len(v.Raw)
+	}
+	var buf [20]byte
+	return len(strconv.AppendUint(buf[:0], v.TAT, 10))
+}
+
+// ParseValue parses text as a stored value: an unsigned decimal integer
+// below 2^64 with an optional leading '+'. It does not allocate.
+func ParseValue(text []byte) (uint64, bool) {
+	b := text
+	if len(b) > 0 && b[0] == '+' {
+		b = b[1:]
+	}
+	if len(b) == 0 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := uint64(c - '0')
+		if n > (1<<64-1-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
+	}
+	return n, true
+}
+
+// NewValue returns the Value that SET stores for text, or false when text is
+// not an unsigned decimal integer.
+func NewValue(text []byte) (Value, bool) {
+	n, ok := ParseValue(text)
+	if !ok {
+		return Value{}, false
+	}
+	v := Value{TAT: n}
+	var buf [20]byte
+	if string(strconv.AppendUint(buf[:0], n, 10)) != string(text) {
+		v.Raw = string(text)
+	}
+	return v, true
+}
+
+// valueLocked builds the Value of a live entry. Requires sh.mu.
+func (sh *shard) valueLocked(e *entry) Value {
+	v := Value{TAT: e.tat, ExpireAtMs: e.exp, Invalid: e.flags&flagInvalid != 0}
+	if e.flags&flagRaw != 0 {
+		v.Raw = sh.raw[e.key]
+	}
+	return v
+}
+
+// lookupLocked returns the live entry for key, deleting it when it has
+// expired. Requires sh.mu. Does not allocate.
+func (sh *shard) lookupLocked(key []byte, nowMs int64) (*entry, bool) {
+	i, ok := sh.idx[string(key)]
+	if !ok {
+		return nil, false
+	}
+	e := &sh.slab[i]
+	if !e.alive(nowMs) {
+		sh.deleteLocked(i)
+		return nil, false
+	}
+	return e, true
+}
+
+// deleteLocked frees slot i. Requires sh.mu.
+func (sh *shard) deleteLocked(i uint32) {
+	e := &sh.slab[i]
+	if e.flags&flagRaw != 0 {
+		delete(sh.raw, e.key)
+	}
+	delete(sh.idx, e.key)
+	if sh.track {
+		sh.deleted = append(sh.deleted, e.key)
+	}
+	sh.seq++
+	*e = entry{}
+	sh.free = append(sh.free, i)
+}
+
+// writeLocked stores a value in e (a used slot), bumping its version and
+// marking it dirty. Requires sh.mu.
+func (sh *shard) writeLocked(e *entry, i uint32, tat uint64, exp int64, flags uint32, raw string) {
+	if e.flags&flagRaw != 0 && raw == "" {
+		delete(sh.raw, e.key)
+	}
+	if raw != "" {
+		flags |= flagRaw
+		sh.raw[e.key] = raw
+	}
+	sh.seq++
+	e.tat, e.exp, e.ver = tat, exp, sh.seq
+	e.flags = flagUsed | flags | e.flags&flagDirty
+	if sh.track && e.flags&flagDirty == 0 {
+		e.flags |= flagDirty
+		sh.dirty = append(sh.dirty, i)
+	}
+}
+
+// insertLocked adds a new key (not present) and returns its slot. Requires
+// sh.mu. Allocates the key string once.
+func (sh *shard) insertLocked(key []byte) (*entry, uint32) {
+	var i uint32
+	if n := len(sh.free); n > 0 {
+		i = sh.free[n-1]
+		sh.free = sh.free[:n-1]
+	} else {
+		sh.slab = append(sh.slab, entry{})
+		i = uint32(len(sh.slab) - 1)
+	}
+	k := string(key)
+	sh.idx[k] = i
+	e := &sh.slab[i]
+	*e = entry{key: k, flags: flagUsed}
+	return e, i
+}
+
+// putLocked stores a value under key, inserting it if needed. Requires sh.mu.
+func (sh *shard) putLocked(key []byte, tat uint64, exp int64, flags uint32, raw string) {
+	i, ok := sh.idx[string(key)]
+	var e *entry
+	if ok {
+		e = &sh.slab[i]
+	} else {
+		e, i = sh.insertLocked(key)
+	}
+	sh.writeLocked(e, i, tat, exp, flags, raw)
+}
+
+// Throttle runs one CL.THROTTLE decision for key at nowNs under the key's
+// shard lock and stores the result when allowed. It returns the decision and
+// one of ErrInvalidValue (nothing written) or ErrSetExpire (written, no TTL).
+//
+// Hot path: one hash, one map lookup, a slab write; no allocation when the
+// key already exists, one (the key string) when it is new.
+func (s *Store) Throttle(key []byte, lim gcra.Limit, q int64, nowNs int64) (gcra.Result, error) {
+	nowMs := nowNs / 1e6
+	sh := s.shardOf(key)
+	sh.mu.Lock()
+	e, ok := sh.lookupLocked(key, nowMs)
+	var tat uint64
+	if ok {
+		if e.flags&flagInvalid != 0 {
+			sh.mu.Unlock()
+			return gcra.Result{}, ErrInvalidValue
+		}
+		tat = e.tat
+	}
+	r := lim.Apply(nowNs, tat, ok, q)
+	if r.Limited {
+		sh.mu.Unlock()
+		return r, nil
+	}
+	var err error
+	switch ms := r.TTLms; {
+	case ms > 0:
+		sh.putLocked(key, r.NewTAT, nowMs+ms, 0, "")
+	case ms == 0: // written with a 0 ms TTL: gone at once
+		if ok {
+			sh.deleteLocked(sh.idx[string(key)])
+		}
+	default: // −1: no TTL; below −1: no TTL and an error
+		sh.putLocked(key, r.NewTAT, 0, 0, "")
+		if ms < -1 {
+			err = ErrSetExpire
+		}
+	}
+	sh.mu.Unlock()
+	return r, err
+}
+
+// Get returns key's live value.
+func (s *Store) Get(key []byte, nowMs int64) (Value, bool) {
+	sh := s.shardOf(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e, ok := sh.lookupLocked(key, nowMs)
+	if !ok {
+		return Value{}, false
+	}
+	return sh.valueLocked(e), true
+}
+
+// Version returns a number that changes whenever key is written or deleted,
+// and whether the key is live. WATCH compares two readings.
+func (s *Store) Version(key []byte, nowMs int64) (uint32, bool) {
+	sh := s.shardOf(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e, ok := sh.lookupLocked(key, nowMs)
+	if !ok {
+		return 0, false
+	}
+	return e.ver, true
+}
+
+// Action is what an Update callback decides.
+type Action int
+
+// The actions of an Update callback.
+const (
+	Keep   Action = iota // leave the key as it is
+	Put                  // store the returned Value
+	Delete               // remove the key
+)
+
+// Update runs fn on key's live value under the shard lock and applies its
+// decision; it is the building block of SET, EXPIRE, PERSIST and friends. fn
+// must not call back into the Store. A Put whose ExpireAtMs is not after
+// nowMs deletes the key instead, as Redis does for a past expiry.
+func (s *Store) Update(key []byte, nowMs int64, fn func(old Value, exists bool) (Value, Action)) {
+	sh := s.shardOf(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e, ok := sh.lookupLocked(key, nowMs)
+	var old Value
+	if ok {
+		old = sh.valueLocked(e)
+	}
+	nv, act := fn(old, ok)
+	if act == Put && nv.ExpireAtMs != 0 && nv.ExpireAtMs <= nowMs {
+		act = Delete
+	}
+	switch act {
+	case Put:
+		var flags uint32
+		if nv.Invalid {
+			flags = flagInvalid
+		}
+		sh.putLocked(key, nv.TAT, nv.ExpireAtMs, flags, nv.Raw)
+	case Delete:
+		if ok {
+			sh.deleteLocked(sh.idx[string(key)])
+		}
+	}
+}
+
+// Delete removes key and reports whether it was live.
+func (s *Store) Delete(key []byte, nowMs int64) bool {
+	sh := s.shardOf(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	_, ok := sh.lookupLocked(key, nowMs)
+	if ok {
+		sh.deleteLocked(sh.idx[string(key)])
+	}
+	return ok
+}
+
+// Load inserts a restored record without marking it dirty (it is on disk
+// already). text is parsed like SET's value, but an invalid one is kept,
+// flagged, rather than dropped, so the client sees the spec's "invalid stored
+// value" error instead of data silently vanishing.
+func (s *Store) Load(key, text []byte, expireAtMs int64) {
+	v, ok := NewValue(text)
+	var flags uint32
+	if !ok {
+		v = Value{Raw: string(text), Invalid: true}
+		flags = flagInvalid
+	}
+	sh := s.shardOf(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	i, exists := sh.idx[string(key)]
+	var e *entry
+	if exists {
+		e = &sh.slab[i]
+	} else {
+		e, i = sh.insertLocked(key)
+	}
+	wasDirty := e.flags&flagDirty != 0
+	sh.writeLocked(e, i, v.TAT, expireAtMs, flags, v.Raw)
+	if sh.track && !wasDirty {
+		e.flags &^= flagDirty
+		sh.dirty = sh.dirty[:len(sh.dirty)-1] // writeLocked just appended i
+	}
+}
+
+// Len returns the number of keys held, including expired ones not yet swept
+// (as Redis's DBSIZE does).
+func (s *Store) Len() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += len(sh.idx)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// Counts returns the number of keys and of keys with a TTL (INFO keyspace).
+// It walks every slab: O(keys).
+func (s *Store) Counts() (keys, expires int) {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		keys += len(sh.idx)
+		for j := range sh.slab {
+			if e := &sh.slab[j]; e.flags&flagUsed != 0 && e.exp != 0 {
+				expires++
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return keys, expires
+}
+
+// Flush removes every key (FLUSHDB/FLUSHALL); with dirty tracking every
+// removed key is queued so the next Drain deletes it from disk.
+func (s *Store) Flush() {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		if s.track {
+			for k := range sh.idx {
+				sh.deleted = append(sh.deleted, k)
+			}
+			sh.dirty = sh.dirty[:0]
+		}
+		sh.seq++
+		sh.reset()
+		sh.mu.Unlock()
+	}
+}
