@@ -7,7 +7,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -30,6 +32,7 @@ type config struct {
 	recoverMode   string
 	shutdownGrace time.Duration
 	logFormat     string
+	healthcheck   bool
 }
 
 // envOr returns the CELLD_* environment value for name, or def.
@@ -56,6 +59,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 10*time.Second, "how long SIGTERM waits for connections to drain")
 	fs.StringVar(&c.logFormat, "log-format", envOr("CELLD_LOG_FORMAT", "text"), "log format: text or json (env CELLD_LOG_FORMAT)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	fs.BoolVar(&c.healthcheck, "healthcheck", false, "PING the server at --addr and exit 0 if it answers PONG (for container health checks)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -84,6 +88,9 @@ func run(args []string) int {
 		}
 		fmt.Fprintln(os.Stderr, "celld:", err)
 		return 2
+	}
+	if cfg.healthcheck {
+		return healthcheck(cfg.addr)
 	}
 	var h slog.Handler = slog.NewTextHandler(os.Stderr, nil)
 	if cfg.logFormat == "json" {
@@ -143,4 +150,33 @@ func run(args []string) int {
 	}
 	log.Info("stopped")
 	return code
+}
+
+// healthcheck sends PING to addr (0.0.0.0 means this host) and reports
+// whether PONG came back: exit code 0 healthy, 1 not.
+func healthcheck(addr string) int {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "celld: healthcheck:", err)
+		return 1
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	conn, err := net.DialTimeout("tcp", net.JoinHostPort(host, port), 2*time.Second)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "celld: healthcheck:", err)
+		return 1
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
+		return 1
+	}
+	buf := make([]byte, 7)
+	if _, err := io.ReadFull(conn, buf); err != nil || string(buf) != "+PONG\r\n" {
+		fmt.Fprintln(os.Stderr, "celld: healthcheck: no PONG")
+		return 1
+	}
+	return 0
 }
