@@ -37,6 +37,8 @@ func cmdExec(s *Server, c *client, _ [][]byte) {
 		c.out = appendError(c.out, "EXECABORT Transaction discarded because of previous errors.")
 		return
 	}
+	s.iso.lock()
+	defer s.iso.unlock()
 	if s.watchedChanged(c) {
 		s.watch.unwatchAll(c)
 		c.out = c.appendNullArray(c.out)

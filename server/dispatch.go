@@ -114,7 +114,13 @@ func (s *Server) dispatch(c *client, args [][]byte) {
 		c.out = append(c.out, "+QUEUED\r\n"...)
 		return
 	}
+	if cmd.immediate {
+		s.run(c, cmd, args) // MULTI/EXEC/WATCH/... manage isolation themselves
+		return
+	}
+	s.iso.rlock(c.id)
 	s.run(c, cmd, args)
+	s.iso.runlock(c.id)
 }
 
 // run executes a known command whose arity has been checked.

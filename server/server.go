@@ -108,6 +108,7 @@ type Server struct {
 	sweepWG  sync.WaitGroup
 
 	watch watchRegistry
+	iso   isolation
 	stats stats
 }
 
