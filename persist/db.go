@@ -1,0 +1,733 @@
+// Package persist stores celld's limiter state durably: for every key, the
+// value the server holds (the GCRA theoretical arrival time, TAT, as a decimal
+// byte string) and an optional absolute expiry. It sits on pebble v2 and does
+// three things: Open/Restore at start-up, a Flusher that commits the keys
+// changed in each window as one synced batch, and Close.
+//
+// The in-memory table lives elsewhere; persist never reads individual keys on
+// the request path.
+//
+// # On-disk layout
+//
+// Every pebble key starts with a one-byte namespace so that the keyspace can
+// hold more than limiter records:
+//
+//	'k' + raw key   → record (see below); the raw key is binary-safe and may be empty
+//	'm' + name      → metadata; today only "m"+"format" = "celld-persist-v1"
+//	                  (room for e.g. a cluster node id later)
+//
+// A record's pebble value is
+//
+//	[8 bytes: ExpireAtMs, big-endian two's-complement int64][the value bytes, verbatim]
+//
+// ExpireAtMs 0 means "no expiry"; any other value is an absolute Unix time in
+// milliseconds (negative values are kept and are simply always expired).
+package persist
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	iofs "io/fs"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Sentinel errors. Errors returned by this package wrap one of these (test
+// with errors.Is) together with the directory and the underlying cause.
+var (
+	// ErrLocked means the data directory is held by another DB: another
+	// process, or another Open in this process. pebble's LOCK file is the
+	// arbiter.
+	ErrLocked = errors.New("persist: data directory is locked")
+	// ErrCorrupt means the stored data could not be decoded: pebble reported
+	// corruption, or a record does not have the layout documented on the
+	// package.
+	ErrCorrupt = errors.New("persist: data directory is corrupt")
+	// ErrFormat means the directory holds a pebble database written by
+	// something other than this version of persist.
+	ErrFormat = errors.New("persist: unknown on-disk format")
+	// ErrClosed is returned by every method called after Close.
+	ErrClosed = errors.New("persist: db is closed")
+	// ErrPebbleFatal wraps a fatal error (pebble's Logger.Fatalf) or a panic
+	// raised inside pebble while persist was calling it. The pebble instance
+	// that raised it is discarded and a fresh one is opened on the next call.
+	ErrPebbleFatal = errors.New("persist: pebble fatal error")
+	// ErrUnusable means a pebble instance failed and could not be closed
+	// (pebble can leave its commit pipeline locked after a WAL error), so its
+	// lock on the directory cannot be released and no new instance can be
+	// opened in this process. Every later Write fails with it; the process
+	// has to be restarted to make progress durable again. Memory state is
+	// unaffected.
+	ErrUnusable = errors.New("persist: storage engine unusable until restart")
+)
+
+const (
+	recordPrefix = 'k' // namespace of limiter records
+	metaPrefix   = 'm' // namespace of metadata keys
+
+	expiryLen = 8 // bytes of the ExpireAtMs header in a record value
+
+	formatVersion = "celld-persist-v1"
+
+	// deleteChunk bounds the size of the batches Restore uses to delete
+	// expired records.
+	deleteChunk = 4096
+)
+
+var (
+	formatKey   = []byte{metaPrefix, 'f', 'o', 'r', 'm', 'a', 't'}
+	recordLower = []byte{recordPrefix}
+	recordUpper = []byte{recordPrefix + 1}
+)
+
+// Defaults for Options fields left at zero.
+const (
+	DefaultMemTableSize = 16 << 20
+	DefaultCacheSize    = 8 << 20
+	DefaultCloseTimeout = 10 * time.Second
+)
+
+// Options configures Open. The zero value is valid: real disk, slog.Default,
+// and the documented defaults.
+type Options struct {
+	// FS is the filesystem pebble uses. nil means vfs.Default (the real disk).
+	// Tests use vfs.NewMem, vfs.NewCrashableMem or an errorfs wrapper.
+	FS vfs.FS
+	// Logger receives persist's and pebble's log lines. nil means
+	// slog.Default(). pebble's informational lines are logged at Debug.
+	Logger *slog.Logger
+	// MemTableSize is the size in bytes of one pebble memtable. 0 means
+	// DefaultMemTableSize (16 MiB). Bigger memtables mean fewer, larger L0
+	// flushes; pebble keeps at most two in memory before stalling writes.
+	MemTableSize uint64
+	// CacheSize is the size in bytes of pebble's block cache, used by Restore
+	// and Count. 0 means DefaultCacheSize (8 MiB).
+	CacheSize int64
+	// CloseTimeout bounds how long persist waits for a failed pebble instance
+	// to close before declaring it wedged (see ErrUnusable). 0 means
+	// DefaultCloseTimeout (10 s).
+	CloseTimeout time.Duration
+}
+
+// Validate reports whether o is usable. Open calls it.
+func (o Options) Validate() error {
+	if o.CacheSize < 0 {
+		return fmt.Errorf("persist: Options.CacheSize %d is negative", o.CacheSize)
+	}
+	if o.CloseTimeout < 0 {
+		return fmt.Errorf("persist: Options.CloseTimeout %v is negative", o.CloseTimeout)
+	}
+	if o.MemTableSize >= 4<<30 {
+		return fmt.Errorf("persist: Options.MemTableSize %d must be < 4 GiB", o.MemTableSize)
+	}
+	return nil
+}
+
+func (o *Options) withDefaults() {
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.MemTableSize == 0 {
+		o.MemTableSize = DefaultMemTableSize
+	}
+	if o.CacheSize == 0 {
+		o.CacheSize = DefaultCacheSize
+	}
+	if o.CloseTimeout == 0 {
+		o.CloseTimeout = DefaultCloseTimeout
+	}
+}
+
+// Op is one change to write: Delete=true removes Key; otherwise Key is set to
+// Value with ExpireAtMs (absolute Unix milliseconds, 0 = no expiry).
+//
+// Ownership: once an Op is handed to persist (returned from
+// FlusherConfig.Drain or passed to DB.Write) persist may keep Key and Value
+// until the op is durable, and treats them as immutable. Callers must pass
+// copies (or bytes they never modify again). persist never modifies them.
+type Op struct {
+	Key, Value []byte
+	ExpireAtMs int64
+	Delete     bool
+}
+
+// RestoreStats reports what Restore did.
+type RestoreStats struct {
+	// Loaded is the number of records passed to fn.
+	Loaded int64
+	// Expired is the number of records skipped because ExpireAtMs <= nowMs.
+	// They are also deleted from disk (without Sync; a crash just means
+	// they are skipped again next time).
+	Expired int64
+	// Duration is the wall time Restore took.
+	Duration time.Duration
+}
+
+// DB is the durable key → (value, expiry) store.
+//
+// Durability contract: after Write returns nil the ops survive kill -9 and
+// power loss (they are committed as one pebble batch with pebble.Sync; a
+// NoSync write would not be). With the Flusher, at most the last Interval of
+// changes is lost on kill -9 (while writes are failing, everything since the
+// last successful flush: Status.PendingKeys and LastSuccessAt say how much).
+// After Flusher.Stop returns nil nothing is lost.
+//
+// All methods are safe for concurrent use; they are serialised by an
+// internal mutex (Restore and Count hold it for their whole scan, so a
+// concurrent Write waits for them). A DB is created by Open; the zero value is
+// not usable.
+//
+// Failure handling, as pebble v2.1.7 actually behaves (see fault_test.go):
+//
+//   - A WAL write or fsync that fails during a commit makes pebble's log
+//     writer error sticky and the commit path call Logger.Fatalf, whose
+//     default is os.Exit(1). persist installs a logger whose Fatalf panics;
+//     Write recovers the panic, returns an error wrapping ErrPebbleFatal and
+//     closes the failed instance. The next call probes the directory with a
+//     small synced write and, once that succeeds, opens a fresh instance
+//     (replaying the WAL) under the same directory lock, which persist holds
+//     throughout so no other process can slip in. The caller retries its ops.
+//   - A failure while pebble rotates its WAL (when the memtable fills: the
+//     first memtable of an instance is 256 KiB and they double up to
+//     MemTableSize, so a big batch soon after (re)opening rotates) panics after pebble has released a
+//     mutex that a deferred call then unlocks again: the Go runtime aborts
+//     the process ("fatal error: sync: unlock of unlocked mutex"), which no
+//     recover can catch. A failed MANIFEST update in pebble's background
+//     flushes and compactions panics in pebble's own goroutine, which also
+//     ends the process. In both cases everything Write had acknowledged is
+//     on disk and a restart recovers it. The probe above keeps persist from
+//     driving pebble into these paths while the disk is known to be failing.
+//   - If a failed instance cannot be closed within Options.CloseTimeout
+//     (pebble panicked while holding its commit lock), the DB becomes
+//     permanently unusable: see ErrUnusable.
+type DB struct {
+	dir          string
+	fs           vfs.FS
+	log          *slog.Logger
+	memTableSize uint64
+	cacheSize    int64
+	closeTimeout time.Duration
+
+	// reopens counts pebble instances opened after the first one.
+	reopens atomic.Int64
+
+	mu struct {
+		sync.Mutex
+		// lock is pebble's directory lock, held from Open to Close and
+		// passed to every pebble.Open via Options.Lock.
+		lock *pebble.Lock
+		// pdb is the live pebble instance; nil after a failure until the
+		// next call reopens it.
+		pdb *pebble.DB
+		// unusable is set when a failed instance could not be closed.
+		unusable error
+		closed   bool
+	}
+}
+
+// Open opens (creating if needed) the database in dir.
+//
+// If another process (or another DB in this process) has dir open, Open
+// fails with an error wrapping ErrLocked and naming dir. If pebble reports
+// corruption the error wraps ErrCorrupt; any other failure names dir and
+// wraps the cause. Open does I/O proportional to the WAL it replays.
+func Open(dir string, opts Options) (*DB, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts.withDefaults()
+	db := &DB{
+		dir:          dir,
+		fs:           opts.FS,
+		log:          opts.Logger.With("component", "persist", "dir", dir),
+		memTableSize: opts.MemTableSize,
+		cacheSize:    opts.CacheSize,
+		closeTimeout: opts.CloseTimeout,
+	}
+	if err := db.fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("persist: open %s: create directory: %w", dir, err)
+	}
+	lock, err := pebble.LockDirectory(dir, db.fs)
+	if err != nil {
+		if isLockConflict(err) {
+			return nil, fmt.Errorf("%w: %s is held by another process (or another Open in this one): %w", ErrLocked, dir, err)
+		}
+		return nil, fmt.Errorf("persist: open %s: lock: %w", dir, err)
+	}
+	db.mu.lock = lock
+	pdb, err := db.openPebble()
+	if err != nil {
+		_ = lock.Close()
+		return nil, err
+	}
+	if err := db.checkFormat(pdb); err != nil {
+		_ = safeClose(pdb)
+		_ = lock.Close()
+		return nil, err
+	}
+	db.mu.pdb = pdb
+	return db, nil
+}
+
+// isLockConflict tells a lock held elsewhere apart from, say, a permission
+// problem creating the LOCK file (which comes back as an *fs.PathError).
+func isLockConflict(err error) bool {
+	var pe *iofs.PathError
+	if errors.As(err, &pe) {
+		return false
+	}
+	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) ||
+		strings.Contains(err.Error(), "lock held by current process")
+}
+
+// openPebble opens a pebble instance on db.dir using the lock db holds.
+// Panics (including Fatalf) raised by pebble.Open are returned as errors.
+func (db *DB) openPebble() (pdb *pebble.DB, err error) {
+	popts := &pebble.Options{
+		FS:           db.fs,
+		Lock:         db.mu.lock,
+		Logger:       pebbleLogger{db.log},
+		MemTableSize: db.memTableSize,
+		CacheSize:    db.cacheSize,
+		EventListener: &pebble.EventListener{
+			// pebble's default calls Logger.Fatalf, which would panic in
+			// whichever goroutine found the corruption (possibly a
+			// background compaction). The error still reaches the reader.
+			DataCorruption: func(info pebble.DataCorruptionInfo) {
+				db.log.Error("persist: pebble detected data corruption", "path", info.Path, "err", info.Details)
+			},
+		},
+	}
+	err = callPebble(func() error {
+		var e error
+		pdb, e = pebble.Open(db.dir, popts)
+		return e
+	})
+	if err != nil {
+		pdb = nil
+		if pebble.IsCorruptionError(err) {
+			return nil, fmt.Errorf("%w: open %s: %w", ErrCorrupt, db.dir, err)
+		}
+		return nil, fmt.Errorf("persist: open %s: %w", db.dir, err)
+	}
+	return pdb, nil
+}
+
+// checkFormat stamps a new database with formatVersion, and refuses one
+// stamped with anything else.
+func (db *DB) checkFormat(pdb *pebble.DB) error {
+	return callPebble(func() error {
+		v, closer, err := pdb.Get(formatKey)
+		switch {
+		case errors.Is(err, pebble.ErrNotFound):
+			if err := pdb.Set(formatKey, []byte(formatVersion), pebble.Sync); err != nil {
+				return fmt.Errorf("persist: open %s: write format marker: %w", db.dir, err)
+			}
+			return nil
+		case err != nil:
+			if pebble.IsCorruptionError(err) {
+				return fmt.Errorf("%w: open %s: read format marker: %w", ErrCorrupt, db.dir, err)
+			}
+			return fmt.Errorf("persist: open %s: read format marker: %w", db.dir, err)
+		}
+		defer closer.Close()
+		if string(v) != formatVersion {
+			return fmt.Errorf("%w: %s holds format %q, want %q", ErrFormat, db.dir, v, formatVersion)
+		}
+		return nil
+	})
+}
+
+// Dir returns the directory passed to Open.
+func (db *DB) Dir() string { return db.dir }
+
+// Reopens returns how many times a failed pebble instance has been replaced
+// by a fresh one. Safe to call concurrently; O(1).
+func (db *DB) Reopens() int64 { return db.reopens.Load() }
+
+// instanceLocked returns the live pebble instance, opening a fresh one if
+// the previous one failed. db.mu must be held.
+func (db *DB) instanceLocked() (*pebble.DB, error) {
+	if db.mu.closed {
+		return nil, ErrClosed
+	}
+	if db.mu.unusable != nil {
+		return nil, db.mu.unusable
+	}
+	if db.mu.pdb != nil {
+		return db.mu.pdb, nil
+	}
+	// Reopening replays the WAL, rotates it, and may flush a memtable in the
+	// background: all things pebble cannot survive failing (see DB). Only
+	// do it once the directory accepts a synced write again.
+	if err := db.probe(); err != nil {
+		return nil, fmt.Errorf("persist: %s still failing, not reopening the storage engine: %w", db.dir, err)
+	}
+	pdb, err := db.openPebble()
+	if err != nil {
+		return nil, fmt.Errorf("persist: reopen after failure: %w", err)
+	}
+	db.mu.pdb = pdb
+	db.reopens.Add(1)
+	db.log.Info("persist: reopened storage engine after failure")
+	return pdb, nil
+}
+
+// probeName is the scratch file probe writes; pebble ignores unknown files.
+const probeName = "persist-probe.tmp"
+
+// probe creates, writes, syncs and removes a small file in db.dir, to check
+// that the disk accepts synced writes before a failed pebble instance is
+// replaced. Cost: one small fsync.
+func (db *DB) probe() error {
+	name := db.fs.PathJoin(db.dir, probeName)
+	f, err := db.fs.Create(name, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return fmt.Errorf("probe: %w", err)
+	}
+	var buf [4096]byte
+	_, err = f.Write(buf[:])
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if rerr := db.fs.Remove(name); err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return fmt.Errorf("probe: %w", err)
+	}
+	return nil
+}
+
+// discardLocked drops the current pebble instance after it failed with
+// cause. It tries to close it (releasing its hold on the directory lock);
+// if Close does not return within closeTimeout the instance is wedged and
+// the DB becomes unusable. db.mu must be held.
+func (db *DB) discardLocked(cause error) {
+	pdb := db.mu.pdb
+	db.mu.pdb = nil
+	if pdb == nil {
+		return
+	}
+	done := make(chan error, 1)
+	go func() { done <- safeClose(pdb) }()
+	timer := time.NewTimer(db.closeTimeout)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			db.log.Debug("persist: closing failed storage engine instance", "err", err)
+		}
+	case <-timer.C:
+		db.mu.unusable = fmt.Errorf("%w: closing the failed pebble instance did not finish within %v (cause: %w)", ErrUnusable, db.closeTimeout, cause)
+		db.log.Error("persist: storage engine wedged; durable writes are disabled until restart", "cause", cause)
+	}
+}
+
+// Write commits ops as one pebble batch with pebble.Sync: when it returns
+// nil all of them are durable, and either all or none of them are applied.
+// Later ops for the same key win. An empty ops is a no-op.
+//
+// Write is the only durable path. It may be called concurrently with the
+// other methods (calls are serialised). Cost: one fsync plus O(total bytes).
+// Write does not retain ops after it returns.
+//
+// On failure the pebble instance is discarded and the next call (of any
+// method) opens a fresh one; callers retry by calling Write again with the
+// same ops (which is what the Flusher does).
+func (db *DB) Write(ops []Op) error {
+	if len(ops) == 0 {
+		db.mu.Lock()
+		defer db.mu.Unlock()
+		if db.mu.closed {
+			return ErrClosed
+		}
+		return nil
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	pdb, err := db.instanceLocked()
+	if err != nil {
+		return err
+	}
+	if err := commit(pdb, ops); err != nil {
+		err = fmt.Errorf("persist: write %d ops to %s: %w", len(ops), db.dir, err)
+		db.discardLocked(err)
+		return err
+	}
+	return nil
+}
+
+// commit writes ops to pdb as one synced batch.
+func commit(pdb *pebble.DB, ops []Op) error {
+	size := 16
+	for i := range ops {
+		size += 1 + len(ops[i].Key) + expiryLen + len(ops[i].Value) + 12
+	}
+	b := pdb.NewBatchWithSize(size)
+	err := callPebble(func() error {
+		for i := range ops {
+			op := &ops[i]
+			if op.Delete {
+				d := b.DeleteDeferred(1 + len(op.Key))
+				d.Key[0] = recordPrefix
+				copy(d.Key[1:], op.Key)
+				if err := d.Finish(); err != nil {
+					return err
+				}
+				continue
+			}
+			d := b.SetDeferred(1+len(op.Key), expiryLen+len(op.Value))
+			d.Key[0] = recordPrefix
+			copy(d.Key[1:], op.Key)
+			binary.BigEndian.PutUint64(d.Value, uint64(op.ExpireAtMs))
+			copy(d.Value[expiryLen:], op.Value)
+			if err := d.Finish(); err != nil {
+				return err
+			}
+		}
+		return b.Commit(pebble.Sync)
+	})
+	if err == nil {
+		// Only recycle the batch after a clean commit: after a failure the
+		// commit pipeline may still reference it.
+		_ = b.Close()
+	}
+	return err
+}
+
+// Restore calls fn for every stored record whose ExpireAtMs is 0 or greater
+// than nowMs, in key order (bytewise). Expired records are skipped, counted
+// and deleted from disk. key and value are only valid during the call to fn;
+// copy them to keep them. If fn returns an error Restore stops and returns
+// it.
+//
+// Restore is meant for start-up, before the Flusher runs; it holds the DB's
+// mutex for the whole scan. Cost: one sequential scan of the database.
+// A record whose value is shorter than its 8-byte header yields ErrCorrupt.
+func (db *DB) Restore(nowMs int64, fn func(key, value []byte, expireAtMs int64) error) (RestoreStats, error) {
+	start := time.Now()
+	var st RestoreStats
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	pdb, err := db.instanceLocked()
+	if err != nil {
+		return st, err
+	}
+	var (
+		fnErr     error
+		fnPanic   any
+		fnPanicky bool
+	)
+	// fn is the caller's code: a panic in it is not pebble's and must not be
+	// turned into ErrPebbleFatal. Catch it here, re-raise it below.
+	callFn := func(k, v []byte, exp int64) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				fnPanic, fnPanicky = r, true
+				err = errors.New("persist: restore callback panicked")
+			}
+		}()
+		return fn(k, v, exp)
+	}
+	err = callPebble(func() error {
+		it, err := pdb.NewIter(&pebble.IterOptions{LowerBound: recordLower, UpperBound: recordUpper})
+		if err != nil {
+			return err
+		}
+		var del *pebble.Batch
+		flushDeletes := func() error {
+			if del == nil || del.Empty() {
+				return nil
+			}
+			err := del.Commit(pebble.NoSync)
+			if err == nil {
+				_ = del.Close()
+			}
+			del = nil
+			return err
+		}
+		for ok := it.First(); ok; ok = it.Next() {
+			k := it.Key()
+			v, err := it.ValueAndErr()
+			if err != nil {
+				_ = it.Close()
+				return err
+			}
+			if len(v) < expiryLen {
+				_ = it.Close()
+				return fmt.Errorf("%w: %s: record %q has a %d-byte value, want at least %d", ErrCorrupt, db.dir, k[1:], len(v), expiryLen)
+			}
+			exp := int64(binary.BigEndian.Uint64(v))
+			if exp != 0 && exp <= nowMs {
+				st.Expired++
+				if del == nil {
+					del = pdb.NewBatch()
+				}
+				if err := del.Delete(k, nil); err != nil {
+					_ = it.Close()
+					return err
+				}
+				if del.Count() >= deleteChunk {
+					if err := flushDeletes(); err != nil {
+						_ = it.Close()
+						return err
+					}
+				}
+				continue
+			}
+			if err := callFn(k[1:], v[expiryLen:], exp); err != nil {
+				fnErr = err
+				break
+			}
+			st.Loaded++
+		}
+		if err := it.Close(); err != nil {
+			return err
+		}
+		if fnErr != nil {
+			return nil
+		}
+		return flushDeletes()
+	})
+	st.Duration = time.Since(start)
+	if fnPanicky {
+		panic(fnPanic)
+	}
+	if fnErr != nil {
+		return st, fnErr
+	}
+	if err != nil {
+		if errors.Is(err, ErrCorrupt) {
+			return st, err
+		}
+		if pebble.IsCorruptionError(err) {
+			return st, fmt.Errorf("%w: restore from %s: %w", ErrCorrupt, db.dir, err)
+		}
+		err = fmt.Errorf("persist: restore from %s: %w", db.dir, err)
+		if errors.Is(err, ErrPebbleFatal) {
+			db.discardLocked(err)
+		}
+		return st, err
+	}
+	return st, nil
+}
+
+// Count returns the number of records on disk, expired or not (for DBSIZE
+// agreement tests and diagnostics). It scans every key: O(n). Safe for
+// concurrent use (it holds the DB mutex for the scan).
+func (db *DB) Count() (int64, error) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	pdb, err := db.instanceLocked()
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	err = callPebble(func() error {
+		it, err := pdb.NewIter(&pebble.IterOptions{LowerBound: recordLower, UpperBound: recordUpper})
+		if err != nil {
+			return err
+		}
+		for ok := it.First(); ok; ok = it.Next() {
+			n++
+		}
+		return it.Close()
+	})
+	if err != nil {
+		return 0, fmt.Errorf("persist: count %s: %w", db.dir, err)
+	}
+	return n, nil
+}
+
+// Close closes the pebble instance and releases the directory lock. It does
+// not flush anything: stop the Flusher first. Calling Close again returns
+// ErrClosed. Safe to call concurrently with other methods (they then fail
+// with ErrClosed).
+func (db *DB) Close() error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.mu.closed {
+		return ErrClosed
+	}
+	db.mu.closed = true
+	var err error
+	if db.mu.unusable != nil {
+		// The wedged instance still holds a reference on the lock; closing
+		// ours does not release the file lock, process exit does.
+		err = db.mu.unusable
+	} else if db.mu.pdb != nil {
+		if cerr := safeClose(db.mu.pdb); cerr != nil {
+			err = fmt.Errorf("persist: close %s: %w", db.dir, cerr)
+		}
+	}
+	db.mu.pdb = nil
+	if lerr := db.mu.lock.Close(); lerr != nil && err == nil {
+		err = fmt.Errorf("persist: close %s: release lock: %w", db.dir, lerr)
+	}
+	return err
+}
+
+// safeClose closes pdb, turning a panic into an error.
+func safeClose(pdb *pebble.DB) error {
+	return callPebble(pdb.Close)
+}
+
+// callPebble runs f, converting a panic (pebble panics on some I/O errors,
+// and persist's logger panics on Fatalf) into an error wrapping
+// ErrPebbleFatal.
+func callPebble(f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			switch r := r.(type) {
+			case pebbleFatal:
+				err = fmt.Errorf("%w: %s", ErrPebbleFatal, r.msg)
+			case error:
+				err = fmt.Errorf("%w: panic: %w", ErrPebbleFatal, r)
+			default:
+				err = fmt.Errorf("%w: panic: %v", ErrPebbleFatal, r)
+			}
+		}
+	}()
+	return f()
+}
+
+// pebbleFatal is the panic value raised by pebbleLogger.Fatalf.
+type pebbleFatal struct{ msg string }
+
+func (p pebbleFatal) Error() string { return "pebble fatal: " + p.msg }
+
+// pebbleLogger adapts slog to pebble.Logger. Fatalf panics instead of
+// exiting: persist recovers the panic when it happens in a goroutine that is
+// calling into persist. In pebble's own background goroutines (e.g. a
+// MANIFEST sync failing during a compaction) the panic terminates the
+// process, as pebble's default os.Exit(1) would, but with a stack trace.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Debug("pebble: " + strings.TrimRight(fmt.Sprintf(format, args...), "\n"))
+}
+
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error("pebble: " + strings.TrimRight(fmt.Sprintf(format, args...), "\n"))
+}
+
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	msg := strings.TrimRight(fmt.Sprintf(format, args...), "\n")
+	p.l.Error("pebble fatal: " + msg)
+	panic(pebbleFatal{msg})
+}

@@ -1,0 +1,335 @@
+package persist
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+	"unsafe"
+)
+
+// Defaults for FlusherConfig fields left at zero.
+const (
+	DefaultInterval   = 100 * time.Millisecond
+	DefaultMaxBackoff = 5 * time.Second
+)
+
+// FlusherConfig configures NewFlusher.
+type FlusherConfig struct {
+	// Interval is the flush window: every Interval the Flusher drains the
+	// dirty ops and commits them with one synced batch. 0 means
+	// DefaultInterval (100 ms). It bounds what kill -9 can lose.
+	Interval time.Duration
+	// MaxBackoff caps the delay between write retries while the disk is
+	// failing (the delay starts at Interval and doubles). Drain keeps being
+	// called every Interval regardless. 0 means DefaultMaxBackoff (5 s).
+	MaxBackoff time.Duration
+	// Drain returns the ops accumulated since its previous call (the
+	// in-memory side swaps its per-shard dirty sets), appended to buf, which
+	// it may grow. It is called once per window and by FlushNow, always from
+	// one goroutine at a time, never while a write is in progress, and never
+	// with any persist lock held that the data path could need. nowMs is
+	// Now() in Unix milliseconds. Required.
+	//
+	// Ownership of the returned ops' Key and Value passes to persist (see Op).
+	Drain func(nowMs int64, buf []Op) []Op
+	// Now is the clock used for nowMs and Status timestamps. nil means
+	// time.Now. Retry pacing always uses the real clock.
+	Now func() time.Time
+	// Logger receives state-change messages (first failure, recovery). nil
+	// means slog.Default().
+	Logger *slog.Logger
+}
+
+// Validate reports whether c is usable. NewFlusher panics if it is not.
+func (c FlusherConfig) Validate() error {
+	if c.Drain == nil {
+		return errors.New("persist: FlusherConfig.Drain is required")
+	}
+	if c.Interval < 0 {
+		return fmt.Errorf("persist: FlusherConfig.Interval %v is negative", c.Interval)
+	}
+	if c.MaxBackoff < 0 {
+		return fmt.Errorf("persist: FlusherConfig.MaxBackoff %v is negative", c.MaxBackoff)
+	}
+	return nil
+}
+
+// Status is a snapshot of the Flusher's health, for INFO persistence and
+// metrics.
+type Status struct {
+	// LastFlushOK is false while the most recent write attempt failed. It is
+	// true before the first attempt.
+	LastFlushOK bool
+	// LastFlushErr is the most recent attempt's error text, "" when OK.
+	LastFlushErr string
+	// LastFlushAt is when the most recent write attempt started (zero if none).
+	LastFlushAt time.Time
+	// LastSuccessAt is when the most recent successful write started (zero
+	// if none).
+	LastSuccessAt time.Time
+	// LastFlushDuration is how long the most recent attempt took.
+	LastFlushDuration time.Duration
+	// LastFlushKeys is how many ops the most recent attempt wrote (or tried to).
+	LastFlushKeys int
+	// PendingKeys is the number of drained ops not yet durable (distinct
+	// keys). Ops still in the in-memory dirty sets are not counted.
+	PendingKeys int
+	// Flushes counts write attempts; FlushErrors counts the failed ones.
+	Flushes, FlushErrors int64
+	// ConsecutiveErrors is the number of failed attempts since the last
+	// success.
+	ConsecutiveErrors int
+	// NextRetryAt is, while failing, the earliest time the loop will try
+	// again (FlushNow does not wait for it). Zero when OK.
+	NextRetryAt time.Time
+	// Reopens is how many times the pebble instance was replaced after a
+	// failure (DB.Reopens).
+	Reopens int64
+}
+
+// Flusher runs the every-window flush loop: each Interval it calls Drain,
+// merges the result into a pending set keyed by key (a newer op for a key
+// replaces an older pending one), and writes the whole pending set as one
+// synced batch with DB.Write. On success the pending set is cleared; on
+// failure it is kept, the failure is logged once (on the state change) and
+// shown in Status, and the write is retried with exponential backoff capped
+// at MaxBackoff. Drain keeps being called every window while failing, so the
+// data path never waits for the disk. A write that overruns the window
+// coalesces with the next one: ticks do not queue up.
+//
+// Start, FlushNow, Stop and Status are safe for concurrent use. A Flusher
+// must be created with NewFlusher.
+type Flusher struct {
+	db         *DB
+	interval   time.Duration
+	maxBackoff time.Duration
+	drain      func(nowMs int64, buf []Op) []Op
+	now        func() time.Time
+	log        *slog.Logger
+
+	// mu serialises drain+write between the loop and FlushNow. The fields
+	// below it are guarded by it.
+	mu       sync.Mutex
+	pending  map[string]Op
+	buf      []Op // reused Drain buffer
+	batch    []Op // reused Write argument
+	failures int  // consecutive failed writes
+	retryAt  time.Time
+	// loggedUnusable records that the transition to ErrUnusable was logged.
+	loggedUnusable bool
+
+	// statusMu guards status; it is never held across I/O, so Status does
+	// not wait for a write in progress.
+	statusMu sync.Mutex
+	status   Status
+
+	life    sync.Mutex // guards running, stopped
+	running bool
+	stopped bool
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// NewFlusher returns a Flusher writing to db. It panics if cfg is invalid
+// (see FlusherConfig.Validate): configuration is a programming error here.
+// The loop does not run until Start.
+func NewFlusher(db *DB, cfg FlusherConfig) *Flusher {
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.MaxBackoff == 0 {
+		cfg.MaxBackoff = DefaultMaxBackoff
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Flusher{
+		db:         db,
+		interval:   cfg.Interval,
+		maxBackoff: cfg.MaxBackoff,
+		drain:      cfg.Drain,
+		now:        cfg.Now,
+		log:        cfg.Logger.With("component", "persist.flusher", "dir", db.dir),
+		pending:    make(map[string]Op),
+		status:     Status{LastFlushOK: true},
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
+	}
+}
+
+// Start starts the loop goroutine. Calling it again, or after Stop, does
+// nothing.
+func (f *Flusher) Start() {
+	f.life.Lock()
+	defer f.life.Unlock()
+	if f.running || f.stopped {
+		return
+	}
+	f.running = true
+	go f.loop()
+}
+
+func (f *Flusher) loop() {
+	defer close(f.done)
+	// A Ticker drops ticks its reader is too slow for, so an overrunning
+	// write is followed by one window's worth of ops, not a queue of ticks.
+	t := time.NewTicker(f.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-f.stop:
+			return
+		case <-t.C:
+			f.tick()
+		}
+	}
+}
+
+// tick is one window of the loop: always drain, write unless backing off.
+func (f *Flusher) tick() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.drainLocked()
+	if len(f.pending) == 0 || time.Now().Before(f.retryAt) {
+		f.setPending(len(f.pending))
+		return
+	}
+	_ = f.writeLocked()
+}
+
+// FlushNow drains and writes synchronously, ignoring any retry backoff, and
+// returns the write's error (nil when nothing was pending). When it returns
+// nil, every op Drain had produced before the call is durable. Used by SAVE
+// and by shutdown; safe to call concurrently with the loop and with itself
+// (calls are serialised). Cost: one Drain plus one synced batch.
+func (f *Flusher) FlushNow() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.drainLocked()
+	if len(f.pending) == 0 {
+		f.setPending(0)
+		return nil
+	}
+	return f.writeLocked()
+}
+
+// Stop stops the loop (waiting for a write in progress), does a final
+// FlushNow and returns its error. It does not close the DB. Calling Stop
+// again just flushes again.
+func (f *Flusher) Stop() error {
+	f.life.Lock()
+	if !f.stopped {
+		f.stopped = true
+		close(f.stop)
+	}
+	running := f.running
+	f.life.Unlock()
+	if running {
+		<-f.done
+	}
+	return f.FlushNow()
+}
+
+// Status returns a snapshot of the Flusher's health. Safe to call
+// concurrently; O(1); never waits for I/O.
+func (f *Flusher) Status() Status {
+	f.statusMu.Lock()
+	s := f.status
+	f.statusMu.Unlock()
+	s.Reopens = f.db.Reopens()
+	return s
+}
+
+// drainLocked calls Drain and merges its ops into pending. f.mu must be held.
+func (f *Flusher) drainLocked() {
+	ops := f.drain(f.now().UnixMilli(), f.buf[:0])
+	for i := range ops {
+		op := ops[i]
+		// Keys are immutable once handed over (see Op), so the map can key
+		// on them without copying.
+		f.pending[unsafe.String(unsafe.SliceData(op.Key), len(op.Key))] = op
+	}
+	clear(ops) // drop references so the reused buffer doesn't pin them
+	f.buf = ops[:0]
+}
+
+// writeLocked writes the whole pending set as one synced batch and updates
+// the status. f.mu must be held.
+func (f *Flusher) writeLocked() error {
+	f.batch = f.batch[:0]
+	for _, op := range f.pending {
+		f.batch = append(f.batch, op)
+	}
+	n := len(f.batch)
+	startWall := f.now()
+	start := time.Now()
+	err := f.db.Write(f.batch)
+	took := time.Since(start)
+	clear(f.batch)
+	f.batch = f.batch[:0]
+
+	f.statusMu.Lock()
+	defer f.statusMu.Unlock()
+	st := &f.status
+	st.Flushes++
+	st.LastFlushAt = startWall
+	st.LastFlushDuration = took
+	st.LastFlushKeys = n
+	if err == nil {
+		clear(f.pending)
+		if f.failures > 0 {
+			f.log.Info("persist: flush recovered", "failed_attempts", f.failures, "keys", n, "took", took)
+		}
+		f.failures = 0
+		f.retryAt = time.Time{}
+		st.LastFlushOK = true
+		st.LastFlushErr = ""
+		st.LastSuccessAt = startWall
+		st.ConsecutiveErrors = 0
+		st.NextRetryAt = time.Time{}
+		st.PendingKeys = 0
+		return nil
+	}
+	f.failures++
+	backoff := f.backoff()
+	f.retryAt = time.Now().Add(backoff)
+	st.FlushErrors++
+	st.ConsecutiveErrors = f.failures
+	st.NextRetryAt = startWall.Add(took + backoff)
+	st.PendingKeys = len(f.pending)
+	st.LastFlushOK = false
+	st.LastFlushErr = err.Error()
+	// Log state changes only, not every retry.
+	switch {
+	case errors.Is(err, ErrUnusable) && !f.loggedUnusable:
+		f.loggedUnusable = true
+		f.log.Error("persist: storage engine unusable; changes will not be durable until restart", "err", err, "pending", len(f.pending))
+	case f.failures == 1:
+		f.log.Error("persist: flush failed; keeping ops pending and retrying", "err", err, "pending", len(f.pending))
+	}
+	return err
+}
+
+// backoff returns the delay before the next retry after f.failures
+// consecutive failures: Interval, 2×Interval, 4×Interval, … up to MaxBackoff.
+func (f *Flusher) backoff() time.Duration {
+	d := f.interval
+	for i := 1; i < f.failures && d < f.maxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, f.maxBackoff)
+}
+
+func (f *Flusher) setPending(n int) {
+	f.statusMu.Lock()
+	f.status.PendingKeys = n
+	f.statusMu.Unlock()
+}
