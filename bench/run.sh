@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Side-by-side load run: celld's CL.THROTTLE against redis-server's SET and
+# PING, measured with redis-benchmark in alternation (A B A B ...), plus
+# memory per key. Installs nothing: it needs redis-server and
+# redis-benchmark on PATH (Debian: apt-get install redis-server redis-tools)
+# and Go to build celld.
+#
+#   bash bench/run.sh            # full table (~3 minutes)
+#   N=100000 bash bench/run.sh   # fewer requests per row
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+for tool in redis-server redis-benchmark redis-cli go; do
+  command -v "$tool" >/dev/null || { echo "missing $tool (apt-get install redis-server redis-tools)" >&2; exit 1; }
+done
+
+N=${N:-300000}
+KEYS=${KEYS:-100000}
+CPORT=${CPORT:-17379}
+RPORT=${RPORT:-17380}
+work=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; redis-cli -p $RPORT shutdown nosave >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+
+go build -o "$work/celld" .
+"$work/celld" --addr 127.0.0.1:$CPORT --dir "$work/data" 2>"$work/celld.log" &
+redis-server --port $RPORT --save '' --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
+for p in $CPORT $RPORT; do
+  for _ in $(seq 50); do redis-cli -p $p ping >/dev/null 2>&1 && break; sleep 0.1; done
+done
+
+# bench PORT CLIENTS PIPELINE ARGS... -> "rps p50 p99"
+bench() {
+  local port=$1 c=$2 p=$3; shift 3
+  redis-benchmark -p "$port" -c "$c" -P "$p" -n "$N" -r "$KEYS" --csv "$@" 2>/dev/null |
+    awk -F'","' 'NR==2 { gsub(/"/, ""); print $2, $5, $7 }'
+}
+
+printf '%-34s %12s %8s %8s | %-10s %12s %8s %8s | %6s %9s\n' \
+  "celld row" "req/s" "p50 ms" "p99 ms" "redis" "req/s" "p50 ms" "p99 ms" "ratio" "p99 ratio"
+row() { # label c p redis-test celld-args...
+  local label=$1 c=$2 p=$3 rtest=$4; shift 4
+  local a b
+  a=$(bench $CPORT "$c" "$p" "$@")
+  if [ "$rtest" = set ]; then
+    b=$(bench $RPORT "$c" "$p" SET key:__rand_int__ 1796012296590996844)
+  else
+    b=$(bench $RPORT "$c" "$p" PING)
+  fi
+  read -r ar a50 a99 <<<"$a"
+  read -r br b50 b99 <<<"$b"
+  printf '%-34s %12s %8s %8s | %-10s %12s %8s %8s | %6.2f %9.2f\n' \
+    "$label" "$ar" "$a50" "$a99" "$rtest" "$br" "$b50" "$b99" \
+    "$(echo "$ar / $br" | bc -l)" "$(echo "$a99 / ($b99 + 0.0001)" | bc -l)"
+}
+
+row "CL.THROTTLE random c=50 P=16"  50 16 set  CL.THROTTLE key:__rand_int__ 15 30 60
+row "CL.THROTTLE random c=50 P=1"   50 1  ping CL.THROTTLE key:__rand_int__ 15 30 60
+row "CL.THROTTLE random c=500 P=16" 500 16 set CL.THROTTLE key:__rand_int__ 15 30 60
+row "CL.THROTTLE random c=500 P=1"  500 1 ping CL.THROTTLE key:__rand_int__ 15 30 60
+row "CL.THROTTLE hot key c=50 P=16" 50 16 set  CL.THROTTLE hot 15 30 60
+row "CL.THROTTLE hot key c=50 P=1"  50 1  ping CL.THROTTLE hot 15 30 60
+row "PING c=50 P=16"                50 16 ping PING
+row "PING c=50 P=1"                 50 1  ping PING
+
+# Memory: RSS growth per key for the same 1M-ish keys.
+rss() { awk '/VmRSS/ {print $2 * 1024}' "/proc/$1/status"; }
+cpid=$(pgrep -f "$work/celld" | head -1)
+rpid=$(pgrep -f "redis-server .*:$RPORT" | head -1)
+redis-cli -p $CPORT flushall >/dev/null; redis-cli -p $RPORT flushall >/dev/null
+c0=$(rss "$cpid"); r0=$(rss "$rpid")
+redis-benchmark -p $CPORT -c 50 -P 64 -n 3000000 -r 1000000 CL.THROTTLE key:__rand_int__ 15 30 3600 >/dev/null 2>&1
+redis-benchmark -p $RPORT -c 50 -P 64 -n 3000000 -r 1000000 SET key:__rand_int__ 1796012296590996844 PX 3600000 >/dev/null 2>&1
+sleep 1
+c1=$(rss "$cpid"); r1=$(rss "$rpid")
+cn=$(redis-cli -p $CPORT dbsize); rn=$(redis-cli -p $RPORT dbsize)
+cb=$(( (c1 - c0) / cn )); rb=$(( (r1 - r0) / rn ))
+printf '\nmemory: celld %d B/key (%d keys), redis %d B/key (%d keys), ratio %.2f\n' \
+  "$cb" "$cn" "$rb" "$rn" "$(echo "$cb / $rb" | bc -l)"
