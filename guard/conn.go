@@ -1,0 +1,223 @@
+package guard
+
+import (
+	"net"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	// minRead is the smallest p that Read validates in place; a smaller p
+	// is served through Conn.small. bufio (and so redcon) reads 4096.
+	minRead = 64
+	// unauthChunk bounds one read from the socket while the connection is
+	// not authenticated, and so the stash (see Conn.stash).
+	unauthChunk = 4096
+)
+
+// Conn is a net.Conn whose Read passes on only a valid Redis request stream
+// (see the package comment). Everything else is the wrapped net.Conn's,
+// except that Write sets a write deadline first and Close is idempotent.
+//
+// Concurrency: Read must be called by one goroutine at a time (redcon's
+// connection goroutine). SetAuthenticated, Authenticated, Write, Close and the
+// rest of net.Conn may be called from any goroutine. The zero Conn is not
+// usable: get one from a Listener or NewConn.
+type Conn struct {
+	net.Conn
+
+	m      machine
+	authed atomic.Bool
+	closed atomic.Bool
+	opt    *options
+	onDone func() // the listener's release of a client slot; may be nil
+
+	rerr  error  // a read error that came with data, returned next
+	final *Error // set once the guard has ended the stream
+	stash []byte // input read but not yet scanned (unauthenticated only)
+	out   []byte // validated bytes of small[] not yet returned
+	small [minRead]byte
+}
+
+// NewConn wraps nc. The listener options (MaxClients, KeepAlive) have no
+// effect here. It panics if lim.Validate fails: check Limits where they are
+// configured.
+func NewConn(nc net.Conn, lim Limits, opts ...Option) *Conn {
+	return newConn(nc, checkLimits(lim), newOptions(opts), nil)
+}
+
+func checkLimits(lim Limits) Limits {
+	if err := lim.Validate(); err != nil {
+		panic(err)
+	}
+	return lim.withDefaults()
+}
+
+func newConn(nc net.Conn, lim Limits, opt *options, onDone func()) *Conn {
+	c := &Conn{Conn: nc, opt: opt, onDone: onDone}
+	c.m.lim = lim
+	c.m.authed = &c.authed
+	c.authed.Store(!opt.requireAuth)
+	return c
+}
+
+// SetAuthenticated switches between the Unauth* limits (false) and the full
+// ones (true) from the next command on. The server calls it after a
+// successful AUTH (or HELLO with AUTH); without the RequireAuth option a Conn
+// starts authenticated. Safe for concurrent use; an atomic store.
+//
+// While unauthenticated, Read hands redcon one command at a time (it keeps
+// the rest, at most 4 KiB, until the next Read), so an AUTH pipelined with
+// the commands after it lifts the limits for them, as in Redis.
+func (c *Conn) SetAuthenticated(ok bool) { c.authed.Store(ok) }
+
+// Authenticated reports the state SetAuthenticated last set.
+func (c *Conn) Authenticated() bool { return c.authed.Load() }
+
+// Read fills p with the next bytes of the request stream that are known to
+// belong to valid commands, validating them in place: it reads from the
+// socket into p and returns n <= what it read, compacting only when an
+// ignored "*0\r\n" is dropped. Hot-path cost: one pass over header bytes,
+// payload bytes skipped by length, no allocation.
+//
+// When the stream breaks a rule, the bytes before the bad frame are returned
+// first (so the commands before it run and their replies are flushed, as
+// Redis does); the next Read writes Redis's error line to the client, if that
+// violation has one, and returns an *Error, which wraps io.EOF. redcon then
+// closes the connection without writing anything of its own. Every later Read
+// returns the same *Error.
+//
+// Read never returns 0, nil. One goroutine at a time.
+func (c *Conn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if len(c.out) > 0 {
+		n := copy(p, c.out)
+		c.out = c.out[n:]
+		return n, nil
+	}
+	if len(p) >= minRead {
+		return c.read(p)
+	}
+	n, err := c.read(c.small[:])
+	k := copy(p, c.small[:n])
+	c.out = c.small[k:n]
+	return k, err
+}
+
+// read is Read for len(p) >= minRead.
+//
+// An inline line still incomplete at the end of what was read is not handed
+// over alone while p has room: read keeps filling p until the line ends or p
+// is full. redcon rescans a partial inline line from its start on every read,
+// so a client trickling a 64 KiB line one byte per packet would otherwise
+// cost 2^31 byte comparisons; this way each rescan comes with at least
+// len(p) new bytes. redcon can do nothing with a partial line anyway, and
+// the replies to every earlier command were flushed before this Read.
+func (c *Conn) read(p []byte) (int, error) {
+	m := &c.m
+	out := 0 // p[:out] is validated
+	for {
+		if m.verdict != vNone {
+			if out > 0 {
+				return out, nil
+			}
+			return 0, c.fail()
+		}
+		if c.rerr != nil && len(c.stash) == 0 {
+			if out > 0 {
+				return out, nil
+			}
+			err := c.rerr
+			c.rerr = nil
+			return 0, err
+		}
+		q := p[out:]
+		h := copy(q, m.hold[:m.nhold])
+		m.nhold = 0
+		authed := c.authed.Load()
+		var k int
+		fromStash := len(c.stash) > 0
+		if fromStash {
+			k = copy(q[h:], c.stash)
+		} else {
+			r := q[h:]
+			if !authed && len(r) > unauthChunk {
+				r = r[:unauthChunk]
+			}
+			k, c.rerr = c.Conn.Read(r)
+		}
+		before := m.commands
+		n, rest := m.scan(q[:h+k], h, !authed)
+		out += n
+		if fromStash {
+			c.stash = c.stash[:copy(c.stash, c.stash[rest-h:])]
+		} else if rest < h+k {
+			if c.stash == nil {
+				c.stash = make([]byte, 0, unauthChunk)
+			}
+			c.stash = append(c.stash, q[rest:h+k]...)
+		}
+		if out == 0 {
+			continue
+		}
+		if m.commands == before && m.st == stInline && m.verdict == vNone && len(p)-out >= minRead {
+			continue // only part of an inline line so far: coalesce
+		}
+		return out, nil
+	}
+}
+
+// fail ends the stream once: it sends the reply, calls the hooks, and
+// returns the *Error every later Read returns.
+func (c *Conn) fail() error {
+	if c.final != nil {
+		return c.final
+	}
+	e := newError(c.m.verdict, c.m.got)
+	c.final = e
+	if e.Reply != "" {
+		c.Write([]byte(e.Reply)) // best effort: the connection ends anyway
+	}
+	remote := ""
+	if a := c.RemoteAddr(); a != nil {
+		remote = a.String()
+	}
+	if e.Kind == ErrSecurity && c.opt.onSecurity != nil {
+		c.opt.onSecurity(remote)
+	}
+	if c.opt.onViolation != nil {
+		c.opt.onViolation(remote, e)
+	}
+	return e
+}
+
+// Write writes b to the client after setting a write deadline of
+// WriteTimeout from now (unless WriteTimeout is 0), so a client that stops
+// reading cannot hold the writer forever. It replaces any deadline set
+// through SetWriteDeadline. Cost: a clock read and a deadline update.
+func (c *Conn) Write(b []byte) (int, error) {
+	if d := c.opt.writeTimeout; d > 0 {
+		if err := c.Conn.SetWriteDeadline(time.Now().Add(d)); err != nil {
+			return 0, err
+		}
+	}
+	return c.Conn.Write(b)
+}
+
+// Close closes the connection and, for a Conn from a Listener, frees its
+// client slot. Only the first call does anything; later calls return nil.
+func (c *Conn) Close() error {
+	if !c.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	err := c.Conn.Close()
+	if c.onDone != nil {
+		c.onDone()
+	}
+	return err
+}
+
+// NetConn returns the wrapped connection.
+func (c *Conn) NetConn() net.Conn { return c.Conn }
