@@ -8,6 +8,11 @@ package store
 // It backtracks only to the most recent '*', so it runs in O(len(p)·len(s))
 // at worst: patterns like "*a*a*a*b" cannot make it exponential.
 func Match(p, s string) bool {
+	if len(s) == 0 {
+		// Redis's loop runs only while both are non-empty: an empty string
+		// matches only the empty pattern (so not even "*").
+		return len(p) == 0
+	}
 	pi, si := 0, 0
 	starP, starS := -1, 0
 	for si < len(s) {

@@ -22,6 +22,7 @@ import (
 	"hash/maphash"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/celld/celld/gcra"
 )
@@ -71,6 +72,8 @@ type shard struct {
 	dirty   []uint32          // slots written since the last Drain (if tracking)
 	deleted []string          // keys deleted since the last Drain (if tracking)
 	seq     uint32            // write sequence, source of entry.ver
+	spare   []uint32          // the previous dirty list, reused by Drain
+	peak    int               // largest len(idx) since the map was last rebuilt
 	sweep   uint32            // next slot the expiry sweep looks at
 	track   bool              // dirty and deleted are kept (set once by New)
 	_       [64]byte          // keep neighbouring shards' locks off one cache line
@@ -84,9 +87,10 @@ type Options struct {
 
 // Store is the keyspace. Create it with New; the zero value is not usable.
 type Store struct {
-	seed   maphash.Seed
-	track  bool
-	shards [nShards]shard
+	seed       maphash.Seed
+	track      bool
+	sweepShard atomic.Uint32 // shard where the next SweepStep starts
+	shards     [nShards]shard
 }
 
 // New returns an empty store.
@@ -105,6 +109,7 @@ func (sh *shard) reset() {
 	sh.free = nil
 	sh.raw = make(map[string]string)
 	sh.sweep = 0
+	sh.peak = 0
 }
 
 func (s *Store) shardIndex(key []byte) int { return int(maphash.Bytes(s.seed, key) >> 56) }
@@ -249,6 +254,9 @@ func (sh *shard) insertLocked(key []byte) (*entry, uint32) {
 	}
 	k := string(key)
 	sh.idx[k] = i
+	if len(sh.idx) > sh.peak {
+		sh.peak = len(sh.idx)
+	}
 	e := &sh.slab[i]
 	*e = entry{key: k, flags: flagUsed}
 	return e, i

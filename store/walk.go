@@ -60,37 +60,39 @@ func (s *Store) Keys(pattern string, nowMs int64, fn func(key string)) {
 }
 
 // SweepStep is one pass of the active expiry cycle, modelled on Redis's: in
-// each shard it looks at the next 64 slots and deletes the expired ones,
-// repeating while more than a quarter of what it saw had expired and the
-// time budget lasts. It returns the number of keys deleted. Each lock hold is
-// one batch of 64 slots, so the server never pauses for a sweep.
+// each shard, starting where the previous pass stopped, it looks at the next
+// 64 slots and deletes the expired ones, repeating in that shard while more
+// than a quarter of what it saw had expired and the time budget lasts. It
+// returns the number of keys deleted. Each lock hold is one batch of 64
+// slots, so the server never pauses for a sweep. Safe to call concurrently,
+// though one sweeper is the intended use.
 func (s *Store) SweepStep(nowMs int64, budget time.Duration) int {
 	const batch = 64
 	deadline := time.Now().Add(budget)
 	deleted := 0
-	for i := range s.shards {
+	start := int(s.sweepShard.Load())
+	for n := 0; n < nShards; n++ {
+		i := (start + n) % nShards
 		sh := &s.shards[i]
 		for {
 			sh.mu.Lock()
-			n := len(sh.slab)
+			size := len(sh.slab)
 			seen, expired := 0, 0
-			for seen < batch && n > 0 {
-				if int(sh.sweep) >= n {
+			for seen < batch && seen < size {
+				if int(sh.sweep) >= size {
 					sh.sweep = 0
 				}
 				slot := sh.sweep
 				sh.sweep++
 				seen++
-				e := &sh.slab[slot]
-				if e.flags&flagUsed != 0 && !e.alive(nowMs) {
+				if e := &sh.slab[slot]; e.flags&flagUsed != 0 && !e.alive(nowMs) {
 					sh.deleteLocked(slot)
 					expired++
 				}
-				if seen >= n {
-					break
-				}
 			}
-			sh.shrinkLocked()
+			if expired > 0 {
+				sh.shrinkLocked()
+			}
 			sh.mu.Unlock()
 			deleted += expired
 			if expired*4 <= seen || time.Now().After(deadline) {
@@ -98,49 +100,51 @@ func (s *Store) SweepStep(nowMs int64, budget time.Duration) int {
 			}
 		}
 		if time.Now().After(deadline) {
-			break
+			s.sweepShard.Store(uint32((i + 1) % nShards))
+			return deleted
 		}
 	}
 	return deleted
 }
 
-// shrinkLocked gives memory back after mass expiry: when fewer than a quarter
-// of a large slab's slots are used, it rebuilds the map and trims free slots
-// off the slab's tail (live keys never move, so SCAN cursors stay valid).
-// Requires sh.mu.
+// shrinkMin is the shard size below which memory is not handed back: a
+// rebuild is cheap, but below this it saves too little to matter.
+const shrinkMin = 256
+
+// shrinkLocked gives memory back after mass expiry. Go maps never shrink, so
+// when the live keys fall below a quarter of the map's peak it rebuilds the
+// map; and when the slab's free tail is more than half its capacity it trims
+// it (live keys never move, so SCAN cursors stay valid). Each rebuild resets
+// its trigger, so an idle shard is not rebuilt again. Requires sh.mu.
 func (sh *shard) shrinkLocked() {
-	n := len(sh.slab)
-	if n < 1024 || len(sh.idx)*4 > n {
-		return
+	live := len(sh.idx)
+	if sh.peak >= shrinkMin && live*4 < sh.peak {
+		idx := make(map[string]uint32, live)
+		for k, v := range sh.idx {
+			idx[k] = v
+		}
+		sh.idx = idx
+		sh.peak = live
 	}
-	end := n
+	end := len(sh.slab)
 	for end > 0 && sh.slab[end-1].flags&flagUsed == 0 {
 		end--
 	}
-	if end*2 > n {
-		// The tail is in use; rebuilding the map alone still frees its
-		// buckets, but only do that when the map is much larger than needed.
-		if len(sh.idx)*8 > n {
-			return
-		}
+	if cap(sh.slab) < shrinkMin || end*2 >= cap(sh.slab) {
+		return
 	}
-	idx := make(map[string]uint32, len(sh.idx))
-	for k, v := range sh.idx {
-		idx[k] = v
-	}
-	sh.idx = idx
 	slab := make([]entry, end, end+end/4)
 	copy(slab, sh.slab[:end])
 	sh.slab = slab
-	free := sh.free[:0]
+	free := make([]uint32, 0, len(sh.free))
 	for _, f := range sh.free {
 		if int(f) < end {
 			free = append(free, f)
 		}
 	}
-	sh.free = append([]uint32(nil), free...)
-	// Dirty slots past the end were freed, so their keys are on the deleted
-	// list already; drop them from the dirty list.
+	sh.free = free
+	// Dirty slots past the end were freed, so their keys are on the
+	// deleted list already.
 	dirty := sh.dirty[:0]
 	for _, d := range sh.dirty {
 		if int(d) < end {
@@ -170,7 +174,7 @@ func (s *Store) Drain(nowMs int64, buf []Change) []Change {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		deleted, dirty := sh.deleted, sh.dirty
-		sh.deleted, sh.dirty = nil, nil
+		sh.deleted, sh.dirty = nil, sh.spare[:0]
 		for _, k := range deleted {
 			buf = append(buf, Change{Key: []byte(k), Deleted: true})
 		}
@@ -190,6 +194,7 @@ func (s *Store) Drain(nowMs int64, buf []Change) []Change {
 			v := sh.valueLocked(e)
 			buf = append(buf, Change{Key: []byte(e.key), Text: v.AppendText(nil), ExpireAtMs: e.exp})
 		}
+		sh.spare = dirty // reused by the next Drain: no regrowth per window
 		sh.mu.Unlock()
 	}
 	return buf
