@@ -16,8 +16,8 @@ done
 
 N=${N:-300000}
 KEYS=${KEYS:-100000}
-CPORT=${CPORT:-17379}
-RPORT=${RPORT:-17380}
+CPORT=${CPORT:-$((20000 + RANDOM % 20000))}
+RPORT=${RPORT:-$((CPORT + 1))}
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; redis-cli -p $RPORT shutdown nosave >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 
@@ -32,7 +32,7 @@ done
 bench() {
   local port=$1 c=$2 p=$3; shift 3
   redis-benchmark -p "$port" -c "$c" -P "$p" -n "$N" -r "$KEYS" --csv "$@" 2>/dev/null |
-    awk -F'","' 'NR==2 { gsub(/"/, ""); print $2, $5, $7 }'
+    awk -F, 'NR==2 { gsub(/"/, ""); print $2, $5, $7 }'
 }
 
 printf '%-34s %12s %8s %8s | %-10s %12s %8s %8s | %6s %9s\n' \

@@ -246,9 +246,7 @@ func newGoRedis(t testing.TB, ts *testServer, mods ...func(*redis.Options)) *red
 func resp2(o *redis.Options) { o.Protocol = 2 }
 
 // goRedisDo adapts a go-redis client (or Conn) to a transcript.
-func goRedisDo(rdb interface {
-	Do(ctx context.Context, args ...any) *redis.Cmd
-}) do {
+func goRedisDo(rdb doer) do {
 	return func(args ...any) (any, error) {
 		return goRedisReply(rdb.Do(ctx, args...).Result())
 	}
@@ -268,8 +266,8 @@ func goRedisReply(v any, err error) (any, error) {
 	return norm(v), nil
 }
 
-// newRueidis returns a rueidis client with client-side caching off (celld
-// does not implement CLIENT TRACKING).
+// newRueidis returns a rueidis client with client-side caching off, so
+// replies always come from the server (tracking_test.go turns it on).
 func newRueidis(t testing.TB, ts *testServer, mods ...func(*rueidis.ClientOption)) rueidis.Client {
 	t.Helper()
 	opt := rueidis.ClientOption{InitAddress: []string{ts.Addr}, DisableCache: true}

@@ -13,6 +13,9 @@ const (
 	// unauthChunk bounds one read from the socket while the connection is
 	// not authenticated, and so the stash (see Conn.stash).
 	unauthChunk = 4096
+	// authChunk bounds one read from the socket once authenticated, and so
+	// the stash.
+	authChunk = 64 << 10
 )
 
 // Conn is a net.Conn whose Read passes on only a valid Redis request stream
@@ -32,11 +35,12 @@ type Conn struct {
 	opt    *options
 	onDone func() // the listener's release of a client slot; may be nil
 
-	rerr  error  // a read error that came with data, returned next
-	final *Error // set once the guard has ended the stream
-	stash []byte // input read but not yet scanned (unauthenticated only)
-	out   []byte // validated bytes of small[] not yet returned
-	small [minRead]byte
+	rerr     error  // a read error that came with data, returned next
+	final    *Error // set once the guard has ended the stream
+	stash    []byte // input read but not yet scanned, or given back by scan
+	stashBuf []byte // stash's backing array, reused
+	out      []byte // validated bytes of small[] not yet returned
+	small    [minRead]byte
 }
 
 // NewConn wraps nc. The listener options (MaxClients, KeepAlive) have no
@@ -108,13 +112,23 @@ func (c *Conn) Read(p []byte) (int, error) {
 
 // read is Read for len(p) >= minRead.
 //
-// An inline line still incomplete at the end of what was read is not handed
-// over alone while p has room: read keeps filling p until the line ends or p
-// is full. redcon rescans a partial inline line from its start on every read,
-// so a client trickling a 64 KiB line one byte per packet would otherwise
-// cost 2^31 byte comparisons; this way each rescan comes with at least
-// len(p) new bytes. redcon can do nothing with a partial line anyway, and
-// the replies to every earlier command were flushed before this Read.
+// What it returns is either whole commands (and the ignored blank lines
+// between them), or part of a single command, never whole commands followed
+// by the start of another: when a read from the socket ends inside a command
+// that follows complete ones, that command's bytes are kept (in stash) for
+// the next Read. redcon's Reader grows its buffer whenever a read fills it
+// and ends inside a command, without compacting the commands before it; were
+// the two mixed, a pipeline cut mid-command read after read would grow that
+// buffer without bound (see cutAtBoundary).
+//
+// A command still incomplete at the end of what was read is not handed over
+// alone while p has room: read keeps filling p until the command ends or p
+// is full. redcon rescans a partial command from its start on every read
+// (an inline line byte by byte), so a client trickling a 64 KiB line one
+// byte per packet would otherwise cost 2^31 byte comparisons; this way each
+// rescan comes with at least len(p) new bytes. redcon can do nothing with a
+// partial command anyway, and the replies to every earlier command were
+// flushed before this Read.
 func (c *Conn) read(p []byte) (int, error) {
 	m := &c.m
 	out := 0 // p[:out] is validated
@@ -143,29 +157,61 @@ func (c *Conn) read(p []byte) (int, error) {
 			k = copy(q[h:], c.stash)
 		} else {
 			r := q[h:]
-			if !authed && len(r) > unauthChunk {
-				r = r[:unauthChunk]
+			if chunk := readChunk(authed); len(r) > chunk {
+				r = r[:chunk]
 			}
 			k, c.rerr = c.Conn.Read(r)
 		}
 		before := m.commands
-		n, rest := m.scan(q[:h+k], h, !authed)
+		mode := cutAtBoundary
+		if !authed {
+			mode = stopAfterCommand
+		}
+		n, rest := m.scan(q[:h+k], h, mode)
 		out += n
 		if fromStash {
-			c.stash = c.stash[:copy(c.stash, c.stash[rest-h:])]
+			c.unstash(rest - h)
 		} else if rest < h+k {
-			if c.stash == nil {
-				c.stash = make([]byte, 0, unauthChunk)
-			}
-			c.stash = append(c.stash, q[rest:h+k]...)
+			c.stashBytes(q[rest : h+k])
 		}
 		if out == 0 {
 			continue
 		}
-		if m.commands == before && m.st == stInline && m.verdict == vNone && len(p)-out >= minRead {
-			continue // only part of an inline line so far: coalesce
+		if m.commands == before && m.verdict == vNone && m.st != stIdle && len(p)-out >= minRead {
+			continue // only part of a command so far: coalesce
 		}
 		return out, nil
+	}
+}
+
+// readChunk bounds one read from the socket, and so the stash: 4 KiB while
+// unauthenticated, 64 KiB after.
+func readChunk(authed bool) int {
+	if authed {
+		return authChunk
+	}
+	return unauthChunk
+}
+
+// stashBytes keeps b, input read but given back by scan, for the next Read.
+func (c *Conn) stashBytes(b []byte) {
+	if c.stashBuf == nil {
+		c.stashBuf = make([]byte, 0, unauthChunk)
+	}
+	c.stashBuf = append(c.stashBuf[:0], b...)
+	c.stash = c.stashBuf
+}
+
+// unstash drops the first n bytes of the stash, which were scanned. An
+// emptied stash larger than unauthChunk is freed, so an idle connection
+// keeps at most 4 KiB.
+func (c *Conn) unstash(n int) {
+	c.stash = c.stash[n:]
+	if len(c.stash) == 0 {
+		c.stash = nil
+		if cap(c.stashBuf) > unauthChunk {
+			c.stashBuf = nil
+		}
 	}
 }
 

@@ -45,11 +45,21 @@
 //     inline or multibulk, like Redis's processCommand.
 //
 // Memory and cost: a Conn validates in place in the caller's buffer and keeps
-// O(1) state — a 32-byte hold for a header line split across reads, and,
-// only while unauthenticated, up to 4 KiB of input read ahead. Bulk payloads
-// are passed through as they arrive and skipped by length, so what redcon
-// buffers is bounded by MaxBulk per argument and MaxQueryBuffer per command.
-// A partial inline line is handed over in pieces the size of the reader's
-// buffer, not as it trickles in, so redcon's rescans of it cost about
-// MaxInline²/4096 byte comparisons at worst. A Read does not allocate.
+// O(1) state — a 32-byte hold for a header line split across reads, and a
+// stash of input read but not yet handed over (at most 4 KiB while
+// unauthenticated, 64 KiB after, freed when drained if larger than 4 KiB).
+// Bulk payloads are passed through as they arrive and skipped by length. A
+// Read returns whole commands, or part of a single command, never whole
+// commands followed by the start of the next (that start waits in the
+// stash): redcon's Reader grows its buffer whenever a read fills it and ends
+// inside a command, without compacting the commands it has already parsed,
+// so a pipeline cut mid-command read after read would otherwise grow it
+// without bound. With that, what redcon buffers is bounded by MaxBulk per
+// argument and about twice MaxQueryBuffer per connection — and redcon keeps
+// that buffer for the life of the connection, so MaxClients × 2 ×
+// MaxQueryBuffer bounds the server's query buffers.
+// A partial command is handed over in pieces the size of the reader's
+// buffer, not as it trickles in, so redcon's rescans of a partial inline
+// line cost about MaxInline²/4096 byte comparisons at worst. A Read does not
+// allocate, except the stash's buffer once.
 package guard

@@ -44,14 +44,17 @@ type Limits struct {
 	MaxInline int
 	// MaxQueryBuffer caps the declared size of one multibulk command:
 	// its header lines plus the sum of its bulk lengths plus their CRLFs.
-	// redcon holds a whole command in memory (and grows its buffer by
-	// doubling, so it may hold up to about twice this), so this is the
-	// per-connection memory bound. A command declaring more is refused the
-	// way Redis treats client-query-buffer-limit: the connection is closed
-	// without a reply, and OnViolation is called. Checked when a bulk
-	// header arrives, before its payload is read. Default 64 MiB (Redis
-	// uses 1 GiB; a rate limiter's commands are a few hundred bytes).
-	// Must be at least MaxBulk.
+	// redcon holds a whole command in memory, grows its buffer by
+	// doubling (so up to about twice this), and keeps that buffer for as
+	// long as the connection lives, idle or not; so about 2×MaxQueryBuffer
+	// per connection is the memory bound, and MaxClients times that the
+	// server's. A command declaring more is refused the way Redis treats
+	// client-query-buffer-limit: the connection is closed without a reply,
+	// and OnViolation is called. Checked when a bulk header arrives, before
+	// its payload is read. Default 1 MiB, or 2×MaxBulk when that is more:
+	// room for two arguments of the largest size (Redis uses 1 GiB; a rate
+	// limiter's commands are a few hundred bytes, and at 64 MiB a hundred
+	// connections could pin 6 GiB). Must be at least MaxBulk.
 	MaxQueryBuffer int64
 	// UnauthMaxArgs replaces MaxArgs while the connection is not
 	// authenticated (see RequireAuth). Default 10, as in Redis. A multibulk
@@ -68,7 +71,7 @@ const (
 	DefaultMaxArgs        = 1024
 	DefaultMaxBulk        = 512 * 1024
 	DefaultMaxInline      = 64 * 1024
-	DefaultMaxQueryBuffer = 64 * 1024 * 1024
+	DefaultMaxQueryBuffer = 1024 * 1024
 	DefaultUnauthMaxArgs  = 10
 	DefaultUnauthMaxBulk  = 16 * 1024
 )
@@ -101,7 +104,9 @@ func (l Limits) withDefaults() Limits {
 		l.MaxInline = d.MaxInline
 	}
 	if l.MaxQueryBuffer == 0 {
-		l.MaxQueryBuffer = max(d.MaxQueryBuffer, l.MaxBulk)
+		// Not just MaxBulk: a command carrying one argument of MaxBulk
+		// bytes declares its headers and CRLFs besides.
+		l.MaxQueryBuffer = max(d.MaxQueryBuffer, 2*l.MaxBulk)
 	}
 	if l.UnauthMaxArgs == 0 {
 		l.UnauthMaxArgs = min(d.UnauthMaxArgs, l.MaxArgs)

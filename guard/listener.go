@@ -1,7 +1,9 @@
 package guard
 
 import (
+	"crypto/tls"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -16,7 +18,18 @@ const (
 // maxClientsReply is what Redis sends to a connection over maxclients.
 const maxClientsReply = "-ERR max number of clients reached\r\n"
 
+const (
+	// rejectTimeout bounds the answer to a connection over MaxClients,
+	// TLS handshake included.
+	rejectTimeout = time.Second
+	// maxRejecting bounds the TLS connections over MaxClients being
+	// answered at once (each in its own goroutine, for at most
+	// rejectTimeout); beyond it they are closed without an answer.
+	maxRejecting = 64
+)
+
 type options struct {
+	clients      *Clients
 	requireAuth  bool
 	onSecurity   func(remote string)
 	onViolation  func(remote string, err *Error)
@@ -78,15 +91,38 @@ func KeepAlive(d time.Duration) Option { return func(o *options) { o.keepAlive =
 // only.
 func MaxClients(n int) Option { return func(o *options) { o.maxClients = n } }
 
+// Clients counts the open connections of one or more Listeners against
+// MaxClients. Redis's maxclients bounds the whole server, so a server with a
+// plain and a TLS port gives both Listeners one Clients (see ShareClients).
+// The zero value is ready to use.
+type Clients struct {
+	open      atomic.Int64
+	rejected  atomic.Int64
+	rejecting atomic.Int64 // TLS rejections in progress
+}
+
+// Open returns how many connections are open now.
+func (c *Clients) Open() int64 { return c.open.Load() }
+
+// Rejected returns how many connections were refused over MaxClients.
+func (c *Clients) Rejected() int64 { return c.rejected.Load() }
+
+// ShareClients makes a Listener count its connections in c, so that
+// MaxClients bounds the sum over every Listener given the same c. Default:
+// each Listener counts alone. Listener only.
+func ShareClients(c *Clients) Option { return func(o *options) { o.clients = c } }
+
 // Listener is a net.Listener whose Accept returns *Conn. It is safe for
 // concurrent use, like the listener it wraps. The zero Listener is not
 // usable: get one from NewListener.
 type Listener struct {
 	net.Listener
-	lim      Limits
-	opt      *options
-	open     atomic.Int64
-	rejected atomic.Int64
+	lim Limits
+	opt *options
+	cnt *Clients
+
+	mu        sync.Mutex
+	rejecting map[net.Conn]struct{} // TLS connections being answered; nil once closed
 }
 
 // NewListener wraps ln: every accepted connection gets TCP keepalive, counts
@@ -98,7 +134,12 @@ type Listener struct {
 // With redcon: srv.Serve(guard.NewListener(ln, lim)); a handler reaches the
 // *Conn as conn.NetConn().(*guard.Conn).
 func NewListener(ln net.Listener, lim Limits, opts ...Option) *Listener {
-	return &Listener{Listener: ln, lim: checkLimits(lim), opt: newOptions(opts)}
+	l := &Listener{Listener: ln, lim: checkLimits(lim), opt: newOptions(opts), rejecting: map[net.Conn]struct{}{}}
+	l.cnt = l.opt.clients
+	if l.cnt == nil {
+		l.cnt = new(Clients)
+	}
+	return l
 }
 
 // Accept waits for the next connection within MaxClients and returns it as a
@@ -110,9 +151,9 @@ func (l *Listener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if n := l.open.Add(1); l.opt.maxClients > 0 && n > int64(l.opt.maxClients) {
-			l.open.Add(-1)
-			l.rejected.Add(1)
+		if n := l.cnt.open.Add(1); l.opt.maxClients > 0 && n > int64(l.opt.maxClients) {
+			l.cnt.open.Add(-1)
+			l.cnt.rejected.Add(1)
 			l.reject(nc)
 			continue
 		}
@@ -121,12 +162,60 @@ func (l *Listener) Accept() (net.Conn, error) {
 	}
 }
 
-func (l *Listener) release() { l.open.Add(-1) }
+func (l *Listener) release() { l.cnt.open.Add(-1) }
 
-// reject answers a connection over MaxClients, as Redis does, and closes it.
-// The reply fits in any socket buffer; the deadline is a precaution.
+// reject answers a connection over MaxClients, as Redis does, and closes it,
+// without holding up Accept for long. A plaintext reply fits in any socket
+// buffer, so it is written here, under a deadline as a precaution. A TLS
+// connection must first complete its handshake, which waits for the client:
+// that is done in a goroutine (at most maxRejecting at once, each for at
+// most rejectTimeout), so that a client that connects and sends nothing
+// cannot stall the accept loop; beyond maxRejecting the connection is
+// closed without an answer.
 func (l *Listener) reject(nc net.Conn) {
-	nc.SetWriteDeadline(time.Now().Add(time.Second))
+	if _, isTLS := nc.(*tls.Conn); !isTLS {
+		answerAndClose(nc)
+		return
+	}
+	if l.cnt.rejecting.Add(1) > maxRejecting {
+		l.cnt.rejecting.Add(-1)
+		nc.Close()
+		return
+	}
+	l.mu.Lock()
+	if l.rejecting == nil { // closed
+		l.mu.Unlock()
+		l.cnt.rejecting.Add(-1)
+		nc.Close()
+		return
+	}
+	l.rejecting[nc] = struct{}{}
+	l.mu.Unlock()
+	go func() {
+		defer l.cnt.rejecting.Add(-1)
+		answerAndClose(nc)
+		l.mu.Lock()
+		delete(l.rejecting, nc)
+		l.mu.Unlock()
+	}()
+}
+
+// Close closes the listener and the TLS connections over MaxClients still
+// being answered, so that nothing of the Listener outlives it for long.
+func (l *Listener) Close() error {
+	err := l.Listener.Close()
+	l.mu.Lock()
+	pending := l.rejecting
+	l.rejecting = nil
+	l.mu.Unlock()
+	for nc := range pending {
+		nc.Close()
+	}
+	return err
+}
+
+func answerAndClose(nc net.Conn) {
+	nc.SetDeadline(time.Now().Add(rejectTimeout))
 	nc.Write([]byte(maxClientsReply))
 	nc.Close()
 }
@@ -157,8 +246,10 @@ func (l *Listener) setKeepAlive(nc net.Conn) {
 	}
 }
 
-// Clients returns how many accepted connections are open now.
-func (l *Listener) Clients() int64 { return l.open.Load() }
+// Clients returns how many accepted connections are open now (over every
+// Listener sharing its count, see ShareClients).
+func (l *Listener) Clients() int64 { return l.cnt.Open() }
 
-// Rejected returns how many connections were refused over MaxClients.
-func (l *Listener) Rejected() int64 { return l.rejected.Load() }
+// Rejected returns how many connections were refused over MaxClients (over
+// every Listener sharing its count).
+func (l *Listener) Rejected() int64 { return l.cnt.Rejected() }

@@ -95,21 +95,48 @@ func (m *machine) argLimit() int {
 	return m.lim.UnauthMaxArgs
 }
 
+// scanMode tells scan where it may end its output.
+type scanMode uint8
+
+const (
+	// cutAtBoundary: when a command completed in buf and another one has
+	// begun after it, the output ends at the last command boundary and
+	// the begun command is left unscanned (rest < len(buf)) for the
+	// caller to feed again. redcon's Reader grows its buffer whenever a
+	// read fills it and ends inside a command, without ever compacting
+	// the commands before that command: a pipeline whose reads keep
+	// ending mid-command (say, 4 KiB commands) would double the buffer
+	// again and again, far beyond MaxQueryBuffer. Output that is either
+	// whole commands or part of a single command keeps that buffer below
+	// about twice the largest command.
+	cutAtBoundary scanMode = iota
+	// stopAfterCommand: scanning stops after the first complete command
+	// (unauthenticated connections, whose limits may change with it).
+	stopAfterCommand
+)
+
 // scan validates buf in place. buf[:from] are the held bytes of an undecided
 // header line (the previous scan's m.hold, already accounted for in the
 // state); buf[from:] is new input. The bytes that may be passed on are
-// compacted to buf[:n] (usually in place, without copying). When
-// stopAfterCommand is set, scanning stops after the first complete command
-// that was passed on, and buf[rest:] is input not yet scanned, for the
-// caller to feed again later; otherwise rest == len(buf). Bytes of an
-// undecided header at the end of buf are copied to m.hold.
+// compacted to buf[:n] (usually in place, without copying). buf[rest:] is
+// input not scanned (or scanned and then given back, see cutAtBoundary), for
+// the caller to feed again later; its bytes are never part of buf[:n]. Bytes
+// of an undecided header at the end of buf are copied to m.hold.
 //
 // Cost: one pass over header and inline bytes; bulk payloads are skipped by
 // length. No allocation.
-func (m *machine) scan(buf []byte, from int, stopAfterCommand bool) (n, rest int) {
+func (m *machine) scan(buf []byte, from int, mode scanMode) (n, rest int) {
+	stopAfterCommand := mode == stopAfterCommand
 	w := 0  // buf[:w] is decided output
 	hs := 0 // start of the header line in progress
 	r := from
+	// bw, br: the output and input ends of the last command completed in
+	// this scan. Output is compacted in place, so the input after br is
+	// intact only while no gap has opened between w and r after it: a
+	// command that completes with a gap (after an ignored "*0" line) ends
+	// the scan at once, and an ignored line after a completed command ends
+	// it before that line.
+	bw, br := 0, 0
 	for r < len(buf) && m.verdict == vNone {
 		switch m.st {
 		case stIdle:
@@ -142,6 +169,12 @@ func (m *machine) scan(buf []byte, from int, stopAfterCommand bool) (n, rest int
 			if m.neg || m.num == 0 {
 				// A count <= 0: Redis ignores the line; so do we.
 				m.st = stIdle
+				if bw > 0 {
+					// Dropping it would open a gap between output
+					// and input after the boundary, and the bytes
+					// given back must stay intact: stop before it.
+					return bw, br
+				}
 				continue
 			}
 			if v := m.multibulkHeader(r - hs); v != vNone {
@@ -247,7 +280,8 @@ func (m *machine) scan(buf []byte, from int, stopAfterCommand bool) (n, rest int
 				}
 				m.st = stIdle
 				m.commands++
-				if stopAfterCommand {
+				bw, br = w, r
+				if stopAfterCommand || w != r {
 					return w, r
 				}
 				continue
@@ -290,7 +324,8 @@ func (m *machine) scan(buf []byte, from int, stopAfterCommand bool) (n, rest int
 			}
 			m.st = stIdle
 			m.commands++
-			if stopAfterCommand {
+			bw, br = w, r
+			if stopAfterCommand || w != r {
 				return w, r
 			}
 
@@ -362,10 +397,19 @@ func (m *machine) scan(buf []byte, from int, stopAfterCommand bool) (n, rest int
 			w = commit(buf, w, start, r)
 			m.st = stIdle
 			m.commands++
-			if stopAfterCommand {
+			bw, br = w, r
+			if stopAfterCommand || w != r {
 				return w, r
 			}
 		}
+	}
+	if m.verdict == vNone && bw > 0 && m.st != stIdle {
+		// A command completed here and another has begun: give the begun
+		// one back (see cutAtBoundary). At a boundary the machine's state
+		// is just stIdle; everything else is reset when the command's
+		// first byte is scanned again.
+		m.st, m.pend, m.nhold = stIdle, vNone, 0
+		return bw, br
 	}
 	if m.verdict == vNone && m.pend == vNone {
 		switch m.st {

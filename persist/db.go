@@ -13,7 +13,12 @@
 // hold more than limiter records:
 //
 //	'k' + raw key   → record (see below); the raw key is binary-safe and may be empty
-//	'm' + name      → metadata; today only "m"+"format" = "celld-persist-v1"
+//	'm' + name      → metadata:
+//	                  "m"+"format" = "celld-persist-v1"
+//	                  "m"+"flushed_at" = 8 bytes, big-endian int64: the wall
+//	                  clock (Unix ms, Options.Now) when the latest Write was
+//	                  committed; written in the same synced batch as its ops
+//	                  (see DB.LastFlushedAt)
 //	                  (room for e.g. a cluster node id later)
 //
 // A record's pebble value is
@@ -84,6 +89,7 @@ const (
 
 var (
 	formatKey   = []byte{metaPrefix, 'f', 'o', 'r', 'm', 'a', 't'}
+	flushedKey  = []byte("mflushed_at")
 	recordLower = []byte{recordPrefix}
 	recordUpper = []byte{recordPrefix + 1}
 )
@@ -115,6 +121,9 @@ type Options struct {
 	// to close before declaring it wedged (see ErrUnusable). 0 means
 	// DefaultCloseTimeout (10 s).
 	CloseTimeout time.Duration
+	// Now is the wall clock Write stamps into every batch (see
+	// DB.LastFlushedAt). nil means time.Now. Tests inject a clock.
+	Now func() time.Time
 }
 
 // Validate reports whether o is usable. Open calls it.
@@ -146,6 +155,9 @@ func (o *Options) withDefaults() {
 	}
 	if o.CloseTimeout == 0 {
 		o.CloseTimeout = DefaultCloseTimeout
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 }
 
@@ -218,6 +230,12 @@ type DB struct {
 	memTableSize uint64
 	cacheSize    int64
 	closeTimeout time.Duration
+	now          func() time.Time
+
+	// flushedAtMs is the "flushed_at" stamp of the latest committed Write
+	// (read from disk by Open, then updated by each successful Write); 0
+	// when none was ever recorded.
+	flushedAtMs atomic.Int64
 
 	// reopens counts pebble instances opened after the first one.
 	reopens atomic.Int64
@@ -254,6 +272,7 @@ func Open(dir string, opts Options) (*DB, error) {
 		memTableSize: opts.MemTableSize,
 		cacheSize:    opts.CacheSize,
 		closeTimeout: opts.CloseTimeout,
+		now:          opts.Now,
 	}
 	if err := db.fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("persist: open %s: create directory: %w", dir, err)
@@ -272,6 +291,11 @@ func Open(dir string, opts Options) (*DB, error) {
 		return nil, err
 	}
 	if err := db.checkFormat(pdb); err != nil {
+		_ = safeClose(pdb)
+		_ = lock.Close()
+		return nil, err
+	}
+	if err := db.readFlushedAt(pdb); err != nil {
 		_ = safeClose(pdb)
 		_ = lock.Close()
 		return nil, err
@@ -347,6 +371,46 @@ func (db *DB) checkFormat(pdb *pebble.DB) error {
 		}
 		return nil
 	})
+}
+
+// readFlushedAt loads the "flushed_at" stamp into db.flushedAtMs. A missing
+// stamp (a directory never written to, or written before the stamp existed)
+// leaves it 0; a malformed one is ErrCorrupt.
+func (db *DB) readFlushedAt(pdb *pebble.DB) error {
+	return callPebble(func() error {
+		v, closer, err := pdb.Get(flushedKey)
+		switch {
+		case errors.Is(err, pebble.ErrNotFound):
+			return nil
+		case err != nil:
+			if pebble.IsCorruptionError(err) {
+				return fmt.Errorf("%w: open %s: read flush time: %w", ErrCorrupt, db.dir, err)
+			}
+			return fmt.Errorf("persist: open %s: read flush time: %w", db.dir, err)
+		}
+		defer closer.Close()
+		if len(v) != 8 {
+			return fmt.Errorf("%w: %s: flush time has %d bytes, want 8", ErrCorrupt, db.dir, len(v))
+		}
+		db.flushedAtMs.Store(int64(binary.BigEndian.Uint64(v)))
+		return nil
+	})
+}
+
+// LastFlushedAt returns the wall-clock time (Options.Now, millisecond
+// precision) stamped into the latest committed Write: after Open, the one
+// on disk; afterwards, this DB's latest successful Write. ok is false when
+// no Write was ever recorded in the directory. Because the stamp is
+// committed in the same synced batch as the ops, every record on disk was
+// written at or before it by the clock that wrote it: a restart that reads
+// a clock earlier than this knows the clock stepped back by at least the
+// difference. Safe for concurrent use; O(1).
+func (db *DB) LastFlushedAt() (t time.Time, ok bool) {
+	ms := db.flushedAtMs.Load()
+	if ms == 0 {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(ms), true
 }
 
 // Dir returns the directory passed to Open.
@@ -440,7 +504,8 @@ func (db *DB) discardLocked(cause error) {
 
 // Write commits ops as one pebble batch with pebble.Sync: when it returns
 // nil all of them are durable, and either all or none of them are applied.
-// Later ops for the same key win. An empty ops is a no-op.
+// Later ops for the same key win. An empty ops is a no-op. The batch also
+// carries the "flushed_at" stamp (Options.Now; see LastFlushedAt).
 //
 // Write is the only durable path. It may be called concurrently with the
 // other methods (calls are serialised). Cost: one fsync plus O(total bytes).
@@ -464,17 +529,20 @@ func (db *DB) Write(ops []Op) error {
 	if err != nil {
 		return err
 	}
-	if err := commit(pdb, ops); err != nil {
+	stamp := db.now().UnixMilli()
+	if err := commit(pdb, ops, stamp); err != nil {
 		err = fmt.Errorf("persist: write %d ops to %s: %w", len(ops), db.dir, err)
 		db.discardLocked(err)
 		return err
 	}
+	db.flushedAtMs.Store(stamp)
 	return nil
 }
 
-// commit writes ops to pdb as one synced batch.
-func commit(pdb *pebble.DB, ops []Op) error {
-	size := 16
+// commit writes ops and the flushed_at stamp (Unix ms) to pdb as one synced
+// batch.
+func commit(pdb *pebble.DB, ops []Op, flushedAtMs int64) error {
+	size := 16 + len(flushedKey) + 8 + 12
 	for i := range ops {
 		size += 1 + len(ops[i].Key) + expiryLen + len(ops[i].Value) + 12
 	}
@@ -499,6 +567,11 @@ func commit(pdb *pebble.DB, ops []Op) error {
 			if err := d.Finish(); err != nil {
 				return err
 			}
+		}
+		var stamp [8]byte
+		binary.BigEndian.PutUint64(stamp[:], uint64(flushedAtMs))
+		if err := b.Set(flushedKey, stamp[:], nil); err != nil {
+			return err
 		}
 		return b.Commit(pebble.Sync)
 	})

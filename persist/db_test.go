@@ -10,9 +10,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -353,5 +355,85 @@ func TestOptionsValidate(t *testing.T) {
 		if _, err := Open("d", o); err == nil {
 			t.Errorf("Open with %+v succeeded", o)
 		}
+	}
+}
+
+// TestLastFlushedAt pins the flush-time stamp: absent in a fresh directory,
+// set by every Write from Options.Now in the same synced batch as the ops
+// (so a crash keeps the stamp that matches the surviving records), read back
+// by Open, and invisible to Restore and Count.
+func TestLastFlushedAt(t *testing.T) {
+	fs := vfs.NewCrashableMem()
+	var clock atomic.Int64
+	clock.Store(1_700_000_000_123)
+	now := func() time.Time { return time.UnixMilli(clock.Load()) }
+	db := mustOpen(t, "data", Options{FS: fs, Now: now})
+	if got, ok := db.LastFlushedAt(); ok {
+		t.Fatalf("fresh dir: LastFlushedAt = %v, true; want none", got)
+	}
+	if err := db.Write(nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := db.LastFlushedAt(); ok {
+		t.Fatal("an empty Write recorded a flush time")
+	}
+	if err := db.Write([]Op{set("a", "1", 0)}); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := db.LastFlushedAt(); !ok || got.UnixMilli() != 1_700_000_000_123 {
+		t.Fatalf("after Write: LastFlushedAt = %v, %v; want 1700000000123 ms", got.UnixMilli(), ok)
+	}
+	crashed := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+	// A clock that steps back is recorded as it is: the stamp is the latest
+	// Write's, not the largest.
+	clock.Store(1_600_000_000_000)
+	if err := db.Write([]Op{set("b", "2", 0)}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := db.LastFlushedAt(); got.UnixMilli() != 1_600_000_000_000 {
+		t.Fatalf("after second Write: LastFlushedAt = %d ms, want 1600000000000", got.UnixMilli())
+	}
+	mustClose(t, db)
+
+	db = mustOpen(t, "data", Options{FS: fs})
+	if got, ok := db.LastFlushedAt(); !ok || got.UnixMilli() != 1_600_000_000_000 {
+		t.Errorf("reopened: LastFlushedAt = %d, %v; want 1600000000000 ms", got.UnixMilli(), ok)
+	}
+	got, _ := restoreAll(t, db, 0)
+	checkRecords(t, got, []record{{"a", "1", 0}, {"b", "2", 0}})
+	if n, err := db.Count(); err != nil || n != 2 {
+		t.Errorf("Count = %d, %v; want 2 (metadata not counted)", n, err)
+	}
+	mustClose(t, db)
+
+	// The crash image taken after the first Write has that Write's stamp.
+	db = mustOpen(t, "data", Options{FS: crashed})
+	defer mustClose(t, db)
+	if got, ok := db.LastFlushedAt(); !ok || got.UnixMilli() != 1_700_000_000_123 {
+		t.Errorf("crash image: LastFlushedAt = %d, %v; want 1700000000123 ms", got.UnixMilli(), ok)
+	}
+	got, _ = restoreAll(t, db, 0)
+	checkRecords(t, got, []record{{"a", "1", 0}})
+}
+
+// TestMalformedFlushedAt: a flush-time stamp that is not 8 bytes makes Open
+// fail with ErrCorrupt naming the directory, rather than being ignored.
+func TestMalformedFlushedAt(t *testing.T) {
+	fs := vfs.NewMem()
+	db := mustOpen(t, "data", Options{FS: fs})
+	mustClose(t, db)
+	pdb, err := pebble.Open("data", &pebble.Options{FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pdb.Set(flushedKey, []byte("bad"), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := pdb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open("data", Options{FS: fs, Logger: quietLogger()})
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "data") {
+		t.Fatalf("Open with a malformed stamp = %v, want ErrCorrupt naming the dir", err)
 	}
 }

@@ -282,3 +282,59 @@ func TestPebbleWALRotationFaultKillsProcess(t *testing.T) {
 	first, _, _ := bytes.Cut(out, []byte("\n\n"))
 	t.Logf("child process: %v\n%s", err, first)
 }
+
+// TestFlushNowOrderAndFailedFreshDrain pins the flusher's no-map path (a
+// drain while nothing is pending is written straight from the slice): a
+// drain that lists one key twice is applied in order, the later op winning;
+// when that write fails the ops become pending (counted once per key), a
+// newer op for the same key from the next drain replaces the pending one,
+// and the retry writes the newest state.
+func TestFlushNowOrderAndFailedFreshDrain(t *testing.T) {
+	mem := vfs.NewMem()
+	sw := &faultySwitch{match: allWrites}
+	db := mustOpen(t, "d", Options{FS: errorfs.Wrap(mem, sw)})
+	var next [][]Op // what the following drains return, in order
+	f := NewFlusher(db, FlusherConfig{Interval: time.Hour, Logger: quietLogger(),
+		Drain: func(_ int64, buf []Op) []Op {
+			if len(next) == 0 {
+				return buf
+			}
+			buf = append(buf, next[0]...)
+			next = next[1:]
+			return buf
+		}})
+	next = [][]Op{{
+		{Key: []byte("a"), Delete: true}, set("a", "1", 0), // deleted, then written again
+		set("b", "2", 0), {Key: []byte("b"), Delete: true}, // written, then deleted
+		set("c", "3", 0),
+	}}
+	if err := f.FlushNow(); err != nil {
+		t.Fatal(err)
+	}
+
+	sw.on.Store(true)
+	next = [][]Op{{set("a", "10", 0), {Key: []byte("c"), Delete: true}, set("d", "4", 0), set("d", "5", 0)}}
+	if err := f.FlushNow(); err == nil {
+		t.Fatal("FlushNow succeeded on a failing disk")
+	}
+	if st := f.Status(); st.LastFlushOK || st.PendingKeys != 3 {
+		t.Fatalf("Status after the failed write = %+v; want 3 pending keys (a, c, d)", st)
+	}
+	sw.on.Store(false)
+	next = [][]Op{{set("a", "11", 0), set("e", "6", 0)}}
+	if err := f.FlushNow(); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if st := f.Status(); !st.LastFlushOK || st.PendingKeys != 0 || st.LastFlushKeys != 4 {
+		t.Fatalf("Status after the retry = %+v; want 4 keys written, none pending", st)
+	}
+	if err := f.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	mustClose(t, db)
+
+	db = mustOpen(t, "d", Options{FS: mem})
+	defer mustClose(t, db)
+	got, _ := restoreAll(t, db, 0)
+	checkRecords(t, got, []record{{"a", "11", 0}, {"d", "5", 0}, {"e", "6", 0}})
+}

@@ -92,12 +92,17 @@ type Status struct {
 // Flusher runs the every-window flush loop: each Interval it calls Drain,
 // merges the result into a pending set keyed by key (a newer op for a key
 // replaces an older pending one), and writes the whole pending set as one
-// synced batch with DB.Write. On success the pending set is cleared; on
-// failure it is kept, the failure is logged once (on the state change) and
-// shown in Status, and the write is retried with exponential backoff capped
-// at MaxBackoff. Drain keeps being called every window while failing, so the
-// data path never waits for the disk. A write that overruns the window
-// coalesces with the next one: ticks do not queue up.
+// synced batch with DB.Write. (When nothing older is pending, the usual
+// case, the drained ops are written as they are, without the map: a batch
+// applies them in order, so a later op for a key still wins.) On success
+// the pending set is cleared; on failure it is kept, the failure is logged
+// once (on the state change) and shown in Status, and the write is retried
+// with exponential backoff capped at MaxBackoff. Drain keeps being called
+// every window while failing, so the data path never waits for the disk. A write that overruns the window
+// coalesces with the next one: ticks do not queue up. Each write also
+// stamps the wall-clock flush time (DB.LastFlushedAt); a window with nothing
+// pending writes nothing, so idling costs no fsync and leaves the stamp at
+// the last flush that had changes.
 //
 // Start, FlushNow, Stop and Status are safe for concurrent use. A Flusher
 // must be created with NewFlusher.
@@ -111,8 +116,14 @@ type Flusher struct {
 
 	// mu serialises drain+write between the loop and FlushNow. The fields
 	// below it are guarded by it.
-	mu       sync.Mutex
-	pending  map[string]Op
+	mu      sync.Mutex
+	pending map[string]Op
+	// fresh is the latest drain's ops when nothing older was pending: they
+	// are written straight from the slice, skipping the pending map (on a
+	// 1M-key shutdown the map costs more than the write). Non-empty only
+	// between a drain and the write after it; a failed write merges it
+	// into pending.
+	fresh    []Op
 	buf      []Op // reused Drain buffer
 	batch    []Op // reused Write argument
 	failures int  // consecutive failed writes
@@ -198,7 +209,7 @@ func (f *Flusher) tick() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.drainLocked()
-	if len(f.pending) == 0 || time.Now().Before(f.retryAt) {
+	if len(f.pending)+len(f.fresh) == 0 || time.Now().Before(f.retryAt) {
 		f.setPending(len(f.pending))
 		return
 	}
@@ -214,7 +225,7 @@ func (f *Flusher) FlushNow() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.drainLocked()
-	if len(f.pending) == 0 {
+	if len(f.pending)+len(f.fresh) == 0 {
 		f.setPending(0)
 		return nil
 	}
@@ -248,9 +259,15 @@ func (f *Flusher) Status() Status {
 	return s
 }
 
-// drainLocked calls Drain and merges its ops into pending. f.mu must be held.
+// drainLocked calls Drain and merges its ops into pending, or, when nothing
+// is pending, keeps them in fresh. f.mu must be held.
 func (f *Flusher) drainLocked() {
 	ops := f.drain(f.now().UnixMilli(), f.buf[:0])
+	if len(f.pending) == 0 && len(f.fresh) == 0 {
+		f.fresh, f.buf = ops, nil
+		return
+	}
+	f.mergeFreshLocked()
 	for i := range ops {
 		op := ops[i]
 		// Keys are immutable once handed over (see Op), so the map can key
@@ -261,20 +278,49 @@ func (f *Flusher) drainLocked() {
 	f.buf = ops[:0]
 }
 
-// writeLocked writes the whole pending set as one synced batch and updates
-// the status. f.mu must be held.
-func (f *Flusher) writeLocked() error {
-	f.batch = f.batch[:0]
-	for _, op := range f.pending {
-		f.batch = append(f.batch, op)
+// mergeFreshLocked moves fresh into pending and returns its buffer to
+// f.buf. f.mu must be held.
+func (f *Flusher) mergeFreshLocked() {
+	for i := range f.fresh {
+		op := f.fresh[i]
+		f.pending[unsafe.String(unsafe.SliceData(op.Key), len(op.Key))] = op
 	}
-	n := len(f.batch)
+	f.releaseFreshLocked()
+}
+
+// releaseFreshLocked empties fresh and returns its buffer to f.buf. f.mu
+// must be held.
+func (f *Flusher) releaseFreshLocked() {
+	if f.fresh == nil {
+		return
+	}
+	clear(f.fresh)
+	f.buf, f.fresh = f.fresh[:0], nil
+}
+
+// writeLocked writes the whole pending set (or fresh) as one synced batch
+// and updates the status. f.mu must be held.
+func (f *Flusher) writeLocked() error {
+	batch := f.fresh
+	if len(f.pending) > 0 { // then fresh is empty: drainLocked merged it
+		f.batch = f.batch[:0]
+		for _, op := range f.pending {
+			f.batch = append(f.batch, op)
+		}
+		batch = f.batch
+	}
+	n := len(batch)
 	startWall := f.now()
 	start := time.Now()
-	err := f.db.Write(f.batch)
+	err := f.db.Write(batch)
 	took := time.Since(start)
 	clear(f.batch)
 	f.batch = f.batch[:0]
+	if err == nil {
+		f.releaseFreshLocked()
+	} else {
+		f.mergeFreshLocked()
+	}
 
 	f.statusMu.Lock()
 	defer f.statusMu.Unlock()

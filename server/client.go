@@ -23,9 +23,11 @@ type client struct {
 	laddr   string
 	created time.Time
 
+	authed          bool   // AUTH done, or no password configured
 	out             []byte // the reply being built for the current command
 	resp3           bool
 	closeAfterReply bool
+	closed          bool // the connection was closed: ignore the rest of the pipeline
 
 	// Transactions.
 	inMulti    bool
@@ -34,6 +36,12 @@ type client struct {
 	watched    []watchedKey
 	// watchTouched is set by other goroutines through the watch registry.
 	watchTouched atomic.Bool
+
+	// trk is the CLIENT TRACKING state, nil until the client first turns
+	// tracking on (tracking.go); ncalls counts commands executed for the
+	// current top-level one (cmdstats.go).
+	trk    *trackState
+	ncalls int
 
 	mu       sync.Mutex
 	proto    int // 2 or 3, mirrors resp3
@@ -56,6 +64,7 @@ func newClient(s *Server, conn redcon.Conn) *client {
 		proto:    2,
 		multiLen: -1,
 	}
+	c.authed = s.cfg.RequirePass == ""
 	if la := c.netConn.LocalAddr(); la != nil {
 		c.laddr = la.String()
 	}
@@ -99,6 +108,7 @@ func (c *client) info(now time.Time) string {
 func (c *client) reset() {
 	c.discardMulti()
 	c.srv.watch.unwatchAll(c)
+	c.srv.trackingOff(c)
 	c.setProto(false)
 	c.mu.Lock()
 	c.name = ""

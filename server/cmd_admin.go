@@ -2,11 +2,8 @@ package server
 
 import (
 	"os"
-	"runtime"
 	"sort"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/celld/celld/store"
 )
@@ -328,83 +325,6 @@ func cmdLastsave(s *Server, c *client, _ [][]byte) {
 		}
 	}
 	c.out = appendInt(c.out, t.Unix())
-}
-
-// cmdInfo answers INFO [section ...] in Redis's layout: "# Section" headers,
-// "key:value" lines, CRLF line ends, sections separated by a blank line.
-func cmdInfo(s *Server, c *client, args [][]byte) {
-	want := map[string]bool{}
-	for _, a := range args[1:] {
-		want[strings.ToLower(string(a))] = true
-	}
-	all := len(want) == 0 || want["all"] || want["default"] || want["everything"]
-	var b strings.Builder
-	section := func(name string, lines []string) {
-		if !all && !want[strings.ToLower(name)] {
-			return
-		}
-		if b.Len() > 0 {
-			b.WriteString("\r\n")
-		}
-		b.WriteString("# " + name + "\r\n")
-		for _, l := range lines {
-			b.WriteString(l + "\r\n")
-		}
-	}
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	uptime := int64(time.Since(s.start) / time.Second)
-	port := "6379"
-	for _, p := range s.configParams() {
-		if p[0] == "port" {
-			port = p[1]
-		}
-	}
-	section("Server", []string{
-		"redis_version:" + RedisVersion,
-		"celld_version:" + s.cfg.Version,
-		"redis_mode:standalone",
-		"os:" + runtime.GOOS,
-		"arch_bits:64",
-		"go_version:" + runtime.Version(),
-		"process_id:" + strconv.Itoa(pid()),
-		"tcp_port:" + port,
-		"uptime_in_seconds:" + strconv.FormatInt(uptime, 10),
-		"uptime_in_days:" + strconv.FormatInt(uptime/86400, 10),
-	})
-	s.mu.Lock()
-	nclients := len(s.clients)
-	s.mu.Unlock()
-	section("Clients", []string{
-		"connected_clients:" + strconv.Itoa(nclients),
-		"blocked_clients:0",
-	})
-	section("Memory", []string{
-		"used_memory:" + strconv.FormatUint(ms.HeapAlloc, 10),
-		"used_memory_rss:" + strconv.FormatUint(ms.Sys, 10),
-		"maxmemory:0",
-		"mem_allocator:go",
-	})
-	persistence := []string{"loading:0"}
-	if p := s.cfg.Persister; p != nil {
-		persistence = append(persistence, p.InfoPersistence()...)
-	}
-	section("Persistence", persistence)
-	section("Stats", []string{
-		"total_connections_received:" + strconv.FormatInt(s.stats.connections.Load(), 10),
-		"total_commands_processed:" + strconv.FormatInt(s.stats.commands.Load(), 10),
-		"throttle_allowed:" + strconv.FormatInt(s.stats.allowed.Load(), 10),
-		"throttle_denied:" + strconv.FormatInt(s.stats.denied.Load(), 10),
-		"handler_panics:" + strconv.FormatInt(s.stats.panics.Load(), 10),
-	})
-	section("Replication", []string{"role:master", "connected_slaves:0"})
-	keys, expires := s.store.Counts()
-	var ks []string
-	if keys > 0 {
-		ks = append(ks, "db0:keys="+strconv.Itoa(keys)+",expires="+strconv.Itoa(expires)+",avg_ttl=0")
-	}
-	section("Keyspace", ks)
-	c.out = c.appendVerbatim(c.out, b.String())
 }
 
 // Match is the store's glob matcher, re-exported for CONFIG GET and

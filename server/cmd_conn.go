@@ -89,6 +89,10 @@ func cmdHello(s *Server, c *client, args [][]byte) {
 	if hasAuth && !s.authenticate(c, user, pass) {
 		return
 	}
+	if !c.authed {
+		c.out = appendError(c.out, errHelloAuth)
+		return
+	}
 	if hasName {
 		if !validName(name) {
 			c.out = appendError(c.out, "ERR Client names cannot contain spaces, newlines or special characters.")
@@ -115,7 +119,7 @@ func cmdHello(s *Server, c *client, args [][]byte) {
 	b = appendBulkString(b, "id")
 	b = appendInt(b, c.id)
 	b = appendBulkString(b, "mode")
-	b = appendBulkString(b, "standalone")
+	b = appendBulkString(b, c.srv.redisMode())
 	b = appendBulkString(b, "role")
 	b = appendBulkString(b, "master")
 	b = appendBulkString(b, "modules")
@@ -141,10 +145,11 @@ func (c *client) appendModules(b []byte) []byte {
 // password configured the default user has "nopass": any password is
 // accepted for "default", as in Redis. On failure it appends the error.
 func (s *Server) authenticate(c *client, user, pass []byte) bool {
-	if string(user) != "default" {
-		c.out = appendError(c.out, "WRONGPASS invalid username-password pair or user is disabled.")
+	if string(user) != "default" || (s.cfg.RequirePass != "" && !s.passwordMatches(pass)) {
+		c.out = appendError(c.out, errWrongPass)
 		return false
 	}
+	c.setAuthed(true)
 	return true
 }
 
@@ -154,7 +159,13 @@ func cmdAuth(s *Server, c *client, args [][]byte) {
 		return
 	}
 	if len(args) == 2 {
-		c.out = appendError(c.out, "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+		if s.cfg.RequirePass == "" {
+			c.out = appendError(c.out, errNoPassSet)
+			return
+		}
+		if s.authenticate(c, []byte("default"), args[1]) {
+			c.out = append(c.out, replyOK...)
+		}
 		return
 	}
 	if s.authenticate(c, args[1], args[2]) {
@@ -164,6 +175,9 @@ func cmdAuth(s *Server, c *client, args [][]byte) {
 
 func cmdReset(s *Server, c *client, _ [][]byte) {
 	c.reset()
+	if s.cfg.RequirePass != "" {
+		c.setAuthed(false)
+	}
 	c.out = append(c.out, "+RESET\r\n"...)
 }
 
@@ -200,7 +214,7 @@ func cmdClientSetInfo(s *Server, c *client, args [][]byte) {
 		return
 	}
 	if !validName(args[3]) {
-		c.out = appendError(c.out, "ERR "+attr+" cannot contain spaces, newlines or special characters.")
+		c.out = appendError(c.out, "ERR "+string(cString(args[2]))+" cannot contain spaces, newlines or special characters.")
 		return
 	}
 	c.mu.Lock()
@@ -282,12 +296,17 @@ func cmdClientNoEvict(s *Server, c *client, args [][]byte) {
 func cmdClientHelp(s *Server, c *client, _ [][]byte) {
 	lines := []string{
 		"CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+		"CACHING (YES|NO)", "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+		"GETREDIR", "    Return the client ID we are redirecting to when tracking is enabled.",
 		"GETNAME", "    Return the name of the current connection.",
 		"ID", "    Return the ID of the current connection.",
 		"INFO", "    Return information about the current client connection.",
 		"LIST [options ...]", "    Return information about client connections.",
 		"SETINFO <option> <value>", "    Set client meta attr (LIB-NAME or LIB-VER).",
 		"SETNAME <name>", "    Assign the name <name> to the current connection.",
+		"TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+		"         [OPTIN] [OPTOUT] [NOLOOP]", "    Control server assisted client side caching.",
+		"TRACKINGINFO", "    Report tracking status for the current connection.",
 		"HELP", "    Print this help.",
 	}
 	c.out = appendArray(c.out, len(lines))

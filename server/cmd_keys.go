@@ -308,7 +308,7 @@ func cmdPersist(s *Server, c *client, args [][]byte) {
 
 func cmdKeys(s *Server, c *client, args [][]byte) {
 	var keys []string
-	s.store.Keys(string(args[1]), s.nowMs(), func(k string) { keys = append(keys, k) })
+	s.store.Keys(string(args[1]), s.nowMs(), func(k []byte) { keys = append(keys, string(k)) })
 	c.out = appendArray(c.out, len(keys))
 	for _, k := range keys {
 		c.out = appendBulkString(c.out, k)
@@ -363,12 +363,12 @@ func cmdScan(s *Server, c *client, args [][]byte) {
 	}
 	matchAll := !hasPattern || pattern == "*"
 	var keys []string
-	next := s.store.Scan(cursor, int(count), s.nowMs(), func(k string) {
+	next := s.store.Scan(cursor, int(count), s.nowMs(), func(k []byte) {
 		if hasType && typ != "string" {
 			return
 		}
-		if matchAll || store.Match(pattern, k) {
-			keys = append(keys, k)
+		if matchAll || store.Match(pattern, store.KeyString(k)) {
+			keys = append(keys, string(k))
 		}
 	})
 	c.out = appendArray(c.out, 2)

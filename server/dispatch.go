@@ -20,8 +20,17 @@ type command struct {
 	run      cmdFunc
 	// immediate commands run even inside MULTI instead of being queued.
 	immediate bool
+	// noAuth commands (AUTH, HELLO, QUIT, RESET) run before authentication.
+	noAuth bool
+	// script commands (EVAL, EVALSHA, ...) are atomic like EXEC: runScript
+	// (cmd_script.go) picks their isolation lock; queued in MULTI, they run
+	// under EXEC's.
+	script bool
 	// subs are subcommands (CLIENT ID, COMMAND INFO, ...), keyed lower case.
 	subs map[string]*command
+	// meta: what the hot path needs to know without reading flags, and the
+	// index of the command's counters in the Server (cmdstats.go).
+	meta cmdMeta
 	// Documentation for COMMAND DOCS.
 	summary string
 	group   string
@@ -104,6 +113,18 @@ func (s *Server) dispatch(c *client, args [][]byte) {
 		}
 		return
 	}
+	if !c.authed && !cmd.noAuth {
+		c.out = appendError(c.out, errNoAuth)
+		if c.inMulti {
+			c.multiError = true
+		}
+		return
+	}
+	// Cluster mode: MOVED/CROSSSLOT before the command runs or is queued,
+	// as Redis's processCommand does; standalone pays this one nil check.
+	if s.cfg.Cluster != nil && !s.clusterRoute(c, cmd, args) {
+		return
+	}
 	if c.inMulti && !cmd.immediate {
 		q := make([][]byte, len(args))
 		for i, a := range args {
@@ -118,9 +139,13 @@ func (s *Server) dispatch(c *client, args [][]byte) {
 		s.run(c, cmd, args) // MULTI/EXEC/WATCH/... manage isolation themselves
 		return
 	}
+	if cmd.script {
+		s.runScript(c, cmd, args) // cmd_script.go
+		return
+	}
 	s.iso.rlock(c.id)
+	defer s.iso.runlock(c.id) // released even if the handler panics
 	s.run(c, cmd, args)
-	s.iso.runlock(c.id)
 }
 
 // run executes a known command whose arity has been checked.
@@ -132,7 +157,7 @@ func (s *Server) run(c *client, cmd *command, args [][]byte) {
 	c.mu.Lock()
 	c.lastCmd = cmd.name
 	c.mu.Unlock()
-	cmd.run(s, c, args)
+	s.call(c, cmd, args) // cmdstats.go: counts, tracking hooks, then cmd.run
 }
 
 // loading reports whether a restore is in progress (never, until
@@ -151,9 +176,13 @@ func (s *Server) subcommand(c *client, parent *command, args [][]byte) {
 			"'. Try "+strings.ToUpper(parent.name)+" HELP.")
 		return
 	}
+	full := parent.name + "|" + sub.name
 	if !arityOK(sub.arity, len(args)) {
-		c.out = appendError(c.out, wrongArity(parent.name+"|"+sub.name))
+		c.out = appendError(c.out, wrongArity(full))
 		return
 	}
-	sub.run(s, c, args)
+	c.mu.Lock()
+	c.lastCmd = full
+	c.mu.Unlock()
+	s.call(c, sub, args)
 }

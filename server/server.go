@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/celld/celld/cluster"
 	"github.com/celld/celld/store"
 	"github.com/tidwall/redcon"
 )
@@ -53,19 +54,37 @@ type Config struct {
 	SweepInterval time.Duration
 	// Persister, when set, backs SAVE/BGSAVE/LASTSAVE and INFO persistence.
 	Persister Persister
-	// TLSConfig, when set, makes the listener speak TLS.
+	// TLSConfig is used by ServeTLS.
 	TLSConfig *tls.Config
+	// RequirePass, when not empty, is the default user's password: clients
+	// must AUTH (or HELLO ... AUTH) before anything else.
+	RequirePass string
+	// ProtectedMode refuses clients from non-loopback addresses while no
+	// password is set, with Redis's -DENIED text.
+	ProtectedMode bool
 	// WrapListener, when set, wraps the listener before redcon sees it: the
 	// hook for the protocol guard.
 	WrapListener func(net.Listener) net.Listener
 	// Version is celld's version string for INFO and HELLO-adjacent replies.
 	Version string
+	// Cluster, when set, turns on Redis Cluster mode: commands whose keys
+	// hash to another node's slots answer -MOVED, multi-key commands across
+	// slots -CROSSSLOT, and CLUSTER SLOTS/SHARDS/NODES/... describe it.
+	// nil (the default) is a standalone server.
+	Cluster *cluster.Topology
+	// ScriptTimeLimit stops a Lua script (EVAL, EVALSHA) that runs longer
+	// with "ERR script timed out after <limit>", so that no script holds
+	// the server forever. Default 5s.
+	ScriptTimeLimit time.Duration
 }
 
 // Validate reports a configuration that cannot work.
 func (c Config) Validate() error {
 	if c.SweepInterval < 0 {
 		return errors.New("server: negative sweep interval")
+	}
+	if c.ScriptTimeLimit < 0 {
+		return errors.New("server: negative script time limit")
 	}
 	return nil
 }
@@ -95,8 +114,7 @@ type Server struct {
 	log   *slog.Logger
 	start time.Time
 
-	rs *redcon.Server
-	ln *drainListener
+	lns []*drainListener // guarded by mu
 
 	mu      sync.Mutex // guards clients
 	clients map[int64]*client
@@ -110,6 +128,12 @@ type Server struct {
 	watch watchRegistry
 	iso   isolation
 	stats stats
+
+	clusterStats clusterStats // MOVED/CROSSSLOT counters (cmd_cluster.go)
+
+	scripts scripting // Lua script cache and states (cmd_script.go)
+
+	ext serverExt // INFO/Stats counters, CLIENT TRACKING (serverext.go)
 }
 
 // stats are the server's counters, all atomic.
@@ -136,6 +160,7 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 		sweepCtl: make(chan struct{}),
 	}
 	s.watch.init()
+	s.ext.init() // serverext.go
 	return s, nil
 }
 
@@ -149,14 +174,13 @@ func (s *Server) Listen() (net.Listener, error) {
 }
 
 // Serve accepts connections on ln until Shutdown. It returns nil after a
-// Shutdown, or the listener's error.
+// Shutdown, or the listener's error. It may be called for several listeners
+// (a plain and a TLS port); all share the server's state.
 func (s *Server) Serve(ln net.Listener) error {
-	if s.cfg.TLSConfig != nil {
-		ln = tls.NewListener(ln, s.cfg.TLSConfig)
-	}
 	if s.cfg.WrapListener != nil {
 		ln = s.cfg.WrapListener(ln)
 	}
+	ln = s.wrapListener(ln) // serverext.go: listener counters, tracking pushes
 	dl := newDrainListener(ln)
 	rs := redcon.NewServer(ln.Addr().String(), s.handle, s.accept, s.closed)
 	s.mu.Lock()
@@ -165,21 +189,32 @@ func (s *Server) Serve(ln net.Listener) error {
 		ln.Close()
 		return nil
 	}
-	s.ln, s.rs = dl, rs
+	s.lns = append(s.lns, dl)
+	first := len(s.lns) == 1
 	s.mu.Unlock()
-	s.sweepWG.Add(1)
-	go s.sweepLoop()
+	if first {
+		s.sweepWG.Add(1)
+		go s.sweepLoop()
+	}
 	return rs.Serve(dl)
+}
+
+// ServeTLS is Serve speaking TLS with Config.TLSConfig.
+func (s *Server) ServeTLS(ln net.Listener) error {
+	if s.cfg.TLSConfig == nil {
+		return errors.New("server: ServeTLS without a TLS config")
+	}
+	return s.Serve(tls.NewListener(ln, s.cfg.TLSConfig))
 }
 
 // Addr returns the listening address once Serve has started, else nil.
 func (s *Server) Addr() net.Addr {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ln == nil {
+	if len(s.lns) == 0 {
 		return nil
 	}
-	return s.ln.Addr()
+	return s.lns[0].Addr()
 }
 
 // Shutdown stops accepting, lets every connection finish the commands it
@@ -190,7 +225,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	s.mu.Lock()
-	dl := s.ln
+	lns := s.lns
 	clients := make([]*client, 0, len(s.clients))
 	for _, c := range s.clients {
 		clients = append(clients, c)
@@ -198,10 +233,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	close(s.sweepCtl)
 	s.sweepWG.Wait()
-	if dl == nil {
+	if len(lns) == 0 {
 		return nil
 	}
-	dl.stopAccepting()
+	for _, dl := range lns {
+		dl.stopAccepting()
+	}
 	// A read deadline in the past wakes each connection's reader once its
 	// current pipeline is answered and flushed; redcon then closes it.
 	for _, c := range clients {
@@ -221,13 +258,18 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.mu.Unlock()
 		<-done
 	}
-	dl.release() // lets redcon's accept loop return
+	for _, dl := range lns {
+		dl.release() // lets redcon's accept loop return
+	}
 	return err
 }
 
 // accept registers a new connection. Runs on redcon's accept goroutine.
 func (s *Server) accept(conn redcon.Conn) bool {
 	if s.closing.Load() {
+		return false
+	}
+	if !s.allowedPeer(conn) {
 		return false
 	}
 	c := newClient(s, conn)
@@ -247,6 +289,7 @@ func (s *Server) closed(conn redcon.Conn, err error) {
 		return
 	}
 	s.watch.unwatchAll(c)
+	s.trackingClosed(c)
 	s.mu.Lock()
 	delete(s.clients, c.id)
 	s.mu.Unlock()
@@ -261,8 +304,14 @@ func (s *Server) handle(conn redcon.Conn, cmd redcon.Command) {
 		conn.Close()
 		return
 	}
+	if c.closed {
+		// redcon keeps calling the handler for the rest of a pipeline it
+		// has read even after Close; after QUIT or a panic nothing more runs.
+		return
+	}
 	defer func() {
 		if p := recover(); p != nil {
+			c.closed = true
 			s.stats.panics.Add(1)
 			s.log.Error("panic in command handler", "panic", p, "client", c.id,
 				"stack", string(debug.Stack()))
@@ -272,10 +321,12 @@ func (s *Server) handle(conn redcon.Conn, cmd redcon.Command) {
 	}()
 	c.out = c.out[:0]
 	s.dispatch(c, cmd.Args)
+	s.afterDispatch(c, cmd.Args) // cmdstats.go
 	if len(c.out) > 0 {
 		conn.WriteRaw(c.out)
 	}
 	if c.closeAfterReply {
+		c.closed = true
 		conn.Close()
 	}
 }

@@ -15,20 +15,23 @@ type spec struct {
 	group, since, summary string
 	run                   cmdFunc
 	immediate             bool
+	script                bool
 }
 
 func (sp spec) build() *command {
 	cmd := &command{
 		name: sp.name, arity: sp.arity, firstKey: sp.first, lastKey: sp.last, step: sp.step,
-		run: sp.run, immediate: sp.immediate,
+		run: sp.run, immediate: sp.immediate, script: sp.script,
 		summary: sp.summary, group: sp.group, since: sp.since,
 	}
 	if sp.flags != "" {
 		cmd.flags = strings.Fields(sp.flags)
 	}
+	cmd.noAuth = has(cmd.flags, "no_auth")
 	for _, a := range strings.Fields(sp.acl) {
 		cmd.acl = append(cmd.acl, "@"+a)
 	}
+	cmd.initMeta() // cmdstats.go
 	return cmd
 }
 
@@ -131,8 +134,39 @@ func init() {
 			summary: "Asynchronously saves the database(s) to disk.", run: cmdBgsave},
 		{name: "lastsave", arity: 1, flags: "loading stale fast", acl: "admin fast dangerous", group: "server", since: "1.0.0",
 			summary: "Returns the Unix timestamp of the last successful save to disk.", run: cmdLastsave},
+
+		{name: "eval", arity: -3, flags: "noscript skip_monitor may_replicate no_mandatory_keys stale", acl: "slow scripting", group: "scripting", since: "2.6.0",
+			summary: "Executes a server-side Lua script.", run: cmdEval, script: true},
+		{name: "evalsha", arity: -3, flags: "noscript skip_monitor may_replicate no_mandatory_keys stale", acl: "slow scripting", group: "scripting", since: "2.6.0",
+			summary: "Executes a server-side Lua script by SHA1 digest.", run: cmdEvalSha, script: true},
+		{name: "eval_ro", arity: -3, flags: "noscript skip_monitor no_mandatory_keys stale readonly", acl: "slow scripting", group: "scripting", since: "7.0.0",
+			summary: "Executes a read-only server-side Lua script.", run: cmdEvalRO, script: true},
+		{name: "evalsha_ro", arity: -3, flags: "noscript skip_monitor no_mandatory_keys stale readonly", acl: "slow scripting", group: "scripting", since: "7.0.0",
+			summary: "Executes a read-only server-side Lua script by SHA1 digest.", run: cmdEvalShaRO, script: true},
+		{name: "script", arity: -2, acl: "slow", group: "scripting", since: "2.6.0",
+			summary: "A container for Lua scripts management commands.", run: cmdScript},
+
+		{name: "cluster", arity: -2, acl: "slow", group: "cluster", since: "3.0.0",
+			summary: "A container for Redis Cluster commands.", run: cmdCluster},
+		{name: "readonly", arity: 1, flags: "loading stale fast", acl: "fast connection", group: "cluster", since: "3.0.0",
+			summary: "Enables read-only queries for a connection to a Redis Cluster replica node.", run: clusterOnly(cmdClusterOK)},
+		{name: "readwrite", arity: 1, flags: "loading stale fast", acl: "fast connection", group: "cluster", since: "3.0.0",
+			summary: "Enables read-write queries for a connection to a Reids Cluster replica node.", run: clusterOnly(cmdClusterOK)}, // sic: Redis 7.2's text
+		{name: "asking", arity: 1, flags: "fast", acl: "fast connection", group: "cluster", since: "3.0.0",
+			summary: "Signals that a cluster client is following an -ASK redirect.", run: clusterOnly(cmdClusterOK)},
 	}
 	subs := map[string][]spec{
+		"cluster": {
+			{name: "slots", arity: 2, flags: "stale", acl: "slow", run: clusterOnly(cmdClusterSlots), summary: "Returns the mapping of cluster slots to nodes."},
+			{name: "shards", arity: 2, flags: "stale", acl: "slow", run: clusterOnly(cmdClusterShards), summary: "Returns the mapping of cluster slots to shards."},
+			{name: "nodes", arity: 2, flags: "stale", acl: "slow", run: clusterOnly(cmdClusterNodes), summary: "Returns the cluster configuration for a node."},
+			{name: "info", arity: 2, flags: "stale", acl: "slow", run: clusterOnly(cmdClusterInfo), summary: "Returns information about the state of a node."},
+			{name: "myid", arity: 2, flags: "stale", acl: "slow", run: clusterOnly(cmdClusterMyID), summary: "Returns the ID of a node."},
+			{name: "keyslot", arity: 3, flags: "stale", acl: "slow", run: clusterOnly(cmdClusterKeySlot), summary: "Returns the hash slot for a key."},
+			{name: "countkeysinslot", arity: 3, flags: "stale", acl: "slow", run: clusterOnly(cmdClusterCountKeysInSlot), summary: "Returns the number of keys in a hash slot."},
+			{name: "getkeysinslot", arity: 4, flags: "stale", acl: "slow", run: clusterOnly(cmdClusterGetKeysInSlot), summary: "Returns the key names in a hash slot."},
+			{name: "help", arity: 2, flags: "loading stale", acl: "slow", run: clusterOnly(cmdClusterHelp), summary: "Returns helpful text about the different subcommands."},
+		},
 		"client": {
 			{name: "id", arity: 2, flags: conn, acl: "slow connection", run: cmdClientID, summary: "Returns the unique client ID of the connection."},
 			{name: "setname", arity: 3, flags: conn, acl: "slow connection", run: cmdClientSetName, summary: "Sets the connection name."},
@@ -142,6 +176,11 @@ func init() {
 			{name: "list", arity: -2, flags: "admin noscript loading stale", acl: "admin slow dangerous connection", run: cmdClientList, summary: "Lists open connections."},
 			{name: "no-evict", arity: 3, flags: "admin noscript loading stale", acl: "admin slow dangerous connection", run: cmdClientNoEvict, summary: "Sets the client eviction mode of the connection."},
 			{name: "help", arity: 2, flags: "loading stale", acl: "slow connection", run: cmdClientHelp, summary: "Returns helpful text about the different subcommands."},
+			// Client-side caching (tracking.go).
+			{name: "tracking", arity: -3, flags: "noscript loading stale", acl: "slow connection", run: cmdClientTracking, summary: "Controls server-assisted client-side caching for the connection."},
+			{name: "caching", arity: 3, flags: "noscript loading stale", acl: "slow connection", run: cmdClientCaching, summary: "Instructs the server whether to track the keys in the next request."},
+			{name: "getredir", arity: 2, flags: "noscript loading stale", acl: "slow connection", run: cmdClientGetRedir, summary: "Returns the client ID to which the connection's tracking notifications are redirected."},
+			{name: "trackinginfo", arity: 2, flags: "noscript loading stale", acl: "slow connection", run: cmdClientTrackingInfo, summary: "Returns information about server-assisted client-side caching for the connection."},
 		},
 		"command": {
 			{name: "count", arity: 2, flags: "loading stale", acl: "slow connection", run: cmdCommandCount, summary: "Returns a count of commands."},
@@ -154,6 +193,13 @@ func init() {
 			{name: "get", arity: -3, flags: "admin noscript loading stale", acl: "admin slow dangerous", run: cmdConfigGet, summary: "Returns the effective values of configuration parameters."},
 			{name: "set", arity: -4, flags: "admin noscript loading stale", acl: "admin slow dangerous", run: cmdConfigSet, summary: "Sets configuration parameters in-flight."},
 			{name: "resetstat", arity: 2, flags: "admin noscript loading stale", acl: "admin slow dangerous", run: cmdConfigResetStat, summary: "Resets the server's statistics."},
+		},
+		"script": {
+			{name: "load", arity: 3, flags: "noscript stale", acl: "slow scripting", run: cmdScriptLoad, summary: "Loads a server-side Lua script to the script cache."},
+			{name: "exists", arity: -3, flags: "noscript", acl: "slow scripting", run: cmdScriptExists, summary: "Determines whether server-side Lua scripts exist in the script cache."},
+			{name: "flush", arity: -2, flags: "noscript", acl: "slow scripting", run: cmdScriptFlush, summary: "Removes all server-side Lua scripts from the script cache."},
+			{name: "kill", arity: 2, flags: "noscript allow_busy", acl: "slow scripting", run: cmdScriptKill, summary: "Terminates a server-side Lua script during execution."},
+			{name: "help", arity: 2, flags: "loading stale", acl: "slow scripting", run: cmdScriptHelp, summary: "Returns helpful text about the different subcommands."},
 		},
 		"module": {
 			{name: "list", arity: 2, flags: "admin noscript", acl: "admin slow dangerous", run: cmdModuleList, summary: "Returns all loaded modules."},

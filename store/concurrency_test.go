@@ -119,7 +119,10 @@ func TestConcurrentChaos(t *testing.T) {
 	bg(func() {
 		c := uint64(0)
 		for {
-			c = s.Scan(c, 7, now(), func(k string) {
+			c = s.Scan(c, 7, now(), func(kb []byte) {
+				k := string(kb)
+				_ = k
+
 				if len(k) == 0 {
 					t.Error("empty key from Scan")
 				}
@@ -128,7 +131,7 @@ func TestConcurrentChaos(t *testing.T) {
 				break
 			}
 		}
-		s.Keys("k*", now(), func(string) {})
+		s.Keys("k*", now(), func([]byte) {})
 		s.Counts()
 		s.Len()
 	})
@@ -159,7 +162,10 @@ func TestConcurrentChaos(t *testing.T) {
 		}
 	}
 	var live []string
-	s.Keys("*", final, func(k string) {
+	s.Keys("*", final, func(kb []byte) {
+		k := string(kb)
+		_ = k
+
 		if !strings.HasPrefix(k, "load:") {
 			live = append(live, k)
 		}

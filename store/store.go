@@ -8,10 +8,13 @@
 // lock order to get wrong. Read-modify-write of one key (Throttle, Update)
 // happens entirely under its shard's lock, so calls on one key are linearised.
 //
-// Layout: a shard maps key → slot index (map[string]uint32) and keeps the
-// entries in a slab ([]entry). Updating an existing key writes the slab in
-// place, so the hot path allocates nothing; SCAN and the expiry sweep walk the
-// slab by index, which gives both a stable cursor.
+// Layout: a shard keeps its entries in a slab ([]entry), the key bytes in an
+// arena ([]byte) and an open-addressing index of slot numbers ([]uint64);
+// none holds a Go pointer, so the garbage collector never scans the keys,
+// and a key costs about 32 bytes of slab, 8–16 of index and its own bytes.
+// Updating an existing key writes its slab entry in place: the hot path
+// allocates nothing. SCAN and the expiry sweep walk the slab by index, which
+// gives both a stable cursor.
 //
 // Time: callers pass the time read once per command; the store reads no
 // clock.
@@ -39,8 +42,8 @@ var (
 )
 
 // nShards is 256: on 2 cores contention is low at any count, and 256 keeps
-// each shard small (10M keys → ~40k per shard) so that a sweep or SCAN step
-// holds one lock briefly, while the padded shard array stays under 64 KiB.
+// each shard small (10M keys → ~40k per shard) so that a sweep step, a SCAN
+// step or an index rehash holds one lock briefly.
 const nShards = 256
 
 // Entry flags.
@@ -51,9 +54,10 @@ const (
 	flagDirty               // the slot is on the dirty list
 )
 
-// entry is one slot of a shard's slab.
+// entry is one slot of a shard's slab: 32 bytes, no pointers.
 type entry struct {
-	key   string // shares its bytes with the map's key
+	off   uint32 // key bytes are arena[off : off+klen]
+	klen  uint32
 	tat   uint64 // the TAT, ns since the epoch
 	exp   int64  // absolute expiry, Unix ms; 0 = no TTL
 	ver   uint32 // shard write sequence at the last write, for WATCH
@@ -65,17 +69,22 @@ func (e *entry) alive(nowMs int64) bool { return e.exp == 0 || nowMs <= e.exp }
 // shard is one lock's worth of keys. Fields after mu are guarded by it.
 type shard struct {
 	mu      sync.Mutex
-	idx     map[string]uint32 // key → slot
+	table   []uint64 // index: fingerprint<<32 | slot+1 (index.go)
+	used    int      // live words in table
+	tombs   int      // tombstones in table
+	arena   []byte   // key bytes
+	garbage int      // dead bytes in arena
 	slab    []entry
 	free    []uint32          // free slots, reused LIFO
-	raw     map[string]string // verbatim text for entries with flagRaw
+	raw     map[uint32]string // verbatim text for slots with flagRaw
 	dirty   []uint32          // slots written since the last Drain (if tracking)
-	deleted []string          // keys deleted since the last Drain (if tracking)
-	seq     uint32            // write sequence, source of entry.ver
 	spare   []uint32          // the previous dirty list, reused by Drain
-	peak    int               // largest len(idx) since the map was last rebuilt
+	deleted [][]byte          // keys deleted since the last Drain (if tracking)
+	peak    int               // largest live count since the index was last sized down
+	seq     uint32            // write sequence, source of entry.ver
 	sweep   uint32            // next slot the expiry sweep looks at
 	track   bool              // dirty and deleted are kept (set once by New)
+	seed    maphash.Seed      // the store's seed, for rehashing
 	_       [64]byte          // keep neighbouring shards' locks off one cache line
 }
 
@@ -98,23 +107,21 @@ func New(opts Options) *Store {
 	s := &Store{seed: maphash.MakeSeed(), track: opts.TrackDirty}
 	for i := range s.shards {
 		s.shards[i].track = opts.TrackDirty
+		s.shards[i].seed = s.seed
 		s.shards[i].reset()
 	}
 	return s
 }
 
 func (sh *shard) reset() {
-	sh.idx = make(map[string]uint32)
-	sh.slab = nil
-	sh.free = nil
-	sh.raw = make(map[string]string)
-	sh.sweep = 0
-	sh.peak = 0
+	sh.table, sh.used, sh.tombs = nil, 0, 0
+	sh.arena, sh.garbage = nil, 0
+	sh.slab, sh.free = nil, nil
+	sh.raw = make(map[uint32]string)
+	sh.sweep, sh.peak = 0, 0
 }
 
-func (s *Store) shardIndex(key []byte) int { return int(maphash.Bytes(s.seed, key) >> 56) }
-
-func (s *Store) shardOf(key []byte) *shard { return &s.shards[s.shardIndex(key)] }
+func (s *Store) shardFor(h uint64) *shard { return &s.shards[h>>56] }
 
 // Value is a key's value as commands see it.
 type Value struct {
@@ -184,109 +191,122 @@ func NewValue(text []byte) (Value, bool) {
 }
 
 // valueLocked builds the Value of a live entry. Requires sh.mu.
-func (sh *shard) valueLocked(e *entry) Value {
+func (sh *shard) valueLocked(slot uint32) Value {
+	e := &sh.slab[slot]
 	v := Value{TAT: e.tat, ExpireAtMs: e.exp, Invalid: e.flags&flagInvalid != 0}
 	if e.flags&flagRaw != 0 {
-		v.Raw = sh.raw[e.key]
+		v.Raw = sh.raw[slot]
 	}
 	return v
 }
 
-// lookupLocked returns the live entry for key, deleting it when it has
+// lookupLocked returns the live slot for key, deleting the key when it has
 // expired. Requires sh.mu. Does not allocate.
-func (sh *shard) lookupLocked(key []byte, nowMs int64) (*entry, bool) {
-	i, ok := sh.idx[string(key)]
+func (sh *shard) lookupLocked(key []byte, h uint64, nowMs int64) (uint32, bool) {
+	slot, pos, ok := sh.findLocked(key, h)
 	if !ok {
-		return nil, false
+		return 0, false
 	}
-	e := &sh.slab[i]
-	if !e.alive(nowMs) {
-		sh.deleteLocked(i)
-		return nil, false
+	if !sh.slab[slot].alive(nowMs) {
+		sh.removeLocked(slot, pos)
+		return 0, false
 	}
-	return e, true
+	return slot, true
 }
 
-// deleteLocked frees slot i. Requires sh.mu.
-func (sh *shard) deleteLocked(i uint32) {
-	e := &sh.slab[i]
+// removeLocked deletes the key in slot, whose index word is at pos.
+// Requires sh.mu.
+func (sh *shard) removeLocked(slot uint32, pos int) {
+	e := &sh.slab[slot]
 	if e.flags&flagRaw != 0 {
-		delete(sh.raw, e.key)
+		delete(sh.raw, slot)
 	}
-	delete(sh.idx, e.key)
 	if sh.track {
-		sh.deleted = append(sh.deleted, e.key)
+		sh.deleted = append(sh.deleted, append([]byte(nil), sh.keyOf(e)...))
 	}
+	sh.indexRemoveLocked(pos)
+	sh.garbage += int(e.klen)
 	sh.seq++
 	*e = entry{}
-	sh.free = append(sh.free, i)
+	sh.free = append(sh.free, slot)
 }
 
-// writeLocked stores a value in e (a used slot), bumping its version and
-// marking it dirty. Requires sh.mu.
-func (sh *shard) writeLocked(e *entry, i uint32, tat uint64, exp int64, flags uint32, raw string) {
+// deleteSlotLocked deletes the key in slot, finding its index word first.
+// Requires sh.mu.
+func (sh *shard) deleteSlotLocked(slot uint32) {
+	key := sh.keyOf(&sh.slab[slot])
+	_, pos, ok := sh.findLocked(key, maphash.Bytes(sh.seed, key))
+	if !ok {
+		panic("store: slot missing from its index")
+	}
+	sh.removeLocked(slot, pos)
+}
+
+// writeLocked stores a value in a used slot, bumping its version and marking
+// it dirty. Requires sh.mu.
+func (sh *shard) writeLocked(slot uint32, tat uint64, exp int64, flags uint32, raw string) {
+	e := &sh.slab[slot]
 	if e.flags&flagRaw != 0 && raw == "" {
-		delete(sh.raw, e.key)
+		delete(sh.raw, slot)
 	}
 	if raw != "" {
 		flags |= flagRaw
-		sh.raw[e.key] = raw
+		sh.raw[slot] = raw
 	}
 	sh.seq++
 	e.tat, e.exp, e.ver = tat, exp, sh.seq
 	e.flags = flagUsed | flags | e.flags&flagDirty
 	if sh.track && e.flags&flagDirty == 0 {
 		e.flags |= flagDirty
-		sh.dirty = append(sh.dirty, i)
+		sh.dirty = append(sh.dirty, slot)
 	}
 }
 
-// insertLocked adds a new key (not present) and returns its slot. Requires
-// sh.mu. Allocates the key string once.
-func (sh *shard) insertLocked(key []byte) (*entry, uint32) {
-	var i uint32
+// insertLocked adds key (absent; pos from findLocked) and returns its slot.
+// Requires sh.mu. Copies the key into the arena; no per-key allocation.
+func (sh *shard) insertLocked(key []byte, h uint64, pos int) uint32 {
+	var slot uint32
 	if n := len(sh.free); n > 0 {
-		i = sh.free[n-1]
+		slot = sh.free[n-1]
 		sh.free = sh.free[:n-1]
 	} else {
 		sh.slab = append(sh.slab, entry{})
-		i = uint32(len(sh.slab) - 1)
+		slot = uint32(len(sh.slab) - 1)
 	}
-	k := string(key)
-	sh.idx[k] = i
-	if len(sh.idx) > sh.peak {
-		sh.peak = len(sh.idx)
+	off := uint32(len(sh.arena))
+	sh.arena = append(sh.arena, key...)
+	sh.slab[slot] = entry{off: off, klen: uint32(len(key)), flags: flagUsed}
+	sh.indexAddLocked(h, slot, pos)
+	if sh.used > sh.peak {
+		sh.peak = sh.used
 	}
-	e := &sh.slab[i]
-	*e = entry{key: k, flags: flagUsed}
-	return e, i
+	return slot
 }
 
 // putLocked stores a value under key, inserting it if needed. Requires sh.mu.
-func (sh *shard) putLocked(key []byte, tat uint64, exp int64, flags uint32, raw string) {
-	i, ok := sh.idx[string(key)]
-	var e *entry
-	if ok {
-		e = &sh.slab[i]
-	} else {
-		e, i = sh.insertLocked(key)
+func (sh *shard) putLocked(key []byte, h uint64, tat uint64, exp int64, flags uint32, raw string) {
+	slot, pos, ok := sh.findLocked(key, h)
+	if !ok {
+		slot = sh.insertLocked(key, h, pos)
 	}
-	sh.writeLocked(e, i, tat, exp, flags, raw)
+	sh.writeLocked(slot, tat, exp, flags, raw)
 }
 
 // Throttle runs one CL.THROTTLE decision for key at nowNs under the key's
 // shard lock and stores the result when allowed. It returns the decision and
 // one of ErrInvalidValue (nothing written) or ErrSetExpire (written, no TTL).
 //
-// Hot path: one hash, one map lookup, a slab write; no allocation when the
-// key already exists, one (the key string) when it is new.
+// Hot path: one hash, one index probe, a slab write; no allocation when the
+// key already exists (a new key may grow the slab, arena or index).
 func (s *Store) Throttle(key []byte, lim gcra.Limit, q int64, nowNs int64) (gcra.Result, error) {
 	nowMs := nowNs / 1e6
-	sh := s.shardOf(key)
+	h := s.hashKey(key)
+	sh := s.shardFor(h)
 	sh.mu.Lock()
-	e, ok := sh.lookupLocked(key, nowMs)
+	slot, ok := sh.lookupLocked(key, h, nowMs)
 	var tat uint64
 	if ok {
+		e := &sh.slab[slot]
 		if e.flags&flagInvalid != 0 {
 			sh.mu.Unlock()
 			return gcra.Result{}, ErrInvalidValue
@@ -301,13 +321,17 @@ func (s *Store) Throttle(key []byte, lim gcra.Limit, q int64, nowNs int64) (gcra
 	var err error
 	switch ms := r.TTLms; {
 	case ms > 0:
-		sh.putLocked(key, r.NewTAT, nowMs+ms, 0, "")
+		if ok {
+			sh.writeLocked(slot, r.NewTAT, nowMs+ms, 0, "")
+		} else {
+			sh.putLocked(key, h, r.NewTAT, nowMs+ms, 0, "")
+		}
 	case ms == 0: // written with a 0 ms TTL: gone at once
 		if ok {
-			sh.deleteLocked(sh.idx[string(key)])
+			sh.deleteSlotLocked(slot)
 		}
 	default: // −1: no TTL; below −1: no TTL and an error
-		sh.putLocked(key, r.NewTAT, 0, 0, "")
+		sh.putLocked(key, h, r.NewTAT, 0, 0, "")
 		if ms < -1 {
 			err = ErrSetExpire
 		}
@@ -318,27 +342,29 @@ func (s *Store) Throttle(key []byte, lim gcra.Limit, q int64, nowNs int64) (gcra
 
 // Get returns key's live value.
 func (s *Store) Get(key []byte, nowMs int64) (Value, bool) {
-	sh := s.shardOf(key)
+	h := s.hashKey(key)
+	sh := s.shardFor(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e, ok := sh.lookupLocked(key, nowMs)
+	slot, ok := sh.lookupLocked(key, h, nowMs)
 	if !ok {
 		return Value{}, false
 	}
-	return sh.valueLocked(e), true
+	return sh.valueLocked(slot), true
 }
 
 // Version returns a number that changes whenever key is written or deleted,
 // and whether the key is live. WATCH compares two readings.
 func (s *Store) Version(key []byte, nowMs int64) (uint32, bool) {
-	sh := s.shardOf(key)
+	h := s.hashKey(key)
+	sh := s.shardFor(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e, ok := sh.lookupLocked(key, nowMs)
+	slot, ok := sh.lookupLocked(key, h, nowMs)
 	if !ok {
 		return 0, false
 	}
-	return e.ver, true
+	return sh.slab[slot].ver, true
 }
 
 // Action is what an Update callback decides.
@@ -356,13 +382,14 @@ const (
 // must not call back into the Store. A Put whose ExpireAtMs is not after
 // nowMs deletes the key instead, as Redis does for a past expiry.
 func (s *Store) Update(key []byte, nowMs int64, fn func(old Value, exists bool) (Value, Action)) {
-	sh := s.shardOf(key)
+	h := s.hashKey(key)
+	sh := s.shardFor(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e, ok := sh.lookupLocked(key, nowMs)
+	slot, ok := sh.lookupLocked(key, h, nowMs)
 	var old Value
 	if ok {
-		old = sh.valueLocked(e)
+		old = sh.valueLocked(slot)
 	}
 	nv, act := fn(old, ok)
 	if act == Put && nv.ExpireAtMs != 0 && nv.ExpireAtMs <= nowMs {
@@ -374,22 +401,23 @@ func (s *Store) Update(key []byte, nowMs int64, fn func(old Value, exists bool) 
 		if nv.Invalid {
 			flags = flagInvalid
 		}
-		sh.putLocked(key, nv.TAT, nv.ExpireAtMs, flags, nv.Raw)
+		sh.putLocked(key, h, nv.TAT, nv.ExpireAtMs, flags, nv.Raw)
 	case Delete:
 		if ok {
-			sh.deleteLocked(sh.idx[string(key)])
+			sh.deleteSlotLocked(slot)
 		}
 	}
 }
 
 // Delete removes key and reports whether it was live.
 func (s *Store) Delete(key []byte, nowMs int64) bool {
-	sh := s.shardOf(key)
+	h := s.hashKey(key)
+	sh := s.shardFor(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	_, ok := sh.lookupLocked(key, nowMs)
+	slot, ok := sh.lookupLocked(key, h, nowMs)
 	if ok {
-		sh.deleteLocked(sh.idx[string(key)])
+		sh.deleteSlotLocked(slot)
 	}
 	return ok
 }
@@ -405,21 +433,19 @@ func (s *Store) Load(key, text []byte, expireAtMs int64) {
 		v = Value{Raw: string(text), Invalid: true}
 		flags = flagInvalid
 	}
-	sh := s.shardOf(key)
+	h := s.hashKey(key)
+	sh := s.shardFor(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	i, exists := sh.idx[string(key)]
-	var e *entry
-	if exists {
-		e = &sh.slab[i]
-	} else {
-		e, i = sh.insertLocked(key)
+	slot, pos, exists := sh.findLocked(key, h)
+	if !exists {
+		slot = sh.insertLocked(key, h, pos)
 	}
-	wasDirty := e.flags&flagDirty != 0
-	sh.writeLocked(e, i, v.TAT, expireAtMs, flags, v.Raw)
+	wasDirty := sh.slab[slot].flags&flagDirty != 0
+	sh.writeLocked(slot, v.TAT, expireAtMs, flags, v.Raw)
 	if sh.track && !wasDirty {
-		e.flags &^= flagDirty
-		sh.dirty = sh.dirty[:len(sh.dirty)-1] // writeLocked just appended i
+		sh.slab[slot].flags &^= flagDirty
+		sh.dirty = sh.dirty[:len(sh.dirty)-1] // writeLocked just appended slot
 	}
 }
 
@@ -430,7 +456,7 @@ func (s *Store) Len() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += len(sh.idx)
+		n += sh.used
 		sh.mu.Unlock()
 	}
 	return n
@@ -442,7 +468,7 @@ func (s *Store) Counts() (keys, expires int) {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		keys += len(sh.idx)
+		keys += sh.used
 		for j := range sh.slab {
 			if e := &sh.slab[j]; e.flags&flagUsed != 0 && e.exp != 0 {
 				expires++
@@ -460,8 +486,10 @@ func (s *Store) Flush() {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		if s.track {
-			for k := range sh.idx {
-				sh.deleted = append(sh.deleted, k)
+			for j := range sh.slab {
+				if e := &sh.slab[j]; e.flags&flagUsed != 0 {
+					sh.deleted = append(sh.deleted, append([]byte(nil), sh.keyOf(e)...))
+				}
 			}
 			sh.dirty = sh.dirty[:0]
 		}
@@ -470,3 +498,9 @@ func (s *Store) Flush() {
 		sh.mu.Unlock()
 	}
 }
+
+// shardOf returns key's shard (tests and diagnostics).
+func (s *Store) shardOf(key []byte) *shard { return s.shardFor(s.hashKey(key)) }
+
+// shardIndex returns the number of key's shard (tests and diagnostics).
+func (s *Store) shardIndex(key []byte) int { return int(s.hashKey(key) >> 56) }

@@ -509,7 +509,11 @@ func scanAll(t *testing.T, s *Store, count int, nowMs int64, between func(step i
 		if calls > 0 && between != nil {
 			between(calls, cursor)
 		}
-		cursor = s.Scan(cursor, count, nowMs, func(k string) { seen[k]++ })
+		cursor = s.Scan(cursor, count, nowMs, func(kb []byte) {
+			k := string(kb)
+			_ = k
+			seen[k]++
+		})
 		calls++
 		if cursor == 0 {
 			return seen, calls
@@ -562,14 +566,14 @@ func TestScanFullIteration(t *testing.T) {
 
 func TestScanEmptyAndBadCursor(t *testing.T) {
 	s := New(Options{})
-	if c := s.Scan(0, 10, t0ms, func(string) { t.Fatal("key in empty store") }); c != 0 {
+	if c := s.Scan(0, 10, t0ms, func([]byte) { t.Fatal("key in empty store") }); c != 0 {
 		t.Fatalf("empty store: cursor %d", c)
 	}
 	// A cursor past the last shard ends the iteration.
-	if c := s.Scan(uint64(nShards)<<32, 10, t0ms, func(string) {}); c != 0 {
+	if c := s.Scan(uint64(nShards)<<32, 10, t0ms, func([]byte) {}); c != 0 {
 		t.Fatalf("cursor past the end: %d", c)
 	}
-	if c := s.Scan(^uint64(0), 10, t0ms, func(string) {}); c != 0 {
+	if c := s.Scan(^uint64(0), 10, t0ms, func([]byte) {}); c != 0 {
 		t.Fatalf("max cursor: %d", c)
 	}
 	// A slot past a shard's slab moves on.
@@ -856,7 +860,11 @@ func fmtChanges(ch []Change) string {
 func checkDiskMatchesStore(t *testing.T, s *Store, disk map[string]diskRec, nowMs int64) {
 	t.Helper()
 	var live []string
-	s.Keys("*", nowMs, func(k string) { live = append(live, k) })
+	s.Keys("*", nowMs, func(kb []byte) {
+		k := string(kb)
+		_ = k
+		live = append(live, k)
+	})
 	sort.Strings(live)
 	for _, k := range live {
 		v, ok := s.Get([]byte(k), nowMs)
@@ -960,7 +968,7 @@ func TestSweepStepShrinks(t *testing.T) {
 		t.Fatalf("removed %d", total)
 	}
 	sh.mu.Lock()
-	after, capAfter, idx, free := len(sh.slab), cap(sh.slab), len(sh.idx), len(sh.free)
+	after, capAfter, idx, free := len(sh.slab), cap(sh.slab), sh.used, len(sh.free)
 	sh.mu.Unlock()
 	t.Logf("slab %d -> %d (cap %d), idx %d, free %d", before, after, capAfter, idx, free)
 	if after > 64 || capAfter > 128 {
@@ -1015,7 +1023,7 @@ func TestSweepStepShrinkIsNotRepeated(t *testing.T) {
 	sh := &s.shards[si]
 	sh.mu.Lock()
 	p1, n1 := &sh.slab[0], len(sh.slab)
-	idx := len(sh.idx)
+	idx := sh.used
 	sh.mu.Unlock()
 	rebuilds := 0
 	for i := 0; i < 10; i++ {
@@ -1043,13 +1051,21 @@ func TestCountsAndKeys(t *testing.T) {
 		t.Fatalf("Counts = %d, %d", k, e)
 	}
 	var got []string
-	s.Keys("*", t0ms+5, func(k string) { got = append(got, k) })
+	s.Keys("*", t0ms+5, func(kb []byte) {
+		k := string(kb)
+		_ = k
+		got = append(got, k)
+	})
 	sort.Strings(got)
 	if fmt.Sprint(got) != "[a b]" {
 		t.Fatalf("Keys(*) = %v", got)
 	}
 	got = nil
-	s.Keys("[ab]", t0ms+5, func(k string) { got = append(got, k) })
+	s.Keys("[ab]", t0ms+5, func(kb []byte) {
+		k := string(kb)
+		_ = k
+		got = append(got, k)
+	})
 	sort.Strings(got)
 	if fmt.Sprint(got) != "[a b]" {
 		t.Fatalf("Keys([ab]) = %v", got)
@@ -1057,7 +1073,11 @@ func TestCountsAndKeys(t *testing.T) {
 	// The empty key is a key; KEYS * returns it (short circuit, as Redis).
 	putValue(s, "", t0ms, Value{TAT: 1})
 	got = nil
-	s.Keys("*", t0ms+5, func(k string) { got = append(got, k) })
+	s.Keys("*", t0ms+5, func(kb []byte) {
+		k := string(kb)
+		_ = k
+		got = append(got, k)
+	})
 	if len(got) != 3 {
 		t.Fatalf("Keys(*) with empty key = %q", got)
 	}
@@ -1085,7 +1105,7 @@ func TestSweepStepResumesAcrossShards(t *testing.T) {
 	for si := range s.shards {
 		sh := &s.shards[si]
 		sh.mu.Lock()
-		if n := len(sh.idx); n > 0 {
+		if n := sh.used; n > 0 {
 			left[si] = n
 		}
 		sh.mu.Unlock()

@@ -1,15 +1,23 @@
 package store
 
-import "time"
+import (
+	"time"
+	"unsafe"
+)
+
+// KeyString views key bytes handed to a walk callback as a string without
+// copying, for matching; like the bytes, it is valid only during the call.
+func KeyString(key []byte) string { return unsafe.String(unsafe.SliceData(key), len(key)) }
 
 // Scan is one step of a SCAN iteration. cursor 0 starts; the returned cursor
 // is 0 when the iteration is complete. The cursor is shard<<32 | slot: keys
 // never move between slots while they live, so a full iteration returns every
 // key that was live from its start to its end (and possibly others). count is
-// the number of slots to visit, Redis's COUNT hint; fn receives each live key
-// (the string is the store's own and must not be modified) and runs under a
-// shard lock, so it must not call back into the Store.
-func (s *Store) Scan(cursor uint64, count int, nowMs int64, fn func(key string)) uint64 {
+// the number of slots to visit, Redis's COUNT hint. fn receives each live
+// key; the bytes are the store's own, valid only during the call (copy to
+// keep them), and fn runs under a shard lock, so it must not call back into
+// the Store.
+func (s *Store) Scan(cursor uint64, count int, nowMs int64, fn func(key []byte)) uint64 {
 	if count < 1 {
 		count = 1
 	}
@@ -19,9 +27,8 @@ func (s *Store) Scan(cursor uint64, count int, nowMs int64, fn func(key string))
 		sh := &s.shards[si]
 		sh.mu.Lock()
 		for int(slot) < len(sh.slab) && visited < count {
-			e := &sh.slab[slot]
-			if e.flags&flagUsed != 0 && e.alive(nowMs) {
-				fn(e.key)
+			if e := &sh.slab[slot]; e.flags&flagUsed != 0 && e.alive(nowMs) {
+				fn(sh.keyOf(e))
 			}
 			slot++
 			visited++
@@ -42,17 +49,31 @@ func (s *Store) Scan(cursor uint64, count int, nowMs int64, fn func(key string))
 	return si << 32
 }
 
-// Keys calls fn for every live key matching the glob pattern (KEYS). fn runs
-// under a shard lock and must not call back into the Store. O(keys).
-func (s *Store) Keys(pattern string, nowMs int64, fn func(key string)) {
+// Keys calls fn for every live key matching the glob pattern (KEYS), with
+// the same ownership rules as Scan. O(keys).
+func (s *Store) Keys(pattern string, nowMs int64, fn func(key []byte)) {
 	all := pattern == "*"
+	s.EachKey(nowMs, func(key []byte) bool {
+		if all || Match(pattern, KeyString(key)) {
+			fn(key)
+		}
+		return true
+	})
+}
+
+// EachKey calls fn with every live key, shard by shard, until fn returns
+// false; ownership as in Scan. It is the building block of KEYS and of
+// CLUSTER COUNTKEYSINSLOT/GETKEYSINSLOT. O(keys), holding one shard lock at
+// a time.
+func (s *Store) EachKey(nowMs int64, fn func(key []byte) bool) {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		for j := range sh.slab {
 			e := &sh.slab[j]
-			if e.flags&flagUsed != 0 && e.alive(nowMs) && (all || Match(pattern, e.key)) {
-				fn(e.key)
+			if e.flags&flagUsed != 0 && e.alive(nowMs) && !fn(sh.keyOf(e)) {
+				sh.mu.Unlock()
+				return
 			}
 		}
 		sh.mu.Unlock()
@@ -86,7 +107,7 @@ func (s *Store) SweepStep(nowMs int64, budget time.Duration) int {
 				sh.sweep++
 				seen++
 				if e := &sh.slab[slot]; e.flags&flagUsed != 0 && !e.alive(nowMs) {
-					sh.deleteLocked(slot)
+					sh.deleteSlotLocked(slot)
 					expired++
 				}
 			}
@@ -111,21 +132,18 @@ func (s *Store) SweepStep(nowMs int64, budget time.Duration) int {
 // rebuild is cheap, but below this it saves too little to matter.
 const shrinkMin = 256
 
-// shrinkLocked gives memory back after mass expiry. Go maps never shrink, so
-// when the live keys fall below a quarter of the map's peak it rebuilds the
-// map; and when the slab's free tail is more than half its capacity it trims
-// it (live keys never move, so SCAN cursors stay valid). Each rebuild resets
-// its trigger, so an idle shard is not rebuilt again. Requires sh.mu.
+// shrinkLocked gives memory back after mass expiry: it sizes the index down
+// when the live keys fall below a quarter of their peak, trims the slab's
+// free tail when that is more than half its capacity (live keys never move,
+// so SCAN cursors stay valid), and compacts the arena when half of it is
+// garbage. Each rebuild resets its trigger, so an idle shard is not rebuilt
+// again. Requires sh.mu.
 func (sh *shard) shrinkLocked() {
-	live := len(sh.idx)
-	if sh.peak >= shrinkMin && live*4 < sh.peak {
-		idx := make(map[string]uint32, live)
-		for k, v := range sh.idx {
-			idx[k] = v
-		}
-		sh.idx = idx
-		sh.peak = live
+	if sh.peak >= shrinkMin && sh.used*4 < sh.peak {
+		sh.rehashLocked(max(minTable, nextPow2(sh.used*2)))
+		sh.peak = sh.used
 	}
+	sh.compactArenaLocked()
 	end := len(sh.slab)
 	for end > 0 && sh.slab[end-1].flags&flagUsed == 0 {
 		end--
@@ -167,8 +185,9 @@ type Change struct {
 }
 
 // Drain returns every change since the previous Drain, deletions first, then
-// the current state of each written key, appended to buf. It takes each shard
-// lock twice, briefly. Only meaningful with Options.TrackDirty.
+// the current state of each written key, appended to buf. It holds each
+// shard lock once, for that shard's changes. Only meaningful with
+// Options.TrackDirty.
 func (s *Store) Drain(nowMs int64, buf []Change) []Change {
 	for i := range s.shards {
 		sh := &s.shards[i]
@@ -176,7 +195,7 @@ func (s *Store) Drain(nowMs int64, buf []Change) []Change {
 		deleted, dirty := sh.deleted, sh.dirty
 		sh.deleted, sh.dirty = nil, sh.spare[:0]
 		for _, k := range deleted {
-			buf = append(buf, Change{Key: []byte(k), Deleted: true})
+			buf = append(buf, Change{Key: k, Deleted: true})
 		}
 		for _, slot := range dirty {
 			e := &sh.slab[slot]
@@ -184,15 +203,15 @@ func (s *Store) Drain(nowMs int64, buf []Change) []Change {
 				continue // freed (its deletion is listed) or listed twice
 			}
 			e.flags &^= flagDirty
+			key := append([]byte(nil), sh.keyOf(e)...)
 			if !e.alive(nowMs) {
-				k := e.key
-				sh.deleteLocked(slot)
+				sh.deleteSlotLocked(slot)
 				sh.deleted = sh.deleted[:len(sh.deleted)-1] // listed here instead
-				buf = append(buf, Change{Key: []byte(k), Deleted: true})
+				buf = append(buf, Change{Key: key, Deleted: true})
 				continue
 			}
-			v := sh.valueLocked(e)
-			buf = append(buf, Change{Key: []byte(e.key), Text: v.AppendText(nil), ExpireAtMs: e.exp})
+			v := sh.valueLocked(slot)
+			buf = append(buf, Change{Key: key, Text: v.AppendText(nil), ExpireAtMs: e.exp})
 		}
 		sh.spare = dirty // reused by the next Drain: no regrowth per window
 		sh.mu.Unlock()

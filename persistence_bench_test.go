@@ -1,0 +1,122 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/celld/celld/gcra"
+	"github.com/celld/celld/persist"
+	"github.com/celld/celld/store"
+)
+
+// openBenchPersistence opens dir with a store that tracks dirty keys and a
+// flusher that only runs when asked (FlushNow), as SAVE and shutdown do.
+// The caller closes it.
+func openBenchPersistence(dir string) (*persistence, error) {
+	db, err := persist.Open(dir, persist.Options{Logger: quietLog()})
+	if err != nil {
+		return nil, err
+	}
+	p := &persistence{db: db, st: store.New(store.Options{TrackDirty: true}), log: quietLog()}
+	p.fl = persist.NewFlusher(db, persist.FlusherConfig{Interval: time.Hour, Drain: p.drain, Logger: quietLog()})
+	return p, nil
+}
+
+// benchKeys returns n keys user:0000000 … .
+func benchKeys(n int) [][]byte {
+	keys := make([][]byte, n)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "user:%07d", i)
+	}
+	return keys
+}
+
+// benchFlush makes n keys dirty with CL.THROTTLE (untimed), then times one
+// synced flush of them: the store's Drain, the flusher, and the pebble
+// batch on the real disk.
+func benchFlush(b *testing.B, n int) {
+	p, err := openBenchPersistence(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	keys := benchKeys(n)
+	lim, err := gcra.NewLimit(100_000, 1, 3600)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		now := time.Now().UnixNano()
+		for _, k := range keys {
+			p.st.Throttle(k, lim, 1, now)
+		}
+		b.StartTimer()
+		if err := p.fl.FlushNow(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/key")
+}
+
+// BenchmarkFlush10kDirty is the cost of one flush window with 10,000 dirty
+// keys.
+func BenchmarkFlush10kDirty(b *testing.B) { benchFlush(b, 10_000) }
+
+// BenchmarkFlush1MDirty is the final flush of a shutdown in the worst case:
+// 1,000,000 keys changed since the last window.
+func BenchmarkFlush1MDirty(b *testing.B) { benchFlush(b, 1_000_000) }
+
+var restore1M struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// BenchmarkRestore1M is start-up restore of 1,000,000 CL.THROTTLE keys from
+// a real directory into a fresh store (persist's scan plus store.Load).
+// The directory is built once per test binary run and removed by TestMain.
+func BenchmarkRestore1M(b *testing.B) {
+	const n = 1_000_000
+	restore1M.once.Do(func() {
+		restore1M.dir, restore1M.err = os.MkdirTemp("", "celld-restore-bench-")
+		if restore1M.err != nil {
+			return
+		}
+		var p *persistence
+		if p, restore1M.err = openBenchPersistence(restore1M.dir); restore1M.err != nil {
+			return
+		}
+		lim, _ := gcra.NewLimit(10, 1, 3600*24*365)
+		now := time.Now().UnixNano()
+		for _, k := range benchKeys(n) {
+			p.st.Throttle(k, lim, 1, now)
+		}
+		restore1M.err = p.Close()
+	})
+	if restore1M.err != nil {
+		b.Fatal(restore1M.err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		db, err := persist.Open(restore1M.dir, persist.Options{Logger: quietLog()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		p := &persistence{db: db, st: store.New(store.Options{TrackDirty: true}), log: quietLog()}
+		if err := p.load(time.Now()); err != nil {
+			b.Fatal(err)
+		}
+		if p.restore.Loaded != n {
+			b.Fatalf("restored %d keys, want %d", p.restore.Loaded, n)
+		}
+		b.StopTimer()
+		db.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/key")
+}

@@ -1,0 +1,419 @@
+package server
+
+import (
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/celld/celld/cluster"
+	"github.com/celld/celld/store"
+)
+
+// Redis Cluster protocol: slot routing (MOVED, CROSSSLOT) for every command
+// with keys, and CLUSTER SLOTS|SHARDS|NODES|INFO|MYID|KEYSLOT|
+// COUNTKEYSINSLOT|GETKEYSINSLOT|HELP, READONLY, READWRITE, ASKING, in
+// Redis 7's reply shapes. Config.Cluster == nil turns all of it off: dispatch
+// then pays one nil check, and the commands answer as Redis does without
+// cluster-enabled.
+
+const (
+	errClusterDisabled = "ERR This instance has cluster support disabled"
+	errCrossSlot       = "CROSSSLOT Keys in request don't hash to the same slot"
+)
+
+// clusterStats are the routing counters INFO cluster reports.
+type clusterStats struct {
+	moved     atomic.Int64 // -MOVED replies sent
+	crossSlot atomic.Int64 // -CROSSSLOT replies sent
+}
+
+// movableKeys reports whether name is an EVAL-style command whose keys are
+// "numkeys key ..." from args[2] rather than fixed positions; a scripting
+// implementation that adds these names is routed without further change.
+func movableKeys(name string) bool {
+	switch name {
+	case "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro":
+		return true
+	}
+	return false
+}
+
+// foldKeySlot folds the hash slots of cmd's keys in args into slot (-1 when
+// no key has been seen yet) and returns the slot shared by all of them, or
+// false when two keys hash to different slots. Key positions come from the
+// command table (cl.throttle's key is args[1]); positions past the end of
+// args are ignored, so a command short of its key is served locally and
+// answers its own usage error, as in Redis.
+func foldKeySlot(cmd *command, args [][]byte, slot int) (int, bool) {
+	first, last, step := cmd.firstKey, cmd.lastKey, cmd.step
+	if movableKeys(cmd.name) {
+		first, last, step = 0, 0, 1
+		if len(args) > 2 {
+			// More keys than arguments: no keys, and EVAL answers its own
+			// error here, as Redis's evalGetKeys makes it.
+			if n, ok := parseInt64(args[2]); ok && n > 0 && n <= int64(len(args)-3) {
+				first, last = 3, 2+int(n)
+			}
+		}
+	}
+	if first <= 0 {
+		return slot, true
+	}
+	if last < 0 {
+		last += len(args)
+	}
+	if last >= len(args) {
+		last = len(args) - 1
+	}
+	if step < 1 {
+		step = 1
+	}
+	for i := first; i <= last; i += step {
+		ks := cluster.KeySlot(args[i])
+		if slot < 0 {
+			slot = ks
+		} else if ks != slot {
+			return slot, false
+		}
+	}
+	return slot, true
+}
+
+// clusterRoute is Redis 7's getNodeByQuery as processCommand applies it. It
+// runs for every command in cluster mode, before the command is run or
+// queued, and reports whether this node may serve it. Otherwise it has
+// appended the error: -CROSSSLOT when the keys span slots, -MOVED <slot>
+// <host>:<port> when another node owns their slot. Inside MULTI a rejected
+// command flags the transaction (EXEC then answers EXECABORT); EXEC itself
+// checks the keys of every queued command together, and when they span
+// slots or belong elsewhere it discards the transaction (and its WATCHes)
+// and answers the error instead.
+func (s *Server) clusterRoute(c *client, cmd *command, args [][]byte) bool {
+	slot, ok := -1, true
+	isExec := cmd.name == "exec"
+	switch {
+	case isExec:
+		if !c.inMulti {
+			return true // EXEC answers "EXEC without MULTI"
+		}
+		for _, q := range c.queue {
+			if qc := lookup(commands, q[0]); qc != nil {
+				if slot, ok = foldKeySlot(qc, q, slot); !ok {
+					break
+				}
+			}
+		}
+	case cmd.firstKey == 0 && !movableKeys(cmd.name):
+		return true
+	default:
+		slot, ok = foldKeySlot(cmd, args, -1)
+	}
+	topo := s.cfg.Cluster
+	if ok && (slot < 0 || topo.Owns(slot)) {
+		return true
+	}
+	if isExec {
+		c.discardMulti()
+		s.watch.unwatchAll(c)
+	} else if c.inMulti {
+		c.multiError = true
+	}
+	if !ok {
+		s.clusterStats.crossSlot.Add(1)
+		c.out = appendError(c.out, errCrossSlot)
+		return false
+	}
+	s.clusterStats.moved.Add(1)
+	c.out = appendError(c.out, "MOVED "+strconv.Itoa(slot)+" "+topo.Owner(slot).Addr())
+	return false
+}
+
+// clusterOnly wraps a CLUSTER subcommand or READONLY-style command: without
+// a topology it answers Redis's "cluster support disabled".
+func clusterOnly(fn cmdFunc) cmdFunc {
+	return func(s *Server, c *client, args [][]byte) {
+		if s.cfg.Cluster == nil {
+			c.out = appendError(c.out, errClusterDisabled)
+			return
+		}
+		fn(s, c, args)
+	}
+}
+
+func cmdCluster(s *Server, c *client, args [][]byte) { s.subcommand(c, commands["cluster"], args) }
+
+// cmdClusterOK is READONLY, READWRITE and ASKING: every node is a master
+// and no slot is ever migrating, so they change nothing and answer OK.
+func cmdClusterOK(s *Server, c *client, _ [][]byte) { c.out = append(c.out, replyOK...) }
+
+// clusterEntry is one slot range and its node, for CLUSTER SLOTS.
+type clusterEntry struct {
+	r cluster.SlotRange
+	n *cluster.Node
+}
+
+// cmdClusterSlots answers CLUSTER SLOTS: one entry per slot range, in slot
+// order: start, end, then the master as [host, port, id, {}] (the empty
+// map is the "additional networking metadata" of Redis 7).
+func cmdClusterSlots(s *Server, c *client, _ [][]byte) {
+	nodes := s.cfg.Cluster.Nodes()
+	var entries []clusterEntry
+	for i := range nodes {
+		for _, r := range nodes[i].Slots {
+			entries = append(entries, clusterEntry{r, &nodes[i]})
+		}
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].r.First < entries[j].r.First })
+	b := appendArray(c.out, len(entries))
+	for _, e := range entries {
+		b = appendArray(b, 3)
+		b = appendInt(b, int64(e.r.First))
+		b = appendInt(b, int64(e.r.Last))
+		b = appendArray(b, 4)
+		b = appendBulkString(b, e.n.Host)
+		b = appendInt(b, int64(e.n.Port))
+		b = appendBulkString(b, e.n.ID)
+		b = c.appendMap(b, 0)
+	}
+	c.out = b
+}
+
+// cmdClusterShards answers CLUSTER SHARDS: one shard per node, each a map
+// of its slot ranges (flat start/end pairs) and its one node (a master).
+func cmdClusterShards(s *Server, c *client, _ [][]byte) {
+	nodes := s.cfg.Cluster.Nodes()
+	b := appendArray(c.out, len(nodes))
+	for i := range nodes {
+		n := &nodes[i]
+		b = c.appendMap(b, 2)
+		b = appendBulkString(b, "slots")
+		b = appendArray(b, 2*len(n.Slots))
+		for _, r := range n.Slots {
+			b = appendInt(b, int64(r.First))
+			b = appendInt(b, int64(r.Last))
+		}
+		b = appendBulkString(b, "nodes")
+		b = appendArray(b, 1)
+		hostname := net.ParseIP(n.Host) == nil // announced by name: say so, as Redis 7.2 does
+		fields := 7
+		if hostname {
+			fields = 8
+		}
+		b = c.appendMap(b, fields)
+		b = appendBulkString(b, "id")
+		b = appendBulkString(b, n.ID)
+		b = appendBulkString(b, "port")
+		b = appendInt(b, int64(n.Port))
+		b = appendBulkString(b, "ip")
+		b = appendBulkString(b, n.Host)
+		b = appendBulkString(b, "endpoint")
+		b = appendBulkString(b, n.Host)
+		if hostname {
+			b = appendBulkString(b, "hostname")
+			b = appendBulkString(b, n.Host)
+		}
+		b = appendBulkString(b, "role")
+		b = appendBulkString(b, "master")
+		b = appendBulkString(b, "replication-offset")
+		b = appendInt(b, 0)
+		b = appendBulkString(b, "health")
+		b = appendBulkString(b, "online")
+	}
+	c.out = b
+}
+
+// clusterNodesText is CLUSTER NODES: one line per node, "<id>
+// <host>:<port>@<bus-port> <flags> <master> <ping-sent> <pong-recv>
+// <config-epoch> <link-state> <slot ranges>", each ending in "\n". celld
+// has no cluster bus, so the bus port is 0 and the ping/pong times are 0.
+func (s *Server) clusterNodesText() string {
+	topo := s.cfg.Cluster
+	var b strings.Builder
+	for i, n := range topo.Nodes() {
+		b.WriteString(n.ID + " " + n.Addr() + "@0 ")
+		if i == topo.SelfIndex() {
+			b.WriteString("myself,")
+		}
+		b.WriteString("master - 0 0 " + strconv.Itoa(n.Epoch) + " connected")
+		for _, r := range n.Slots {
+			b.WriteString(" " + strconv.Itoa(r.First))
+			if r.Last != r.First {
+				b.WriteString("-" + strconv.Itoa(r.Last))
+			}
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func cmdClusterNodes(s *Server, c *client, _ [][]byte) {
+	c.out = c.appendVerbatim(c.out, s.clusterNodesText())
+}
+
+// cmdClusterInfo answers CLUSTER INFO with Redis 7's fields. A static
+// topology always covers every slot, so the state is always ok.
+func cmdClusterInfo(s *Server, c *client, _ [][]byte) {
+	topo := s.cfg.Cluster
+	nodes := topo.Nodes()
+	size, epoch := 0, 0
+	for _, n := range nodes {
+		if len(n.Slots) > 0 {
+			size++
+		}
+		epoch = max(epoch, n.Epoch)
+	}
+	assigned := strconv.Itoa(topo.SlotsAssigned())
+	lines := []string{
+		"cluster_state:ok",
+		"cluster_slots_assigned:" + assigned,
+		"cluster_slots_ok:" + assigned,
+		"cluster_slots_pfail:0",
+		"cluster_slots_fail:0",
+		"cluster_known_nodes:" + strconv.Itoa(len(nodes)),
+		"cluster_size:" + strconv.Itoa(size),
+		"cluster_current_epoch:" + strconv.Itoa(epoch),
+		"cluster_my_epoch:" + strconv.Itoa(topo.Self().Epoch),
+		"cluster_stats_messages_sent:0",
+		"cluster_stats_messages_received:0",
+		"total_cluster_links_buffer_limit_exceeded:0",
+	}
+	c.out = c.appendVerbatim(c.out, strings.Join(lines, "\r\n")+"\r\n")
+}
+
+func cmdClusterMyID(s *Server, c *client, _ [][]byte) {
+	c.out = appendBulkString(c.out, s.cfg.Cluster.Self().ID)
+}
+
+func cmdClusterKeySlot(s *Server, c *client, args [][]byte) {
+	c.out = appendInt(c.out, int64(cluster.KeySlot(args[2])))
+}
+
+// cmdClusterCountKeysInSlot walks every key held (O(keys): about 20 ns a
+// key, so ~20 ms per million keys, holding one shard lock at a time).
+func cmdClusterCountKeysInSlot(s *Server, c *client, args [][]byte) {
+	slot, ok := parseInt64(args[2])
+	if !ok {
+		c.out = appendError(c.out, errNotInt)
+		return
+	}
+	if slot < 0 || slot >= cluster.SlotCount {
+		c.out = appendError(c.out, "ERR Invalid slot")
+		return
+	}
+	n := int64(0)
+	s.store.EachKey(s.nowMs(), func(key []byte) bool {
+		if cluster.KeySlotString(store.KeyString(key)) == int(slot) {
+			n++
+		}
+		return true
+	})
+	c.out = appendInt(c.out, n)
+}
+
+// cmdClusterGetKeysInSlot walks the keys like COUNTKEYSINSLOT, stopping
+// once it has count of them.
+func cmdClusterGetKeysInSlot(s *Server, c *client, args [][]byte) {
+	slot, ok := parseInt64(args[2])
+	if !ok {
+		c.out = appendError(c.out, errNotInt)
+		return
+	}
+	count, ok := parseInt64(args[3])
+	if !ok {
+		c.out = appendError(c.out, errNotInt)
+		return
+	}
+	if slot < 0 || slot >= cluster.SlotCount || count < 0 {
+		c.out = appendError(c.out, "ERR Invalid slot or number of keys")
+		return
+	}
+	var keys []string
+	if count > 0 {
+		s.store.EachKey(s.nowMs(), func(key []byte) bool {
+			if cluster.KeySlotString(store.KeyString(key)) == int(slot) {
+				keys = append(keys, string(key))
+			}
+			return int64(len(keys)) < count
+		})
+	}
+	c.out = appendArray(c.out, len(keys))
+	for _, k := range keys {
+		c.out = appendBulkString(c.out, k)
+	}
+}
+
+func cmdClusterHelp(s *Server, c *client, _ [][]byte) {
+	lines := []string{
+		"CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+		"COUNTKEYSINSLOT <slot>", "    Return the number of keys in <slot>.",
+		"GETKEYSINSLOT <slot> <count>", "    Return key names stored by current node in a slot.",
+		"INFO", "    Return information about the cluster.",
+		"KEYSLOT <key>", "    Return the hash slot for <key>.",
+		"MYID", "    Return the node id.",
+		"NODES", "    Return cluster configuration seen by node. Output format:",
+		"    <id> <ip:port> <flags> <master> <pings> <pongs> <epoch> <link> <slot> ...",
+		"SLOTS", "    Return information about slots range mappings. Each range is made of:",
+		"    start, end, master and replicas IP addresses, ports and ids",
+		"SHARDS", "    Return information about slot range mappings and the nodes associated with them.",
+		"HELP", "    Prints this help.",
+	}
+	c.out = appendArray(c.out, len(lines))
+	for _, l := range lines {
+		c.out = appendSimple(c.out, l)
+	}
+}
+
+// infoCluster is INFO's Cluster section: Redis's cluster_enabled, then
+// celld's routing counters when cluster mode is on.
+func (s *Server) infoCluster() []string {
+	if s.cfg.Cluster == nil {
+		return []string{"cluster_enabled:0"}
+	}
+	return []string{
+		"cluster_enabled:1",
+		"cluster_redirects:" + strconv.FormatInt(s.clusterStats.moved.Load(), 10),
+		"cluster_crossslot_errors:" + strconv.FormatInt(s.clusterStats.crossSlot.Load(), 10),
+	}
+}
+
+// redisMode is INFO's redis_mode and HELLO's mode.
+func (s *Server) redisMode() string {
+	if s.cfg.Cluster != nil {
+		return "cluster"
+	}
+	return "standalone"
+}
+
+// clusterScriptCheck is the check Redis 7 applies to every command a script
+// calls (scriptVerifyClusterState), for a scripting implementation to call
+// before running cmd from inside a script: the command's keys must share a
+// slot that this node serves, and, unless the script was declared
+// allow-cross-slot-keys, the same slot as every key the script touched
+// before (*scriptSlot, -1 before the first). It returns "" when the command
+// may run, else the error text the script raises (the caller adds Redis's
+// "script: <sha>, on @user_script:<line>." suffix). The EVAL itself has
+// already been routed by its declared keys in dispatch.
+func (s *Server) clusterScriptCheck(cmd *command, args [][]byte, scriptSlot *int, allowCrossSlot bool) string {
+	topo := s.cfg.Cluster
+	if topo == nil {
+		return ""
+	}
+	slot, ok := foldKeySlot(cmd, args, -1)
+	switch {
+	case !ok:
+		return "Command '" + cmd.name + "' in script attempted to access keys that don't hash to the same slot"
+	case slot < 0:
+		return ""
+	case !topo.Owns(slot):
+		return "Script attempted to access a non local key in a cluster node"
+	case allowCrossSlot:
+		return ""
+	case *scriptSlot < 0:
+		*scriptSlot = slot
+	case *scriptSlot != slot:
+		return "Script attempted to access keys that do not hash to the same slot"
+	}
+	return ""
+}

@@ -1,0 +1,243 @@
+package server
+
+import (
+	"errors"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/celld/celld/script"
+)
+
+// Scripting: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT
+// LOAD|EXISTS|FLUSH|KILL|HELP. The Lua side (cache, sandboxed states,
+// conversions, time limit) is package script; this file is the glue: it
+// parses arguments, makes each script atomic (dispatch hands the EVAL
+// family to runScript, which takes the isolation write lock, or the read
+// lock for a script that can run only one command; under EXEC they run
+// under EXEC's), runs redis.call's commands on a scratch client per Lua
+// state, and turns the engine's errors into Redis's replies.
+
+// scripting is the Server's script engine, created on first use.
+type scripting struct {
+	once   sync.Once
+	engine *script.Engine
+}
+
+func (s *Server) scriptEngine() *script.Engine {
+	s.scripts.once.Do(func() {
+		s.scripts.engine = script.New(script.Config{
+			NewHost:      func() script.Host { return newScriptHost(s) },
+			TimeLimit:    s.cfg.ScriptTimeLimit,
+			Logger:       s.log,
+			RedisVersion: RedisVersion,
+		})
+	})
+	return s.scripts.engine
+}
+
+// runScript runs an EVAL-family command atomically, as Redis does: under
+// the isolation write lock, so that nothing else runs while the script
+// does. A script known to run at most one command (script.RunsOneCommand:
+// "return redis.call(...)", the rate-limit pattern) is atomic without
+// that, as its one command is, and takes the read lock like any command.
+// The unlock is deferred: a panic must not leave the server locked.
+func (s *Server) runScript(c *client, cmd *command, args [][]byte) {
+	bySHA := cmd.name == "evalsha" || cmd.name == "evalsha_ro"
+	if s.scriptEngine().RunsOneCommand(args[1], bySHA) {
+		s.iso.rlock(c.id)
+		defer s.iso.runlock(c.id)
+	} else {
+		s.iso.lock()
+		defer s.iso.unlock()
+	}
+	s.run(c, cmd, args)
+}
+
+// Redis's texts for commands a script may not call.
+const (
+	replyScriptUnknown  = "-ERR Unknown Redis command called from script\r\n"
+	replyScriptArity    = "-ERR Wrong number of args calling Redis command from script\r\n"
+	replyScriptNoScript = "-ERR This Redis command is not allowed from script\r\n"
+	replyScriptRO       = "-ERR Write commands are not allowed from read-only scripts.\r\n"
+	replyScriptPanic    = "-ERR internal error\r\n"
+)
+
+// scriptHost runs redis.call's commands for one Lua state, on a client of
+// its own that no connection owns (Redis's "fake client"). The caller
+// already holds the isolation lock (runScript, EXEC), so commands run
+// through s.run directly.
+type scriptHost struct {
+	s *Server
+	c *client
+}
+
+func newScriptHost(s *Server) *scriptHost {
+	return &scriptHost{s: s, c: &client{
+		srv:      s,
+		addr:     "lua",
+		created:  time.Now(),
+		proto:    2,
+		multiLen: -1,
+		authed:   true, // scripts run for an authenticated caller
+	}}
+}
+
+// maxScratchOut is the reply buffer a scratch client keeps between calls.
+const maxScratchOut = 1 << 20
+
+// Call implements script.Host. The reply aliases the scratch client's
+// buffer, valid until the next Call.
+func (h *scriptHost) Call(args [][]byte, flags script.CallFlags) (reply []byte) {
+	c := h.c
+	if cap(c.out) > maxScratchOut {
+		c.out = nil
+	}
+	c.out = c.out[:0]
+	c.resp3 = flags&script.RESP3 != 0
+
+	top := lookup(commands, args[0])
+	cmd := top
+	if top != nil && top.subs != nil && len(args) > 1 {
+		cmd = lookup(top.subs, args[1])
+	}
+	switch {
+	case cmd == nil:
+		return append(c.out, replyScriptUnknown...)
+	case !arityOK(cmd.arity, len(args)):
+		return append(c.out, replyScriptArity...)
+	case has(cmd.flags, "noscript"):
+		return append(c.out, replyScriptNoScript...)
+	case flags&script.ReadOnly != 0 && has(cmd.flags, "write"):
+		return append(c.out, replyScriptRO...)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			h.s.stats.panics.Add(1)
+			h.s.log.Error("panic in command called from a script", "panic", p,
+				"command", cmd.name, "stack", string(debug.Stack()))
+			reply = append(c.out[:0], replyScriptPanic...)
+		}
+	}()
+	h.s.run(c, top, args)
+	if len(c.out) == 0 { // every command replies; never hand the parser nothing
+		c.out = c.appendNull(c.out)
+	}
+	return c.out
+}
+
+func cmdEval(s *Server, c *client, args [][]byte)      { s.eval(c, args, false, false) }
+func cmdEvalSha(s *Server, c *client, args [][]byte)   { s.eval(c, args, true, false) }
+func cmdEvalRO(s *Server, c *client, args [][]byte)    { s.eval(c, args, false, true) }
+func cmdEvalShaRO(s *Server, c *client, args [][]byte) { s.eval(c, args, true, true) }
+func cmdScript(s *Server, c *client, args [][]byte)    { s.subcommand(c, commands["script"], args) }
+func cmdScriptKill(s *Server, c *client, _ [][]byte)   { c.out = appendError(c.out, errNotBusy) }
+
+const (
+	errNoScript      = "NOSCRIPT No matching script. Please use EVAL."
+	errNotBusy       = "NOTBUSY No scripts in execution right now."
+	errWriteScriptRO = "ERR Can not execute a script with write flag using *_ro command."
+)
+
+// eval is EVAL/EVALSHA[_RO] script|sha1 numkeys [key ...] [arg ...].
+func (s *Server) eval(c *client, args [][]byte, bySHA, ro bool) {
+	if bySHA && len(args[1]) != 40 {
+		c.out = appendError(c.out, errNoScript)
+		return
+	}
+	numkeys, ok := parseInt64(args[2])
+	switch {
+	case !ok:
+		c.out = appendError(c.out, errNotInt)
+		return
+	case numkeys > int64(len(args)-3):
+		c.out = appendError(c.out, "ERR Number of keys can't be greater than number of args")
+		return
+	case numkeys < 0:
+		c.out = appendError(c.out, "ERR Number of keys can't be negative")
+		return
+	}
+	keys, argv := args[3:3+numkeys], args[3+numkeys:]
+	opt := script.Options{ReadOnly: ro, RESP3: c.resp3}
+	var err error
+	if bySHA {
+		c.out, err = s.scriptEngine().EvalSHA(c.out, args[1], keys, argv, opt)
+	} else {
+		c.out, err = s.scriptEngine().Eval(c.out, args[1], keys, argv, opt)
+	}
+	if err != nil {
+		c.out = appendError(c.out, scriptErrorText(err))
+	}
+}
+
+// scriptErrorText is the reply text for an engine error.
+func scriptErrorText(err error) string {
+	var le *script.LoadError
+	switch {
+	case errors.Is(err, script.ErrNoScript):
+		return errNoScript
+	case errors.Is(err, script.ErrWriteScriptRO):
+		return errWriteScriptRO
+	case errors.As(err, &le):
+		return "ERR " + le.Msg
+	}
+	return "ERR " + err.Error()
+}
+
+func cmdScriptLoad(s *Server, c *client, args [][]byte) {
+	sha, err := s.scriptEngine().Load(args[2])
+	if err != nil {
+		c.out = appendError(c.out, scriptErrorText(err))
+		return
+	}
+	c.out = appendBulkString(c.out, sha)
+}
+
+func cmdScriptExists(s *Server, c *client, args [][]byte) {
+	e := s.scriptEngine()
+	c.out = appendArray(c.out, len(args)-2)
+	for _, sha := range args[2:] {
+		n := int64(0)
+		if e.Exists(sha) {
+			n = 1
+		}
+		c.out = appendInt(c.out, n)
+	}
+}
+
+// cmdScriptFlush is SCRIPT FLUSH [ASYNC|SYNC]; both modes flush at once
+// (dropping the cache is cheap; the garbage collector frees it).
+func cmdScriptFlush(s *Server, c *client, args [][]byte) {
+	if len(args) > 3 || (len(args) == 3 &&
+		!strings.EqualFold(string(args[2]), "sync") && !strings.EqualFold(string(args[2]), "async")) {
+		c.out = appendError(c.out, "ERR SCRIPT FLUSH only support SYNC|ASYNC option")
+		return
+	}
+	s.scriptEngine().Flush()
+	c.out = append(c.out, replyOK...)
+}
+
+func cmdScriptHelp(s *Server, c *client, _ [][]byte) {
+	lines := []string{
+		"SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+		"EXISTS <sha1> [<sha1> ...]",
+		"    Return information about the existence of the scripts in the script cache.",
+		"FLUSH [ASYNC|SYNC]",
+		"    Flush the Lua scripts cache. Very dangerous on replicas.",
+		"    When called without the optional mode argument, the behavior is determined by the",
+		"    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+		"    * ASYNC: Asynchronously flush the scripts cache.",
+		"    * SYNC: Synchronously flush the scripts cache.",
+		"KILL",
+		"    Kill the currently executing Lua script.",
+		"LOAD <script>",
+		"    Load a script into the scripts cache without executing it.",
+		"HELP",
+		"    Print this help.",
+	}
+	c.out = appendArray(c.out, len(lines))
+	for _, l := range lines {
+		c.out = appendSimple(c.out, l)
+	}
+}

@@ -1,0 +1,357 @@
+package server
+
+import (
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// INFO [section ...], in Redis 7's layout: "# Section" headers,
+// "field:value" lines, CRLF line ends, a blank line between sections.
+// Tools read it with a split on CRLF and on the first ':' (ioredis's ready
+// check looks for loading:0; redis_exporter reads most fields; cmdstat_*
+// lines are "calls=...,usec=...,usec_per_call=...,rejected_calls=...,
+// failed_calls=..."). Sections, as Redis:
+//
+//	(none), default  server clients memory persistence stats replication
+//	                 cpu modules errorstats cluster keyspace
+//	all              default + commandstats latencystats
+//	everything       all
+//	a name           that section (several may be given)
+//
+// Fields that have no meaning in celld keep Redis's neutral value (0,
+// "no") so that parsers find them.
+
+// infoSection is one section: its header and how to build its lines.
+type infoSection struct {
+	name    string // as in the header; matched case-insensitively
+	dflt    bool   // part of the default set
+	collect func(s *Server, now time.Time) []string
+}
+
+var infoSections = []infoSection{
+	{"Server", true, (*Server).infoServer},
+	{"Clients", true, (*Server).infoClients},
+	{"Memory", true, (*Server).infoMemory},
+	{"Persistence", true, (*Server).infoPersistence},
+	{"Stats", true, (*Server).infoStats},
+	{"Replication", true, (*Server).infoReplication},
+	{"CPU", true, func(*Server, time.Time) []string { return infoCPU() }},
+	{"Modules", true, func(*Server, time.Time) []string {
+		return []string{"module:name=redis-cell,ver=1,api=1,filters=0,usedby=[],using=[],options=[]"}
+	}},
+	{"Errorstats", true, (*Server).infoErrorstats},
+	{"Cluster", true, func(s *Server, _ time.Time) []string { return s.infoCluster() }},
+	{"Keyspace", true, (*Server).infoKeyspace},
+	{"Commandstats", false, (*Server).infoCommandstats},
+	{"Latencystats", false, (*Server).infoLatencystats},
+}
+
+func cmdInfo(s *Server, c *client, args [][]byte) {
+	want := map[string]bool{}
+	for _, a := range args[1:] {
+		want[strings.ToLower(string(a))] = true
+	}
+	all := want["all"] || want["everything"]
+	dflt := len(want) == 0 || want["default"]
+	now := time.Now()
+	var b strings.Builder
+	for _, sec := range infoSections {
+		if !all && !(dflt && sec.dflt) && !want[strings.ToLower(sec.name)] {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\r\n")
+		}
+		b.WriteString("# " + sec.name + "\r\n")
+		for _, l := range sec.collect(s, now) {
+			b.WriteString(l)
+			b.WriteString("\r\n")
+		}
+	}
+	c.out = c.appendVerbatim(c.out, b.String())
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func (s *Server) port() string {
+	for _, p := range s.configParams() {
+		if p[0] == "port" {
+			return p[1]
+		}
+	}
+	return "6379"
+}
+
+func (s *Server) infoServer(now time.Time) []string {
+	uptime := int64(now.Sub(s.start) / time.Second)
+	exe, _ := os.Executable()
+	return []string{
+		"redis_version:" + RedisVersion,
+		"redis_git_sha1:00000000",
+		"redis_git_dirty:0",
+		"redis_build_id:0",
+		"redis_mode:" + s.redisMode(),
+		"os:" + osName(),
+		"arch_bits:" + strconv.Itoa(strconv.IntSize),
+		"monotonic_clock:POSIX clock_gettime",
+		"multiplexing_api:go",
+		"atomicvar_api:go",
+		"gcc_version:0.0.0",
+		"process_id:" + strconv.Itoa(os.Getpid()),
+		"process_supervised:no",
+		"run_id:" + s.ext.id(),
+		"tcp_port:" + s.port(),
+		"server_time_usec:" + itoa(now.UnixMicro()),
+		"uptime_in_seconds:" + itoa(uptime),
+		"uptime_in_days:" + itoa(uptime/86400),
+		"hz:10",
+		"configured_hz:10",
+		"lru_clock:" + itoa(now.Unix()&(1<<24-1)),
+		"executable:" + exe,
+		"config_file:",
+		"io_threads_active:0",
+		"celld_version:" + s.cfg.Version,
+		"go_version:" + runtime.Version(),
+	}
+}
+
+func (s *Server) infoClients(time.Time) []string {
+	s.mu.Lock()
+	n := len(s.clients)
+	s.mu.Unlock()
+	_, maxClients := s.ext.listenerTotals()
+	return []string{
+		"connected_clients:" + strconv.Itoa(n),
+		"cluster_connections:0",
+		"maxclients:" + strconv.Itoa(maxClients),
+		"client_recent_max_input_buffer:0",
+		"client_recent_max_output_buffer:0",
+		"blocked_clients:0",
+		"tracking_clients:" + itoa(s.ext.trk.active.Load()),
+		"clients_in_timeout_table:0",
+		"total_blocking_keys:0",
+		"total_blocking_keys_on_nokey:0",
+	}
+}
+
+// bytesToHuman is Redis's: B below 1 KiB, else two decimals and K, M, G, T.
+func bytesToHuman(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatUint(n, 10) + "B"
+	}
+	d, suffix := float64(n), ""
+	for _, u := range []string{"K", "M", "G", "T", "P"} {
+		d /= unit
+		suffix = u
+		if d < unit {
+			break
+		}
+	}
+	return strconv.FormatFloat(d, 'f', 2, 64) + suffix
+}
+
+func (s *Server) infoMemory(time.Time) []string {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	used := ms.HeapAlloc
+	rss := residentBytes()
+	if rss == 0 {
+		rss = ms.Sys - ms.HeapReleased
+	}
+	peak := s.ext.notePeak(used)
+	frag := 0.0
+	if used > 0 {
+		frag = float64(rss) / float64(used)
+	}
+	return []string{
+		"used_memory:" + strconv.FormatUint(used, 10),
+		"used_memory_human:" + bytesToHuman(used),
+		"used_memory_rss:" + strconv.FormatUint(rss, 10),
+		"used_memory_rss_human:" + bytesToHuman(rss),
+		"used_memory_peak:" + strconv.FormatUint(peak, 10),
+		"used_memory_peak_human:" + bytesToHuman(peak),
+		"used_memory_lua:0",
+		"total_system_memory:" + strconv.FormatUint(systemMemory(), 10),
+		"maxmemory:0",
+		"maxmemory_human:0B",
+		"maxmemory_policy:noeviction",
+		"mem_fragmentation_ratio:" + strconv.FormatFloat(frag, 'f', 2, 64),
+		"mem_allocator:go",
+		"go_heap_sys:" + strconv.FormatUint(ms.HeapSys, 10),
+		"go_gc_cycles:" + strconv.FormatUint(uint64(ms.NumGC), 10),
+	}
+}
+
+// infoPersistence is loading first (ioredis waits while it is not 0), then
+// the Persister's lines, then Redis's fields it did not give.
+func (s *Server) infoPersistence(now time.Time) []string {
+	loading := "0"
+	if s.loading() {
+		loading = "1"
+	}
+	lines := []string{"loading:" + loading, "async_loading:0"}
+	if p := s.cfg.Persister; p != nil {
+		lines = append(lines, p.InfoPersistence()...)
+	}
+	given := map[string]bool{}
+	for _, l := range lines {
+		if k, _, ok := strings.Cut(l, ":"); ok {
+			given[k] = true
+		}
+	}
+	lastSave := s.start.Unix()
+	if p := s.cfg.Persister; p != nil {
+		if ls := p.LastSave(); !ls.IsZero() {
+			lastSave = ls.Unix()
+		}
+	}
+	for _, d := range [][2]string{
+		{"rdb_changes_since_last_save", "0"},
+		{"rdb_bgsave_in_progress", "0"},
+		{"rdb_last_save_time", itoa(lastSave)},
+		{"rdb_last_bgsave_status", "ok"},
+		{"aof_enabled", "0"},
+		{"aof_rewrite_in_progress", "0"},
+		{"aof_last_write_status", "ok"},
+	} {
+		if !given[d[0]] {
+			lines = append(lines, d[0]+":"+d[1])
+		}
+	}
+	return lines
+}
+
+func (s *Server) infoStats(now time.Time) []string {
+	cmds := s.stats.commands.Load()
+	rejected, _ := s.ext.listenerTotals()
+	var hits, misses int64
+	for _, cs := range s.commandStats() {
+		hits += cs.Hits
+		misses += cs.Misses
+	}
+	var errs int64
+	for i := range s.ext.errors {
+		errs += s.ext.errors[i].Load()
+	}
+	tk, ti, tp := s.ext.trk.counts()
+	return []string{
+		"total_connections_received:" + itoa(s.stats.connections.Load()),
+		"total_commands_processed:" + itoa(cmds),
+		"instantaneous_ops_per_sec:" + strconv.FormatInt(int64(s.ext.opsPerSec(cmds, now)+0.5), 10),
+		"total_net_input_bytes:0",
+		"total_net_output_bytes:0",
+		"rejected_connections:" + itoa(rejected),
+		"sync_full:0",
+		"sync_partial_ok:0",
+		"sync_partial_err:0",
+		"expired_keys:0",
+		"evicted_keys:0",
+		"keyspace_hits:" + itoa(hits),
+		"keyspace_misses:" + itoa(misses),
+		"pubsub_channels:0",
+		"pubsub_patterns:0",
+		"pubsubshard_channels:0",
+		"latest_fork_usec:0",
+		"total_forks:0",
+		"migrate_cached_sockets:0",
+		"tracking_total_keys:" + strconv.Itoa(tk),
+		"tracking_total_items:" + strconv.Itoa(ti),
+		"tracking_total_prefixes:" + strconv.Itoa(tp),
+		"unexpected_error_replies:0",
+		"total_error_replies:" + itoa(errs),
+		"throttle_allowed:" + itoa(s.stats.allowed.Load()),
+		"throttle_denied:" + itoa(s.stats.denied.Load()),
+		"handler_panics:" + itoa(s.stats.panics.Load()),
+	}
+}
+
+func (s *Server) infoReplication(time.Time) []string {
+	return []string{
+		"role:master",
+		"connected_slaves:0",
+		"master_failover_state:no-failover",
+		"master_replid:" + s.ext.id(),
+		"master_replid2:0000000000000000000000000000000000000000",
+		"master_repl_offset:0",
+		"second_repl_offset:-1",
+		"repl_backlog_active:0",
+		"repl_backlog_size:1048576",
+		"repl_backlog_first_byte_offset:0",
+		"repl_backlog_histlen:0",
+	}
+}
+
+func (s *Server) infoErrorstats(time.Time) []string {
+	var lines []string
+	for i, kind := range errorKinds {
+		if n := s.ext.errors[i].Load(); n > 0 {
+			lines = append(lines, "errorstat_"+kind+":count="+itoa(n))
+		}
+	}
+	return lines
+}
+
+func (s *Server) infoKeyspace(time.Time) []string {
+	keys, expires := s.store.Counts()
+	if keys == 0 {
+		return nil
+	}
+	return []string{"db0:keys=" + strconv.Itoa(keys) + ",expires=" + strconv.Itoa(expires) + ",avg_ttl=0"}
+}
+
+// infoCommandstats: usec is the sampled time scaled to all calls.
+func (s *Server) infoCommandstats(time.Time) []string {
+	var lines []string
+	for _, cs := range s.commandStats() {
+		usec := cs.EstimatedTime().Microseconds()
+		per := 0.0
+		if cs.Calls > 0 {
+			per = float64(usec) / float64(cs.Calls)
+		}
+		lines = append(lines, "cmdstat_"+cs.Name+":calls="+itoa(cs.Calls)+
+			",usec="+itoa(usec)+
+			",usec_per_call="+strconv.FormatFloat(per, 'f', 2, 64)+
+			",rejected_calls="+itoa(cs.Rejected)+
+			",failed_calls="+itoa(cs.Failed))
+	}
+	return lines
+}
+
+// infoLatencystats gives p50, p99 and p99.9 of the sampled latencies, each
+// as the upper bound of the histogram bucket it falls in (in µs, as Redis).
+func (s *Server) infoLatencystats(time.Time) []string {
+	var lines []string
+	for _, cs := range s.commandStats() {
+		if cs.Sampled == 0 {
+			continue
+		}
+		l := "latency_percentiles_usec_" + cs.Name + ":"
+		for i, q := range []float64{0.5, 0.99, 0.999} {
+			if i > 0 {
+				l += ","
+			}
+			l += []string{"p50=", "p99=", "p99.9="}[i] + strconv.FormatFloat(percentileUsec(&cs, q), 'f', 3, 64)
+		}
+		lines = append(lines, l)
+	}
+	return lines
+}
+
+func percentileUsec(cs *CommandStats, q float64) float64 {
+	rank := int64(q*float64(cs.Sampled) + 0.999999)
+	var seen int64
+	for i, n := range cs.Latency {
+		seen += n
+		if seen >= rank {
+			if i < len(LatencyBuckets) {
+				return float64(LatencyBuckets[i]) / float64(time.Microsecond)
+			}
+			break
+		}
+	}
+	return float64(LatencyBuckets[len(LatencyBuckets)-1]) / float64(time.Microsecond)
+}
