@@ -186,8 +186,10 @@ type Change struct {
 
 // Drain returns every change since the previous Drain, deletions first, then
 // the current state of each written key, appended to buf. It holds each
-// shard lock once, for that shard's changes. Only meaningful with
-// Options.TrackDirty.
+// shard lock once, for that shard's changes. The keys and texts of one shard
+// are copied into one shared byte block (a few allocations per shard, not
+// two per key); the receiver owns them and must not modify them. Only
+// meaningful with Options.TrackDirty.
 func (s *Store) Drain(nowMs int64, buf []Change) []Change {
 	for i := range s.shards {
 		sh := &s.shards[i]
@@ -197,21 +199,28 @@ func (s *Store) Drain(nowMs int64, buf []Change) []Change {
 		for _, k := range deleted {
 			buf = append(buf, Change{Key: k, Deleted: true})
 		}
+		// Slices handed out stay valid when block grows: they keep the
+		// old backing array, which nothing writes again.
+		block := make([]byte, 0, len(dirty)*40)
 		for _, slot := range dirty {
 			e := &sh.slab[slot]
 			if e.flags&flagDirty == 0 {
 				continue // freed (its deletion is listed) or listed twice
 			}
 			e.flags &^= flagDirty
-			key := append([]byte(nil), sh.keyOf(e)...)
+			start := len(block)
+			block = append(block, sh.keyOf(e)...)
+			key := block[start:len(block):len(block)]
 			if !e.alive(nowMs) {
 				sh.deleteSlotLocked(slot)
 				sh.deleted = sh.deleted[:len(sh.deleted)-1] // listed here instead
 				buf = append(buf, Change{Key: key, Deleted: true})
 				continue
 			}
-			v := sh.valueLocked(slot)
-			buf = append(buf, Change{Key: key, Text: v.AppendText(nil), ExpireAtMs: e.exp})
+			start = len(block)
+			block = sh.valueLocked(slot).AppendText(block)
+			text := block[start:len(block):len(block)]
+			buf = append(buf, Change{Key: key, Text: text, ExpireAtMs: e.exp})
 		}
 		sh.spare = dirty // reused by the next Drain: no regrowth per window
 		sh.mu.Unlock()
