@@ -212,8 +212,10 @@ func healthcheck(addr string) int {
 	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
 		return 1
 	}
+	// "+PONG", or "-NOAUTH" when a password is set: either way the server
+	// is up and answering.
 	buf := make([]byte, 7)
-	if _, err := io.ReadFull(conn, buf); err != nil || string(buf) != "+PONG\r\n" {
+	if _, err := io.ReadFull(conn, buf); err != nil || (string(buf) != "+PONG\r\n" && string(buf) != "-NOAUTH") {
 		fmt.Fprintln(os.Stderr, "celld: healthcheck: no PONG")
 		return 1
 	}

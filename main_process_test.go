@@ -443,12 +443,6 @@ const (
 	killKeys      = 300
 	killWorkers   = 4
 	killWindowStr = "100ms"
-	// killMargin is how long before the kill an acknowledgement must be
-	// to count as durable: one 100 ms window, plus the synced write that
-	// follows it, plus scheduling delay on a loaded 2-core machine (this
-	// process runs the load and the race detector next to celld). 300 ms
-	// is three windows.
-	killMargin = 300 * time.Millisecond
 )
 
 // TestProcessKill9Loop: a child celld under load is killed with SIGKILL at
@@ -523,10 +517,20 @@ func TestProcessKill9Loop(t *testing.T) {
 				}
 			}()
 		}
+		// A poller learns from the server which acknowledgements are
+		// durable: an ack received before poll p is durable once a later
+		// poll shows two more completed flushes than p (the second of them
+		// drained after the first finished, so after p). This makes the
+		// cut-off independent of how slowly a loaded machine flushes.
+		pollStop := make(chan struct{})
+		pollDone := make(chan []flushPoll)
+		go pollFlushes(c.client(), pollStop, pollDone)
 		time.Sleep(runFor) // the random kill point; nothing is ordered by it
 		killAt := time.Now()
 		c.kill()
 		close(stop)
+		close(pollStop)
+		polls := <-pollDone
 		wg.Wait()
 		rdb.Close()
 		if firstErr != nil && firstErrAt.Before(killAt) {
@@ -546,7 +550,7 @@ func TestProcessKill9Loop(t *testing.T) {
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 			t.Fatalf("iteration %d: reading back: %v", iter, err)
 		}
-		cutoff := killAt.Add(-killMargin)
+		cutoff := durableCutoff(polls)
 		checked, lostRecent, acks := 0, 0, 0
 		var lostAge time.Duration
 		for i, k := range keys {
@@ -571,8 +575,8 @@ func TestProcessKill9Loop(t *testing.T) {
 			if haveFloor {
 				checked++
 				if !present || restored < floor {
-					t.Errorf("iteration %d: %s restored as %q (present %v), but TAT %d was acknowledged more than %v before the kill",
-						iter, k.name, gets[i].Val(), present, floor, killMargin)
+					t.Errorf("iteration %d: %s restored as %q (present %v), but TAT %d was acknowledged before a flush the server reported complete (cut-off %v before the kill)",
+						iter, k.name, gets[i].Val(), present, floor, killAt.Sub(cutoff).Round(time.Millisecond))
 				}
 			}
 			// Upper bound: the largest TAT acknowledged, or what the one
@@ -1098,4 +1102,54 @@ func TestProcessMillionKeys(t *testing.T) {
 
 	c = restarted("restore after a shutdown under load")
 	dbsize(c)
+}
+
+// flushPoll is one reading of INFO persistence's flush counter, taken by
+// the poller: sentAt is when the request was sent.
+type flushPoll struct {
+	sentAt  time.Time
+	flushes int64
+}
+
+// pollFlushes reads the server's completed-flush count every 10 ms until
+// stop, then sends what it saw on done.
+func pollFlushes(rdb *redis.Client, stop <-chan struct{}, done chan<- []flushPoll) {
+	defer rdb.Close()
+	var polls []flushPoll
+	for {
+		select {
+		case <-stop:
+			done <- polls
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+		sent := time.Now()
+		info, err := rdb.Info(context.Background(), "persistence").Result()
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, "flushes:"); ok {
+				if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+					polls = append(polls, flushPoll{sent, n})
+				}
+			}
+		}
+	}
+}
+
+// durableCutoff returns the latest poll time p such that a later poll saw at
+// least two more completed flushes: every acknowledgement received before p
+// is on disk. With no such poll it returns the zero time (nothing checked).
+func durableCutoff(polls []flushPoll) time.Time {
+	var cut time.Time
+	for i, p := range polls {
+		for _, q := range polls[i+1:] {
+			if q.flushes >= p.flushes+2 {
+				cut = p.sentAt
+				break
+			}
+		}
+	}
+	return cut
 }

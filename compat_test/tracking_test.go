@@ -510,3 +510,61 @@ func TestInfoIoredisReadyCheck(t *testing.T) {
 		t.Error("run_id changed between calls")
 	}
 }
+
+// Cached reads racing with writes never leave a stale value behind: once
+// the writes stop, every cached client converges on the server's value
+// (a push overtaking the reply it invalidates would leave the old value
+// cached for the whole client-side TTL).
+func TestTrackingRueidisNoStaleCache(t *testing.T) {
+	ts := startServer(t)
+	readers := []rueidis.Client{newRueidisCached(t, ts), newRueidisCached(t, ts)}
+	w := newRueidis(t, ts)
+	ctx := context.Background()
+	stop := make(chan struct{})
+	done := make(chan error, len(readers))
+	for _, r := range readers {
+		go func() {
+			for {
+				select {
+				case <-stop:
+					done <- nil
+					return
+				default:
+				}
+				if err := r.DoCache(ctx, r.B().Get().Key("race").Cache(), time.Minute).Error(); err != nil && !rueidis.IsRedisNil(err) {
+					done <- err
+					return
+				}
+			}
+		}()
+	}
+	var last string
+	for i := 0; i < 300; i++ {
+		last = strconv.Itoa(i)
+		if err := w.Do(ctx, w.B().Set().Key("race").Value(last).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 0 {
+			w.Do(ctx, w.B().Arbitrary("CL.THROTTLE").Keys("race2").Args("100", "1", "1").Build())
+		}
+	}
+	close(stop)
+	for range readers {
+		if err := <-done; err != nil {
+			t.Fatalf("reader: %v", err)
+		}
+	}
+	for i, r := range readers {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			v, err := r.DoCache(ctx, r.B().Get().Key("race").Cache(), time.Minute).ToString()
+			if err == nil && v == last {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("reader %d: cached GET race = %q (%v), server has %q: stale cache", i, v, err, last)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+}

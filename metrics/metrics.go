@@ -223,7 +223,7 @@ var (
 	descRejected = prometheus.NewDesc("celld_command_rejected_total",
 		"Commands refused before running (wrong arity, NOAUTH, MOVED, LOADING), by command.", []string{"command"}, nil)
 	descLatency = prometheus.NewDesc("celld_command_duration_seconds",
-		"Command execution time, from a sample of calls (the first 1024 of each command per counter shard, then 1 in 16), by command.", []string{"command"}, nil)
+		"Command execution time, from a sample of calls (the first 1024 of each command per counter shard, then 1 in 64), by command.", []string{"command"}, nil)
 	descProcessed = prometheus.NewDesc("celld_commands_processed_total",
 		"Commands read from clients, including unknown and rejected ones.", nil, nil)
 	descKeys = prometheus.NewDesc("celld_keys",

@@ -25,7 +25,7 @@ const statShards = 8
 // sampleEvery and sampleAll choose which calls are timed (see above).
 // sampleEvery must be a power of two.
 const (
-	sampleEvery = 16
+	sampleEvery = 64
 	sampleAll   = 1024
 )
 
