@@ -169,7 +169,8 @@ func TestEvalRESP3(t *testing.T) {
 		{[]string{"EVAL", "return redis.call('get', 'nosuch')", "0"}, "_\r\n"},
 		{[]string{"EVAL", "return nil", "0"}, "_\r\n"},
 		{[]string{"EVAL", "redis.setresp(3); return redis.call('get', 'nosuch') == nil", "0"}, "#t\r\n"},
-		{[]string{"EVAL", "redis.setresp(3); return redis.call('command', 'info', 'get')[1][3]", "0"}, "~2\r\n+readonly\r\n+fast\r\n"},
+		// A one-element set: Lua tables do not keep a set's order.
+		{[]string{"EVAL", "redis.setresp(3); return redis.call('command', 'info', 'ping')[1][3]", "0"}, "~1\r\n+fast\r\n"},
 		{[]string{"EVAL", "return {double = 2.5}", "0"}, ",2.5\r\n"},
 	})
 }
