@@ -228,7 +228,7 @@ func (s *Server) afterDispatch(c *client, args [][]byte) {
 			s.statsOf(cmd).shard(c.id).rejected.Add(1)
 		}
 	}
-	if c.trk != nil {
+	if c.trk != nil && len(args) > 0 {
 		c.trk.afterCommand(c, args)
 	}
 }

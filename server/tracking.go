@@ -695,19 +695,28 @@ func (p *pushConn) SetAuthenticated(ok bool) {
 // NetConn returns the wrapped connection.
 func (p *pushConn) NetConn() net.Conn { return p.Conn }
 
-// ensure returns the connection's push state, creating it (busy as given,
-// true when the connection's own goroutine is inside a command).
-func (p *pushConn) ensure(busy bool) *pushState {
-	if ps := p.ps.Load(); ps != nil {
-		return ps
+// ensure returns the connection's push state, creating it if needed.
+// inCommand is true when the caller is the connection's own goroutine
+// running a command: the connection is then busy (its replies are not
+// flushed yet), even if another goroutine created the state a moment ago
+// as a REDIRECT target, before this connection's next Read could say so.
+func (p *pushConn) ensure(inCommand bool) *pushState {
+	ps := p.ps.Load()
+	if ps == nil {
+		ps = &pushState{conn: p.Conn, wake: make(chan struct{}, 1), done: make(chan struct{})}
+		if p.ps.CompareAndSwap(nil, ps) {
+			go ps.loop()
+			if p.closed.Load() {
+				ps.stop()
+			}
+		} else {
+			ps = p.ps.Load()
+		}
 	}
-	ps := &pushState{conn: p.Conn, busy: busy, wake: make(chan struct{}, 1), done: make(chan struct{})}
-	if !p.ps.CompareAndSwap(nil, ps) {
-		return p.ps.Load()
-	}
-	go ps.loop()
-	if p.closed.Load() {
-		ps.stop()
+	if inCommand {
+		ps.mu.Lock()
+		ps.busy = true
+		ps.mu.Unlock()
 	}
 	return ps
 }
