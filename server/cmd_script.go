@@ -112,6 +112,15 @@ func (h *scriptHost) Call(args [][]byte, flags script.CallFlags) (reply []byte) 
 	case flags&script.ReadOnly != 0 && has(cmd.flags, "write"):
 		return append(c.out, replyScriptRO...)
 	}
+	if h.s.cfg.Cluster != nil {
+		// Each command's keys must be served here and share one slot. (The
+		// engine has no per-run hook yet, so keys of different commands of
+		// one script are not checked against each other.)
+		slot := -1
+		if msg := h.s.clusterScriptCheck(cmd, args, &slot, true); msg != "" {
+			return appendError(c.out, "ERR "+msg)
+		}
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			h.s.stats.panics.Add(1)
