@@ -21,8 +21,16 @@ func (s *Store) hashKey(key []byte) uint64 { return maphash.Bytes(s.seed, key) }
 
 func fingerprint(h uint64) uint64 { return uint64(uint32(h)) << 32 }
 
-// keyOf returns the key bytes of entry e; valid until the arena changes.
-func (sh *shard) keyOf(e *entry) []byte { return sh.arena[e.off : e.off+e.klen : e.off+e.klen] }
+// keyOf returns the key bytes of entry e: inline in the entry for keys of
+// up to inlineKey bytes (so the compare after an index hit reads the cache
+// line that holds the TAT anyway), else in the arena. Valid until the slab
+// or arena changes, i.e. while sh.mu is held.
+func (sh *shard) keyOf(e *entry) []byte {
+	if e.klen <= inlineKey {
+		return e.inl[:e.klen:e.klen]
+	}
+	return sh.arena[e.off : e.off+e.klen : e.off+e.klen]
+}
 
 // findLocked looks key up. It returns the slot and the index position of the
 // key when present; when absent, the position where it should be inserted
@@ -126,7 +134,7 @@ func (sh *shard) compactArenaLocked() {
 	arena := make([]byte, 0, len(sh.arena)-sh.garbage+len(sh.arena)/8)
 	for i := range sh.slab {
 		e := &sh.slab[i]
-		if e.flags&flagUsed == 0 {
+		if e.flags&flagUsed == 0 || e.klen <= inlineKey {
 			continue
 		}
 		off := uint32(len(arena))

@@ -11,7 +11,8 @@
 // Layout: a shard keeps its entries in a slab ([]entry), the key bytes in an
 // arena ([]byte) and an open-addressing index of slot numbers ([]uint64);
 // none holds a Go pointer, so the garbage collector never scans the keys,
-// and a key costs about 32 bytes of slab, 8–16 of index and its own bytes.
+// and a key costs a 48-byte slab entry (keys up to 16 bytes live inside it),
+// 8–16 bytes of index, and its bytes in the arena when longer.
 // Updating an existing key writes its slab entry in place: the hot path
 // allocates nothing. SCAN and the expiry sweep walk the slab by index, which
 // gives both a stable cursor.
@@ -54,9 +55,14 @@ const (
 	flagDirty               // the slot is on the dirty list
 )
 
-// entry is one slot of a shard's slab: 32 bytes, no pointers.
+// inlineKey is the longest key kept inside its entry rather than the
+// arena: 16 bytes covers typical limiter keys like "user:1234567890ab".
+const inlineKey = 16
+
+// entry is one slot of a shard's slab: 48 bytes, no pointers.
 type entry struct {
-	off   uint32 // key bytes are arena[off : off+klen]
+	inl   [inlineKey]byte // the key, when klen <= inlineKey
+	off   uint32          // else the key bytes are arena[off : off+klen]
 	klen  uint32
 	tat   uint64 // the TAT, ns since the epoch
 	exp   int64  // absolute expiry, Unix ms; 0 = no TTL
@@ -225,7 +231,9 @@ func (sh *shard) removeLocked(slot uint32, pos int) {
 		sh.deleted = append(sh.deleted, append([]byte(nil), sh.keyOf(e)...))
 	}
 	sh.indexRemoveLocked(pos)
-	sh.garbage += int(e.klen)
+	if e.klen > inlineKey {
+		sh.garbage += int(e.klen)
+	}
 	sh.seq++
 	*e = entry{}
 	sh.free = append(sh.free, slot)
@@ -273,9 +281,14 @@ func (sh *shard) insertLocked(key []byte, h uint64, pos int) uint32 {
 		sh.slab = append(sh.slab, entry{})
 		slot = uint32(len(sh.slab) - 1)
 	}
-	off := uint32(len(sh.arena))
-	sh.arena = append(sh.arena, key...)
-	sh.slab[slot] = entry{off: off, klen: uint32(len(key)), flags: flagUsed}
+	e := &sh.slab[slot]
+	*e = entry{klen: uint32(len(key)), flags: flagUsed}
+	if len(key) <= inlineKey {
+		copy(e.inl[:], key)
+	} else {
+		e.off = uint32(len(sh.arena))
+		sh.arena = append(sh.arena, key...)
+	}
 	sh.indexAddLocked(h, slot, pos)
 	if sh.used > sh.peak {
 		sh.peak = sh.used
