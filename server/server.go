@@ -191,9 +191,13 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.lns = append(s.lns, dl)
 	first := len(s.lns) == 1
+	if first {
+		// Under mu, so a Shutdown that already saw this listener cannot
+		// be in sweepWG.Wait while this Add runs.
+		s.sweepWG.Add(1)
+	}
 	s.mu.Unlock()
 	if first {
-		s.sweepWG.Add(1)
 		go s.sweepLoop()
 	}
 	return rs.Serve(dl)
