@@ -555,7 +555,10 @@ func TestTrackingRueidisNoStaleCache(t *testing.T) {
 		}
 	}
 	for i, r := range readers {
-		deadline := time.Now().Add(5 * time.Second)
+		// A lost invalidation leaves the value stale for the cache's whole
+		// minute; a slow one (a starved 2-core CI machine running -race)
+		// arrives well within 30 s. The bound tells the two apart.
+		deadline := time.Now().Add(30 * time.Second)
 		for {
 			v, err := r.DoCache(ctx, r.B().Get().Key("race").Cache(), time.Minute).ToString()
 			if err == nil && v == last {
