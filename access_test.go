@@ -395,14 +395,19 @@ func TestProcessAuthAndTLS(t *testing.T) {
 		t.Fatalf("TLS port: %v, %v", got, err)
 	}
 
-	cli, err := exec.LookPath("redis-cli")
-	if err != nil {
-		t.Fatal("redis-cli not found on PATH: install it (apt-get install -y redis-tools)")
-	}
-	out, err := exec.Command(cli, "--tls", "--cacert", caFile, "--cert", certFile, "--key", keyFile,
-		"-h", host, "-p", tlsPort, "--no-auth-warning", "-a", "s3cret", "CL.THROTTLE", "k", "15", "30", "60").CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != "0\n16\n14\n-1\n4" {
-		t.Fatalf("redis-cli --tls: %q, %v", out, err)
+	// CI installs redis-tools (.ci/run sets CI); a developer's fresh
+	// machine may lack redis-cli, and then only this step is left out.
+	if cli, err := exec.LookPath("redis-cli"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("redis-cli not found on PATH: .ci/run installs redis-tools")
+		}
+		t.Log("redis-cli not installed: the redis-cli --tls step is left out (apt-get install redis-tools; CI always runs it)")
+	} else {
+		out, err := exec.Command(cli, "--tls", "--cacert", caFile, "--cert", certFile, "--key", keyFile,
+			"-h", host, "-p", tlsPort, "--no-auth-warning", "-a", "s3cret", "CL.THROTTLE", "k", "15", "30", "60").CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != "0\n16\n14\n-1\n4" {
+			t.Fatalf("redis-cli --tls: %q, %v", out, err)
+		}
 	}
 	c.termOK()
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"regexp"
 	"sort"
@@ -533,12 +534,18 @@ func TestClusterThreeNodes(t *testing.T) {
 	})
 }
 
-// needRedisCli finds redis-cli or fails: CI installs redis-tools.
+// needRedisCli finds redis-cli. CI (CI set, as .ci/run runs) installs
+// redis-tools, so there a missing redis-cli fails the test; on a developer's
+// fresh machine, where `go test ./...` must work with Go alone, the redis-cli
+// steps are skipped with a message saying how to run them.
 func needRedisCli(t *testing.T) string {
 	t.Helper()
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
-		t.Fatal("redis-cli not found on PATH: install it (apt-get install -y redis-tools); CI's .ci/run does")
+		if os.Getenv("CI") != "" {
+			t.Fatal("redis-cli not found on PATH: .ci/run installs redis-tools; install it (apt-get install -y redis-tools)")
+		}
+		t.Skip("redis-cli not installed: apt-get install redis-tools to run this step (CI always runs it)")
 	}
 	return cli
 }
