@@ -3,11 +3,8 @@ package cluster
 import (
 	"errors"
 	"fmt"
-	"go/parser"
-	"go/token"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -292,31 +289,6 @@ func TestClusterIDPersistence(t *testing.T) {
 	for _, bad := range []string{"", strings.Repeat("a", 39), strings.Repeat("A", 40), strings.Repeat("g", 40)} {
 		if ValidID(bad) {
 			t.Errorf("ValidID(%q) = true", bad)
-		}
-	}
-}
-
-// TestClusterStdlibOnly keeps cluster a leaf: its non-test files import only
-// the standard library.
-func TestClusterStdlibOnly(t *testing.T) {
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fset := token.NewFileSet()
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, parser.ImportsOnly)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, imp := range f.Imports {
-			path, _ := strconv.Unquote(imp.Path.Value)
-			if first, _, _ := strings.Cut(path, "/"); strings.Contains(first, ".") {
-				t.Errorf("%s imports %q: cluster must depend on the standard library only", name, path)
-			}
 		}
 	}
 }

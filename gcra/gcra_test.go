@@ -2,12 +2,7 @@ package gcra
 
 import (
 	"errors"
-	"go/parser"
-	"go/token"
 	"math"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 )
@@ -492,31 +487,6 @@ func TestSeconds(t *testing.T) {
 	for i, tt := range tests {
 		if got := Seconds(tt.ns); got != tt.want {
 			t.Errorf("step %d: Seconds(%d) = %d, want %d", i, tt.ns, got, tt.want)
-		}
-	}
-}
-
-// TestStdlibOnly keeps gcra a leaf: its non-test files import only the
-// standard library (design: "leaves (gcra) import nothing of ours").
-func TestStdlibOnly(t *testing.T) {
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fset := token.NewFileSet()
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, parser.ImportsOnly)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, imp := range f.Imports {
-			path, _ := strconv.Unquote(imp.Path.Value)
-			if first, _, _ := strings.Cut(path, "/"); strings.Contains(first, ".") {
-				t.Errorf("%s imports %q: gcra must depend on the standard library only", name, path)
-			}
 		}
 	}
 }

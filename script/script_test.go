@@ -2,13 +2,9 @@ package script
 
 import (
 	"bytes"
-	"go/parser"
-	"go/token"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -545,32 +541,6 @@ func TestDirectMatchesVM(t *testing.T) {
 		}
 		if s.direct != nil {
 			t.Errorf("%q: wrongly recognised as a direct call", body)
-		}
-	}
-}
-
-// TestImports keeps the arrows pointing one way: script depends on the
-// standard library and gopher-lua only, never on celld's packages.
-func TestImports(t *testing.T) {
-	names, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fset := token.NewFileSet()
-	for _, name := range names {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, parser.ImportsOnly)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, imp := range f.Imports {
-			path, _ := strconv.Unquote(imp.Path.Value)
-			first, _, _ := strings.Cut(path, "/")
-			if strings.Contains(first, ".") && !strings.HasPrefix(path, "github.com/yuin/gopher-lua") {
-				t.Errorf("%s imports %q: script may use the standard library and gopher-lua only", name, path)
-			}
 		}
 	}
 }
