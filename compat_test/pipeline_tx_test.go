@@ -266,3 +266,62 @@ func TestWatchRaw(t *testing.T) {
 		})
 	}
 }
+
+// A key that was missing at WATCH and is created by another client aborts
+// the EXEC even if it has expired again by then (Redis's touchWatchedKey),
+// and a FLUSHALL aborts every watcher.
+func TestWatchCreatedThenExpired(t *testing.T) {
+	ts := startServer(t, withFakeClock(1_796_007_429_047_254_250))
+	ctx := context.Background()
+	a := redis.NewClient(&redis.Options{Addr: ts.Addr})
+	b := redis.NewClient(&redis.Options{Addr: ts.Addr})
+	t.Cleanup(func() { a.Close(); b.Close() })
+
+	err := a.Watch(ctx, func(tx *redis.Tx) error {
+		if err := b.Set(ctx, "wk", "5", 10*time.Millisecond).Err(); err != nil {
+			return err
+		}
+		ts.Advance(50 * time.Millisecond) // wk is gone again
+		if n, _ := tx.Exists(ctx, "wk").Result(); n != 0 {
+			t.Errorf("wk still exists after its TTL")
+		}
+		_, err := tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Get(ctx, "wk")
+			return nil
+		})
+		return err
+	}, "wk")
+	if !errors.Is(err, redis.TxFailedErr) {
+		t.Fatalf("EXEC after the watched key was created and expired: %v, want TxFailedErr", err)
+	}
+
+	err = a.Watch(ctx, func(tx *redis.Tx) error {
+		if err := b.FlushAll(ctx).Err(); err != nil {
+			return err
+		}
+		_, err := tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Get(ctx, "other")
+			return nil
+		})
+		return err
+	}, "other")
+	if !errors.Is(err, redis.TxFailedErr) {
+		t.Fatalf("EXEC after FLUSHALL: %v, want TxFailedErr", err)
+	}
+
+	// A denied CL.THROTTLE writes nothing and does not abort.
+	b.Do(ctx, "CL.THROTTLE", "deny", 0, 1, 3600)
+	err = a.Watch(ctx, func(tx *redis.Tx) error {
+		if r, err := b.Do(ctx, "CL.THROTTLE", "deny", 0, 1, 3600).Int64Slice(); err != nil || r[0] != 1 {
+			t.Fatalf("second call: %v %v, want denied", r, err)
+		}
+		_, err := tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Get(ctx, "deny")
+			return nil
+		})
+		return err
+	}, "deny")
+	if err != nil {
+		t.Fatalf("EXEC after a denied CL.THROTTLE on the watched key: %v", err)
+	}
+}

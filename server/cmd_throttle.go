@@ -86,9 +86,6 @@ func cmdThrottle(s *Server, c *client, args [][]byte) {
 		s.stats.denied.Add(1)
 	} else {
 		s.stats.allowed.Add(1)
-		if r.TTLms == 0 {
-			s.watch.touch(args[1])
-		}
 	}
 	limited := int64(0)
 	if r.Limited {

@@ -158,6 +158,16 @@ func (s *Server) call(c *client, cmd *command, args [][]byte) {
 	if cmd.meta.write && s.ext.trk.active.Load() != 0 {
 		s.trackWrite(c, cmd, args, c.out[start:])
 	}
+	if cmd.meta.write && s.watch.n.Load() != 0 && modified(cmd, args, c.out[start:]) {
+		// WATCH: a write marks its keys' watchers dirty, as Redis's
+		// touchWatchedKey does, even when the key is gone again by EXEC
+		// (created and expired, or a 0 ms CL.THROTTLE peek).
+		if cmd.meta.flush {
+			s.watch.touchAll()
+		} else {
+			eachKey(cmd, args, s.watch.touch)
+		}
+	}
 }
 
 func (st *statShard) observe(d time.Duration) {

@@ -13,11 +13,11 @@ type watchedKey struct {
 	exists bool
 }
 
-// watchRegistry covers the one change store versions cannot see: a write
-// that leaves a missing key missing (CL.THROTTLE with a 0 ms TTL on a fresh
-// key, which Redis reports to watchers as a modification). It maps watched
-// keys to the clients watching them; touch costs one atomic load when nobody
-// watches anything.
+// watchRegistry maps watched keys to the clients watching them. Every
+// write command touches its keys here after it runs (Server.call), which
+// catches the changes store versions cannot see: a write that leaves a
+// missing key missing (a 0 ms CL.THROTTLE peek) or a key created and expired
+// again before EXEC. touch costs one atomic load when nobody watches.
 type watchRegistry struct {
 	n  atomic.Int64 // number of (key, client) registrations
 	mu sync.Mutex
@@ -69,6 +69,20 @@ func (w *watchRegistry) touch(key []byte) {
 	w.mu.Lock()
 	for c := range w.m[string(key)] {
 		c.watchTouched.Store(true)
+	}
+	w.mu.Unlock()
+}
+
+// touchAll marks every watching client dirty (FLUSHDB, FLUSHALL).
+func (w *watchRegistry) touchAll() {
+	if w.n.Load() == 0 {
+		return
+	}
+	w.mu.Lock()
+	for _, set := range w.m {
+		for c := range set {
+			c.watchTouched.Store(true)
+		}
 	}
 	w.mu.Unlock()
 }
