@@ -142,6 +142,17 @@ func run(args []string) int {
 		}
 		return 1
 	}
+	// SHUTDOWN asks for the same ordered stop as SIGTERM; the signal channel
+	// exists only later, so the hook reaches it through shutdownCmd.
+	shutdownCmd := make(chan chan os.Signal, 1)
+	srvCfg.OnShutdown = func() {
+		ch := <-shutdownCmd
+		shutdownCmd <- ch
+		select {
+		case ch <- syscall.SIGTERM:
+		default:
+		}
+	}
 	srv, err := server.New(srvCfg, st)
 	if err != nil {
 		log.Error("cannot start", "err", err)
@@ -163,6 +174,7 @@ func run(args []string) int {
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	shutdownCmd <- sig
 	served := make(chan error, len(lns))
 	for _, l := range lns {
 		go func() { served <- l.serve(srv) }()

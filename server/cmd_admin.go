@@ -332,3 +332,33 @@ func cmdLastsave(s *Server, c *client, _ [][]byte) {
 var Match = store.Match
 
 func pid() int { return os.Getpid() }
+
+// cmdShutdown is SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]: it starts the
+// same ordered shutdown as SIGTERM (drain, final synced flush, exit 0) and,
+// as Redis does on success, closes the connection without a reply. The
+// final flush always runs: NOSAVE cannot skip it, since persistence here is
+// the limiter's state, not a snapshot.
+func cmdShutdown(s *Server, c *client, args [][]byte) {
+	for _, a := range args[1:] {
+		switch strings.ToLower(string(a)) {
+		case "nosave", "save", "now", "force":
+		case "abort":
+			c.out = appendError(c.out, "ERR No shutdown in progress.")
+			return
+		default:
+			c.out = appendError(c.out, errSyntax)
+			return
+		}
+	}
+	if c.inMulti {
+		c.out = appendError(c.out, "ERR Command not allowed inside a transaction")
+		return
+	}
+	if s.cfg.OnShutdown == nil {
+		c.out = appendError(c.out, "ERR Errors trying to SHUTDOWN. Check logs.")
+		return
+	}
+	s.log.Info("SHUTDOWN requested by a client", "client", c.id, "addr", c.addr)
+	s.cfg.OnShutdown()
+	c.closeAfterReply = true
+}

@@ -62,6 +62,10 @@ type Config struct {
 	// ProtectedMode refuses clients from non-loopback addresses while no
 	// password is set, with Redis's -DENIED text.
 	ProtectedMode bool
+	// OnShutdown, when set, is called by the SHUTDOWN command to start the
+	// same ordered shutdown as SIGTERM (main wires it). nil: SHUTDOWN
+	// answers an error.
+	OnShutdown func()
 	// WrapListener, when set, wraps the listener before redcon sees it: the
 	// hook for the protocol guard.
 	WrapListener func(net.Listener) net.Listener

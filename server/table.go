@@ -132,6 +132,8 @@ func init() {
 			summary: "Synchronously saves the database(s) to disk.", run: cmdSave},
 		{name: "bgsave", arity: -1, flags: "admin noscript no_async_loading", acl: "admin slow dangerous", group: "server", since: "1.0.0",
 			summary: "Asynchronously saves the database(s) to disk.", run: cmdBgsave},
+		{name: "shutdown", arity: -1, flags: "admin noscript loading stale no_multi allow_busy", acl: "admin slow dangerous", group: "server", since: "1.0.0",
+			summary: "Synchronously saves the database(s) to disk and shuts down the Redis server.", run: cmdShutdown, immediate: true},
 		{name: "lastsave", arity: 1, flags: "loading stale fast", acl: "admin fast dangerous", group: "server", since: "1.0.0",
 			summary: "Returns the Unix timestamp of the last successful save to disk.", run: cmdLastsave},
 
