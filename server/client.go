@@ -28,6 +28,10 @@ type client struct {
 	resp3           bool
 	closeAfterReply bool
 	closed          bool // the connection was closed: ignore the rest of the pipeline
+	// lastCmd is the command running or last run, for CLIENT LIST's cmd=;
+	// atomic so other clients' CLIENT LIST can read it without a lock on
+	// this client's hot path.
+	lastCmd atomic.Pointer[command]
 
 	// Transactions.
 	inMulti    bool
@@ -49,7 +53,6 @@ type client struct {
 	name     string
 	libName  string
 	libVer   string
-	lastCmd  string
 	db       int
 }
 
@@ -76,11 +79,12 @@ func newClient(s *Server, conn redcon.Conn) *client {
 // goroutine may call it.
 func (c *client) info(now time.Time) string {
 	c.mu.Lock()
-	name, lib, ver, cmd, db := c.name, c.libName, c.libVer, c.lastCmd, c.db
+	name, lib, ver, db := c.name, c.libName, c.libVer, c.db
 	resp, multi := c.proto, c.multiLen
 	c.mu.Unlock()
-	if cmd == "" {
-		cmd = "NULL"
+	cmd := "NULL"
+	if last := c.lastCmd.Load(); last != nil {
+		cmd = last.fullname
 	}
 	flags := "N"
 	if multi >= 0 {

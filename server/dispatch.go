@@ -11,6 +11,7 @@ type cmdFunc func(s *Server, c *client, args [][]byte)
 // command is one entry of the dispatch table and of COMMAND's replies.
 type command struct {
 	name     string // lower case
+	fullname string // name, or "parent|sub" for a subcommand (CLIENT LIST's cmd=)
 	arity    int    // Redis convention: n exact, -n at least n (name included)
 	flags    []string
 	firstKey int
@@ -99,25 +100,15 @@ func (s *Server) dispatch(c *client, args [][]byte) {
 	}
 	s.stats.commands.Add(1)
 	cmd := lookup(commands, args[0])
-	if cmd == nil {
-		c.out = appendError(c.out, unknownCommandError(args))
-		if c.inMulti {
-			c.multiError = true
-		}
+	switch {
+	case cmd == nil:
+		c.reject(unknownCommandError(args))
 		return
-	}
-	if !arityOK(cmd.arity, len(args)) {
-		c.out = appendError(c.out, wrongArity(cmd.name))
-		if c.inMulti {
-			c.multiError = true
-		}
+	case !arityOK(cmd.arity, len(args)):
+		c.reject(wrongArity(cmd.name))
 		return
-	}
-	if !c.authed && !cmd.noAuth {
-		c.out = appendError(c.out, errNoAuth)
-		if c.inMulti {
-			c.multiError = true
-		}
+	case !c.authed && !cmd.noAuth:
+		c.reject(errNoAuth)
 		return
 	}
 	// Cluster mode: MOVED/CROSSSLOT before the command runs or is queued,
@@ -154,9 +145,7 @@ func (s *Server) run(c *client, cmd *command, args [][]byte) {
 		c.out = appendError(c.out, "LOADING celld is loading the dataset in memory")
 		return
 	}
-	c.mu.Lock()
-	c.lastCmd = cmd.name
-	c.mu.Unlock()
+	c.lastCmd.Store(cmd)
 	s.call(c, cmd, args) // cmdstats.go: counts, tracking hooks, then cmd.run
 }
 
@@ -176,13 +165,20 @@ func (s *Server) subcommand(c *client, parent *command, args [][]byte) {
 			"'. Try "+strings.ToUpper(parent.name)+" HELP.")
 		return
 	}
-	full := parent.name + "|" + sub.name
 	if !arityOK(sub.arity, len(args)) {
-		c.out = appendError(c.out, wrongArity(full))
+		c.out = appendError(c.out, wrongArity(sub.fullname))
 		return
 	}
-	c.mu.Lock()
-	c.lastCmd = full
-	c.mu.Unlock()
+	c.lastCmd.Store(sub)
 	s.call(c, sub, args)
+}
+
+// reject answers a command that cannot run (unknown, wrong arity, not
+// authenticated) and, inside MULTI, dooms the transaction to EXECABORT, as
+// Redis's rejectCommand does.
+func (c *client) reject(msg string) {
+	c.out = appendError(c.out, msg)
+	if c.inMulti {
+		c.multiError = true
+	}
 }

@@ -20,7 +20,7 @@ type spec struct {
 
 func (sp spec) build() *command {
 	cmd := &command{
-		name: sp.name, arity: sp.arity, firstKey: sp.first, lastKey: sp.last, step: sp.step,
+		name: sp.name, fullname: sp.name, arity: sp.arity, firstKey: sp.first, lastKey: sp.last, step: sp.step,
 		run: sp.run, immediate: sp.immediate, script: sp.script,
 		summary: sp.summary, group: sp.group, since: sp.since,
 	}
@@ -216,7 +216,9 @@ func init() {
 			cmd.subs = make(map[string]*command, len(list))
 			for _, sub := range list {
 				sub.group, sub.since = sp.group, sp.since
-				cmd.subs[sub.name] = sub.build()
+				built := sub.build()
+				built.fullname = sp.name + "|" + sub.name
+				cmd.subs[sub.name] = built
 			}
 		}
 		commands[cmd.name] = cmd
