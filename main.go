@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/celld/celld/persist"
 	"github.com/celld/celld/server"
 	"github.com/celld/celld/store"
 )
@@ -30,12 +31,14 @@ type config struct {
 	dir           string
 	persist       bool
 	flushInterval time.Duration
+	foldMinBytes  int64
 	recoverMode   string
 	shutdownGrace time.Duration
 	logFormat     string
 	healthcheck   bool
 	access        accessConfig
 	metrics       metricsConfig // main_metrics.go
+	pprofAddr     string        // main_pprof.go
 	// Cluster mode (cluster_setup.go).
 	clusterNodes    string
 	clusterAnnounce string
@@ -57,10 +60,15 @@ func parseFlags(args []string) (config, error) {
 	if err != nil {
 		return c, fmt.Errorf("CELLD_FLUSH_INTERVAL: %w", err)
 	}
+	foldDef, err := strconv.ParseInt(envOr("CELLD_LOG_FOLD_MIN_BYTES", strconv.Itoa(persist.DefaultFoldMinBytes)), 10, 64)
+	if err != nil {
+		return c, fmt.Errorf("CELLD_LOG_FOLD_MIN_BYTES: %w", err)
+	}
 	fs.StringVar(&c.addr, "addr", envOr("CELLD_ADDR", "127.0.0.1:6379"), "TCP address to listen on (env CELLD_ADDR)")
 	fs.StringVar(&c.dir, "dir", envOr("CELLD_DIR", "./data"), "data directory for persisted state (env CELLD_DIR)")
 	fs.BoolVar(&c.persist, "persist", persistDef, "persist limiter state in --dir (env CELLD_PERSIST)")
 	fs.DurationVar(&c.flushInterval, "flush-interval", flushDef, "how often changes are synced to disk; at most this much is lost on kill -9 (env CELLD_FLUSH_INTERVAL)")
+	fs.Int64Var(&c.foldMinBytes, "log-fold-min-bytes", foldDef, "the on-disk log is folded into a new base once it is half the base's size and at least this many bytes (env CELLD_LOG_FOLD_MIN_BYTES)")
 	fs.StringVar(&c.recoverMode, "recover", envOr("CELLD_RECOVER", "fail"), "on an unreadable data directory: fail, or skip (start empty) (env CELLD_RECOVER)")
 	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 10*time.Second, "how long SIGTERM waits for connections to drain")
 	fs.StringVar(&c.logFormat, "log-format", envOr("CELLD_LOG_FORMAT", "text"), "log format: text or json (env CELLD_LOG_FORMAT)")
@@ -68,6 +76,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.clusterAnnounce, "cluster-announce", envOr("CELLD_CLUSTER_ANNOUNCE", ""), "this node's host:port in --cluster-nodes, when --addr is not it (e.g. 0.0.0.0:6379) (env CELLD_CLUSTER_ANNOUNCE)")
 	registerAccessFlags(fs, &c.access)
 	registerMetricsFlags(fs, &c.metrics)
+	registerPprofFlags(fs, &c.pprofAddr)
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.BoolVar(&c.healthcheck, "healthcheck", false, "PING the server at --addr and exit 0 if it answers PONG (for container health checks)")
 	if err := fs.Parse(args); err != nil {
@@ -79,6 +88,9 @@ func parseFlags(args []string) (config, error) {
 	}
 	if c.recoverMode != "fail" && c.recoverMode != "skip" {
 		return c, fmt.Errorf("--recover must be fail or skip, not %q", c.recoverMode)
+	}
+	if c.foldMinBytes <= 0 {
+		return c, errors.New("--log-fold-min-bytes must be positive")
 	}
 	if c.flushInterval <= 0 {
 		return c, errors.New("--flush-interval must be positive")
@@ -117,6 +129,12 @@ func run(args []string) int {
 		return 1
 	}
 	defer mx.stop()
+	if pl, err := startPprof(cfg.pprofAddr, log); err != nil {
+		log.Error("cannot start", "err", fmt.Errorf("--pprof-addr: %w", err))
+		return 1
+	} else if pl != nil {
+		defer pl.Close()
+	}
 
 	st := store.New(store.Options{TrackDirty: cfg.persist})
 	p, err := openPersistence(cfg, st, log)

@@ -97,7 +97,7 @@ func (p *persistence) metricsSnapshot() metrics.Persistence {
 		FlushErrors:       s.FlushErrors,
 		DirtyKeys:         p.st.DirtyKeys() + s.PendingKeys,
 		RestoreDuration:   p.restore.Duration,
-		RestoreKeys:       p.restore.Loaded,
+		RestoreKeys:       p.restoredKeys,
 	}
 }
 

@@ -459,8 +459,11 @@ func TestProcessKill9Loop(t *testing.T) {
 	}
 	ctx := context.Background()
 	var totalAcks, totalLostRecent, totalChecked int
+	var totalBases int64
 	var maxLostAge time.Duration
-	c := mustLaunch(t, dir, "--flush-interval", killWindowStr)
+	// A 16 KiB fold threshold makes the server rewrite its base every few
+	// windows under this load, so kills also land during base rewrites.
+	c := mustLaunch(t, dir, "--flush-interval", killWindowStr, "--log-fold-min-bytes", "16384")
 	rdb := c.client()
 	for iter := range killIters {
 		// The restored state is where each key's history continues.
@@ -540,7 +543,7 @@ func TestProcessKill9Loop(t *testing.T) {
 			t.FailNow()
 		}
 
-		c = mustLaunch(t, dir, "--flush-interval", killWindowStr)
+		c = mustLaunch(t, dir, "--flush-interval", killWindowStr, "--log-fold-min-bytes", "16384")
 		rdb = c.client()
 		pipe := rdb.Pipeline()
 		gets := make([]*redis.StringCmd, len(keys))
@@ -551,6 +554,9 @@ func TestProcessKill9Loop(t *testing.T) {
 			t.Fatalf("iteration %d: reading back: %v", iter, err)
 		}
 		cutoff := durableCutoff(polls)
+		if len(polls) > 0 {
+			totalBases += polls[len(polls)-1].bases
+		}
 		checked, lostRecent, acks := 0, 0, 0
 		var lostAge time.Duration
 		for i, k := range keys {
@@ -618,8 +624,11 @@ func TestProcessKill9Loop(t *testing.T) {
 			t.FailNow()
 		}
 	}
-	t.Logf("%d kills: %d acknowledged calls, %d key checks passed; %d times a key lost acknowledged updates, none older than %v before the kill",
-		killIters, totalAcks, totalChecked, totalLostRecent, maxLostAge.Round(time.Millisecond))
+	t.Logf("%d kills: %d acknowledged calls, %d key checks passed; %d times a key lost acknowledged updates, none older than %v before the kill; %d base rewrites seen",
+		killIters, totalAcks, totalChecked, totalLostRecent, maxLostAge.Round(time.Millisecond), totalBases)
+	if totalBases == 0 {
+		t.Error("no base rewrite happened during the kill loop: the log fold path went untested")
+	}
 }
 
 // TestProcessRecoverCorruptDir: garbage in the data directory's files makes
@@ -1109,6 +1118,7 @@ func TestProcessMillionKeys(t *testing.T) {
 type flushPoll struct {
 	sentAt  time.Time
 	flushes int64
+	bases   int64 // base rewrites (log folds) so far
 }
 
 // pollFlushes reads the server's completed-flush count every 10 ms until
@@ -1128,12 +1138,17 @@ func pollFlushes(rdb *redis.Client, stop <-chan struct{}, done chan<- []flushPol
 		if err != nil {
 			continue
 		}
+		p := flushPoll{sentAt: sent, flushes: -1}
 		for _, line := range strings.Split(info, "\r\n") {
 			if v, ok := strings.CutPrefix(line, "flushes:"); ok {
-				if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-					polls = append(polls, flushPoll{sent, n})
-				}
+				p.flushes, _ = strconv.ParseInt(v, 10, 64)
 			}
+			if v, ok := strings.CutPrefix(line, "bases:"); ok {
+				p.bases, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+		if p.flushes >= 0 {
+			polls = append(polls, p)
 		}
 	}
 }

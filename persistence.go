@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,6 +25,8 @@ type persistence struct {
 	st      *store.Store
 	log     *slog.Logger
 	restore persist.RestoreStats
+	// restoredKeys is the store's size after the restore.
+	restoredKeys int64
 	// clockBackMs is how far the clock was behind the last flush stamp at
 	// restore (0 normally); see load.
 	clockBackMs int64
@@ -47,7 +48,7 @@ func openPersistence(cfg config, st *store.Store, log *slog.Logger) (*persistenc
 		return nil, fmt.Errorf("data directory %s: %w", cfg.dir, err)
 	}
 	p := &persistence{st: st, log: log}
-	db, err := persist.Open(cfg.dir, persist.Options{Logger: log})
+	db, err := persist.Open(cfg.dir, persist.Options{Logger: log, FoldMinBytes: cfg.foldMinBytes})
 	if err == nil {
 		p.db = db
 		err = p.load(time.Now())
@@ -70,20 +71,25 @@ func openPersistence(cfg config, st *store.Store, log *slog.Logger) (*persistenc
 		if err := os.MkdirAll(filepath.Clean(cfg.dir), 0o755); err != nil {
 			return nil, err
 		}
-		if p.db, err = persist.Open(cfg.dir, persist.Options{Logger: log}); err != nil {
+		if p.db, err = persist.Open(cfg.dir, persist.Options{Logger: log, FoldMinBytes: cfg.foldMinBytes}); err != nil {
 			return nil, fmt.Errorf("data directory %s: %w", cfg.dir, err)
 		}
 	}
 	p.fl = persist.NewFlusher(p.db, persist.FlusherConfig{
 		Interval: cfg.flushInterval,
 		Drain:    p.drain,
+		Snapshot: p.snapshot,
 		Logger:   log,
 	})
 	p.fl.Start()
 	return p, nil
 }
 
-// load restores every live record into the store, as of the wall clock now.
+// load restores the stored state into the store, as of the wall clock now.
+//
+// persist replays the base and then the log (persist.DB.Replay): a key may
+// be loaded and then overwritten or removed again (store.Load / Unload, no
+// dirty marks: the disk already says so).
 //
 // Clock steps. Stored TATs and expiries are wall-clock times, so a clock
 // that stepped back while celld was down would make every key look further
@@ -94,8 +100,7 @@ func openPersistence(cfg config, st *store.Store, log *slog.Logger) (*persistenc
 // went back by at least X, and load undoes that much:
 //
 //   - a record whose ExpireAtMs is not after the stamp had expired by the
-//     old clock: it is skipped and deleted from disk (Restore with the stamp
-//     as "now");
+//     old clock: it is not restored (Replay with the stamp as "now");
 //   - every other non-zero ExpireAtMs becomes ExpireAtMs − X;
 //   - a value that is a canonical decimal (store.ParseValue, and the text
 //     is exactly its decimal form) whose TAT is after now (in ns) becomes
@@ -104,11 +109,12 @@ func openPersistence(cfg config, st *store.Store, log *slog.Logger) (*persistenc
 //     reason to rewrite it (a SET k 5 stays 5). Verbatim values ("+5",
 //     "007") and values that are not numbers are never rewritten.
 //
-// The rewritten records (and the deletions) are then written back in one
-// synced batch, which also replaces the stamp with now: until it commits,
-// the disk still holds the old records under the old stamp, so a crash in
-// between just makes the next start shift again; after it, a restart sees
-// shifted records and a matching stamp. Shifting is not repeated.
+// The shifted state is then written back as a new base (persist.DB.
+// WriteBase, one synced switch), which also replaces the stamp with now:
+// until it commits, the disk still holds the old records under the old
+// stamp, so a crash in between just makes the next start shift again;
+// after it, a restart sees shifted records and a matching stamp. Shifting
+// is not repeated.
 //
 // So each key keeps exactly the delay (remaining quota) and remaining TTL it
 // had at the last flush, which is the design's "clamp a TAT further ahead
@@ -144,12 +150,14 @@ func (p *persistence) load(now time.Time) error {
 	}
 	var (
 		shifted int64
-		rewrite []persist.Op // records changed by the shift
 		buf     [20]byte
 	)
-	stats, err := p.db.Restore(restoreMs, func(key, value []byte, exp int64) error {
+	stats, err := p.db.Replay(restoreMs, func(key, value []byte, exp int64, deleted bool) error {
+		if deleted {
+			p.st.Unload(key)
+			return nil
+		}
 		if backMs != 0 {
-			changed := exp != 0
 			if exp != 0 {
 				exp -= backMs
 			}
@@ -162,10 +170,6 @@ func (p *persistence) load(now time.Time) error {
 				}
 				value = strconv.AppendUint(buf[:0], tat, 10)
 				shifted++
-				changed = true
-			}
-			if changed {
-				rewrite = append(rewrite, persist.Op{Key: bytes.Clone(key), Value: bytes.Clone(value), ExpireAtMs: exp})
 			}
 		}
 		p.st.Load(key, value, exp)
@@ -175,17 +179,32 @@ func (p *persistence) load(now time.Time) error {
 		return err
 	}
 	p.restore = stats
+	p.restoredKeys = int64(p.st.Len())
 	p.clockBackMs = backMs
 	if backMs != 0 {
 		// Also stamps now, so the shift is not applied twice.
-		if err := p.db.Write(rewrite); err != nil {
+		if _, err := p.db.WriteBase(func(w *persist.BaseWriter) error { return p.snapshot(nowMs, w) }); err != nil {
 			return fmt.Errorf("writing back records shifted for a clock step: %w", err)
 		}
 		p.log.Warn("clock is behind the last flush: shifted restored TATs and expiries back by the difference",
-			"clock_back_ms", backMs, "tats_shifted", shifted, "records_rewritten", len(rewrite))
+			"clock_back_ms", backMs, "tats_shifted", shifted, "keys_rewritten", p.restoredKeys)
 	}
-	p.log.Info("restored state", "keys", stats.Loaded, "expired_skipped", stats.Expired,
-		"duration", stats.Duration.String())
+	p.log.Info("restored state", "keys", p.restoredKeys, "expired_skipped", stats.Expired,
+		"base_bytes", stats.BaseBytes, "log_bytes", stats.LogBytes, "duration", stats.Duration.String())
+	return nil
+}
+
+// snapshot writes every live key into w, one store shard at a time
+// (persist's base rewrite; called by the flusher's goroutine). Each shard's
+// lock is held while its keys are encoded into memory, never across the
+// pebble write that Spill does between shards.
+func (p *persistence) snapshot(nowMs int64, w *persist.BaseWriter) error {
+	for i := range store.NumShards {
+		p.st.DumpShard(i, nowMs, w.Add)
+		if err := w.Spill(); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -198,36 +217,14 @@ func (p *persistence) drain(nowMs int64, buf []persist.Op) []persist.Op {
 	// times, which is most of a shutdown's drain.
 	p.changes = p.st.Drain(nowMs, slices.Grow(p.changes[:0], p.st.DirtyKeys()))
 	buf = slices.Grow(buf, len(p.changes))
-	start := len(buf)
 	for _, c := range p.changes {
 		buf = append(buf, persist.Op{Key: c.Key, Value: c.Text, ExpireAtMs: c.ExpireAtMs, Delete: c.Deleted})
 	}
 	clear(p.changes)
-	// In key order: pebble inserts a batch into its memtable skiplist one
-	// entry at a time, reusing the previous insert's position, so sorted
-	// ops skip much of the search (the skiplist is the biggest part of a
-	// flush's CPU; sorting roughly halves it, net of the sort itself).
-	// A key listed twice was deleted and then written again in this
-	// window (Drain lists deletions first and at most one write per key),
-	// so deletions sort first and the write, the key's current state,
-	// stays last and wins.
-	slices.SortFunc(buf[start:], compareOps)
+	// Drain lists a key's deletion before its write when it was deleted
+	// and written again in the window, and persist applies ops in order,
+	// so the write, the key's current state, wins.
 	return buf
-}
-
-// compareOps orders ops by key, a deletion before a write of the same key.
-func compareOps(a, b persist.Op) int {
-	if c := bytes.Compare(a.Key, b.Key); c != 0 {
-		return c
-	}
-	switch {
-	case a.Delete == b.Delete:
-		return 0
-	case a.Delete:
-		return -1
-	default:
-		return 1
-	}
 }
 
 // Save flushes every change so far durably (SAVE).
@@ -266,7 +263,12 @@ func (p *persistence) InfoPersistence() []string {
 		"flushes:" + strconv.FormatInt(s.Flushes, 10),
 		"flush_errors:" + strconv.FormatInt(s.FlushErrors, 10),
 		"rdb_last_save_time:" + strconv.FormatInt(unixOrZero(s.LastSuccessAt), 10),
-		"restore_keys:" + strconv.FormatInt(p.restore.Loaded, 10),
+		"bases:" + strconv.FormatInt(s.Bases, 10),
+		"base_errors:" + strconv.FormatInt(s.BaseErrors, 10),
+		"last_base_keys:" + strconv.FormatInt(s.LastBase.Keys, 10),
+		"last_base_bytes:" + strconv.FormatInt(s.LastBase.Bytes, 10),
+		"last_base_duration_ms:" + strconv.FormatInt(s.LastBase.Duration.Milliseconds(), 10),
+		"restore_keys:" + strconv.FormatInt(p.restoredKeys, 10),
 		"restore_duration_ms:" + strconv.FormatInt(p.restore.Duration.Milliseconds(), 10),
 		"restore_clock_back_ms:" + strconv.FormatInt(p.clockBackMs, 10),
 	}

@@ -111,8 +111,8 @@ func BenchmarkRestore1M(b *testing.B) {
 		if err := p.load(time.Now()); err != nil {
 			b.Fatal(err)
 		}
-		if p.restore.Loaded != n {
-			b.Fatalf("restored %d keys, want %d", p.restore.Loaded, n)
+		if p.restoredKeys != n {
+			b.Fatalf("restored %d keys, want %d", p.restoredKeys, n)
 		}
 		b.StopTimer()
 		db.Close()

@@ -1,32 +1,55 @@
 // Package persist stores celld's limiter state durably: for every key, the
 // value the server holds (the GCRA theoretical arrival time, TAT, as a decimal
 // byte string) and an optional absolute expiry. It sits on pebble v2 and does
-// three things: Open/Restore at start-up, a Flusher that commits the keys
+// three things: Open/Replay at start-up, a Flusher that commits the keys
 // changed in each window as one synced batch, and Close.
 //
 // The in-memory table lives elsewhere; persist never reads individual keys on
 // the request path.
 //
-// # On-disk layout
+// # On-disk layout (format celld-persist-v2)
 //
-// Every pebble key starts with a one-byte namespace so that the keyspace can
-// hold more than limiter records:
+// The state is a base plus a log, like a snapshot plus a redo log:
 //
-//	'k' + raw key   → record (see below); the raw key is binary-safe and may be empty
-//	'm' + name      → metadata:
-//	                  "m"+"format" = "celld-persist-v1"
-//	                  "m"+"flushed_at" = 8 bytes, big-endian int64: the wall
-//	                  clock (Unix ms, Options.Now) when the latest Write was
-//	                  committed; written in the same synced batch as its ops
-//	                  (see DB.LastFlushedAt)
-//	                  (room for e.g. a cluster node id later)
+//	'l' + seq (8 bytes, big-endian)            → log chunk: the changes of one
+//	                                             Write, in order (a Write of more
+//	                                             than ~1 MiB spans several seqs,
+//	                                             all in its one synced batch)
+//	'b' + gen (8 bytes) + index (4 bytes)      → base chunk: generation gen of
+//	                                             the full state, written by
+//	                                             WriteBase from the live store
+//	'm' + name                                 → metadata:
+//	    "m"+"format"     = "celld-persist-v2"
+//	    "m"+"flushed_at" = 8 bytes, big-endian int64: the wall clock (Unix
+//	                       ms, Options.Now) when the latest Write or WriteBase
+//	                       was committed, in the same synced batch (see
+//	                       DB.LastFlushedAt)
+//	    "m"+"base"       = gen, seq, bytes (3 × 8 bytes, big-endian): the
+//	                       current base generation, the last log seq folded
+//	                       into it, and its size
+//	'k' + raw key                              → a celld-persist-v1 record
+//	                                             (8-byte big-endian expiry +
+//	                                             value), read as part of the
+//	                                             base until the first WriteBase
+//	                                             deletes them
 //
-// A record's pebble value is
+// Chunks hold entries (format.go): a set (key, ExpireAtMs, value) or a
+// delete (key). The state is: v1 records, then the base's entries, then
+// every log chunk with seq > the base's seq, in seq order; a later entry for
+// a key wins. ExpireAtMs 0 means "no expiry"; any other value is an absolute
+// Unix time in milliseconds (negative values are kept and are simply always
+// expired).
 //
-//	[8 bytes: ExpireAtMs, big-endian two's-complement int64][the value bytes, verbatim]
-//
-// ExpireAtMs 0 means "no expiry"; any other value is an absolute Unix time in
-// milliseconds (negative values are kept and are simply always expired).
+// Why not one pebble key per limiter key: at 270k CL.THROTTLE/s over 100k
+// keys a 100 ms window holds ~24k distinct keys, and inserting them one by
+// one into pebble's memtable (then flushing and compacting them) cost a
+// quarter of the server's CPU. A window is now one ~1 MiB value. The log is
+// folded away by WriteBase, which rewrites the whole state from memory once
+// the log outgrows half the base (BaseDue), in one atomic switch: write the
+// new generation's chunks, then in one synced batch point "m"+"base" at it
+// and range-delete the old generation, the folded log and any v1 records.
+// A crash before that batch leaves the old base and log in charge (the
+// half-written generation is ignored and cleared by the next WriteBase).
 package persist
 
 import (
@@ -75,21 +98,22 @@ var (
 )
 
 const (
-	recordPrefix = 'k' // namespace of limiter records
+	recordPrefix = 'k' // namespace of v1 per-key records (read, never written)
+	basePrefix   = 'b' // namespace of base chunks
+	logPrefix    = 'l' // namespace of log chunks
 	metaPrefix   = 'm' // namespace of metadata keys
 
-	expiryLen = 8 // bytes of the ExpireAtMs header in a record value
+	expiryLen = 8 // bytes of the ExpireAtMs header in a v1 record value
 
-	formatVersion = "celld-persist-v1"
+	formatVersion   = "celld-persist-v2"
+	formatVersionV1 = "celld-persist-v1" // opened, then restamped as v2
 
-	// deleteChunk bounds the size of the batches Restore uses to delete
-	// expired records.
-	deleteChunk = 4096
 )
 
 var (
 	formatKey   = []byte{metaPrefix, 'f', 'o', 'r', 'm', 'a', 't'}
 	flushedKey  = []byte("mflushed_at")
+	baseKey     = []byte("mbase")
 	recordLower = []byte{recordPrefix}
 	recordUpper = []byte{recordPrefix + 1}
 )
@@ -99,6 +123,7 @@ const (
 	DefaultMemTableSize = 16 << 20
 	DefaultCacheSize    = 8 << 20
 	DefaultCloseTimeout = 10 * time.Second
+	DefaultFoldMinBytes = 8 << 20
 )
 
 // Options configures Open. The zero value is valid: real disk, slog.Default,
@@ -124,12 +149,19 @@ type Options struct {
 	// Now is the wall clock Write stamps into every batch (see
 	// DB.LastFlushedAt). nil means time.Now. Tests inject a clock.
 	Now func() time.Time
+	// FoldMinBytes is the log size below which BaseDue stays false however
+	// small the base. 0 means DefaultFoldMinBytes (8 MiB): rewriting a tiny
+	// base more often buys nothing. Tests set it low to fold often.
+	FoldMinBytes int64
 }
 
 // Validate reports whether o is usable. Open calls it.
 func (o Options) Validate() error {
 	if o.CacheSize < 0 {
 		return fmt.Errorf("persist: Options.CacheSize %d is negative", o.CacheSize)
+	}
+	if o.FoldMinBytes < 0 {
+		return fmt.Errorf("persist: Options.FoldMinBytes %d is negative", o.FoldMinBytes)
 	}
 	if o.CloseTimeout < 0 {
 		return fmt.Errorf("persist: Options.CloseTimeout %v is negative", o.CloseTimeout)
@@ -159,6 +191,9 @@ func (o *Options) withDefaults() {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.FoldMinBytes == 0 {
+		o.FoldMinBytes = DefaultFoldMinBytes
+	}
 }
 
 // Op is one change to write: Delete=true removes Key; otherwise Key is set to
@@ -174,15 +209,22 @@ type Op struct {
 	Delete     bool
 }
 
-// RestoreStats reports what Restore did.
+// RestoreStats reports what Replay or Restore did.
 type RestoreStats struct {
-	// Loaded is the number of records passed to fn.
+	// Loaded is, for Replay, the number of live set entries passed to fn
+	// (a key set in the base and again in the log counts twice); for
+	// Restore, the number of keys passed to fn.
 	Loaded int64
-	// Expired is the number of records skipped because ExpireAtMs <= nowMs.
-	// They are also deleted from disk (without Sync; a crash just means
-	// they are skipped again next time).
+	// Expired is the number of set entries skipped because ExpireAtMs <=
+	// nowMs (Replay passes them to fn as deletions). They stay on disk until
+	// the next WriteBase, which BaseDue then asks for.
 	Expired int64
-	// Duration is the wall time Restore took.
+	// Deleted is the number of delete entries replayed.
+	Deleted int64
+	// LogBytes is the size of the log chunks replayed on top of the base;
+	// BaseBytes the size of the base (v1 records included).
+	LogBytes, BaseBytes int64
+	// Duration is the wall time the scan took.
 	Duration time.Duration
 }
 
@@ -231,6 +273,7 @@ type DB struct {
 	cacheSize    int64
 	closeTimeout time.Duration
 	now          func() time.Time
+	foldMin      int64
 
 	// flushedAtMs is the "flushed_at" stamp of the latest committed Write
 	// (read from disk by Open, then updated by each successful Write); 0
@@ -251,6 +294,20 @@ type DB struct {
 		// unusable is set when a failed instance could not be closed.
 		unusable error
 		closed   bool
+
+		// nextSeq is the seq the next log chunk gets; never reused, even
+		// after a failed Write (its chunks may have reached the disk).
+		nextSeq uint64
+		// baseGen, baseSeq and baseBytes mirror "m"+"base".
+		baseGen, baseSeq uint64
+		baseBytes        int64
+		// logBytes is the size of the log chunks after the base (as far
+		// as this DB knows: Replay counts those it read, Write adds).
+		logBytes int64
+		// legacy is true while v1 records may exist; needBase asks for a
+		// WriteBase regardless of sizes (expired records or v1 records on
+		// disk).
+		legacy, needBase bool
 	}
 }
 
@@ -273,6 +330,7 @@ func Open(dir string, opts Options) (*DB, error) {
 		cacheSize:    opts.CacheSize,
 		closeTimeout: opts.CloseTimeout,
 		now:          opts.Now,
+		foldMin:      opts.FoldMinBytes,
 	}
 	if err := db.fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("persist: open %s: create directory: %w", dir, err)
@@ -290,15 +348,12 @@ func Open(dir string, opts Options) (*DB, error) {
 		_ = lock.Close()
 		return nil, err
 	}
-	if err := db.checkFormat(pdb); err != nil {
-		_ = safeClose(pdb)
-		_ = lock.Close()
-		return nil, err
-	}
-	if err := db.readFlushedAt(pdb); err != nil {
-		_ = safeClose(pdb)
-		_ = lock.Close()
-		return nil, err
+	for _, step := range []func(*pebble.DB) error{db.checkFormat, db.readFlushedAt, db.readBase} {
+		if err := step(pdb); err != nil {
+			_ = safeClose(pdb)
+			_ = lock.Close()
+			return nil, err
+		}
 	}
 	db.mu.pdb = pdb
 	return db, nil
@@ -348,8 +403,10 @@ func (db *DB) openPebble() (pdb *pebble.DB, err error) {
 	return pdb, nil
 }
 
-// checkFormat stamps a new database with formatVersion, and refuses one
-// stamped with anything else.
+// checkFormat stamps a new database with formatVersion, restamps a v1 one
+// (whose records Replay still reads, until the first WriteBase folds them
+// into a base), and refuses one stamped with anything else. Restamping keeps
+// an older celld, which would not see the log, from opening the directory.
 func (db *DB) checkFormat(pdb *pebble.DB) error {
 	return callPebble(func() error {
 		v, closer, err := pdb.Get(formatKey)
@@ -366,10 +423,54 @@ func (db *DB) checkFormat(pdb *pebble.DB) error {
 			return fmt.Errorf("persist: open %s: read format marker: %w", db.dir, err)
 		}
 		defer closer.Close()
-		if string(v) != formatVersion {
-			return fmt.Errorf("%w: %s holds format %q, want %q", ErrFormat, db.dir, v, formatVersion)
+		switch string(v) {
+		case formatVersion:
+			return nil
+		case formatVersionV1:
+			db.mu.legacy = true
+			if err := pdb.Set(formatKey, []byte(formatVersion), pebble.Sync); err != nil {
+				return fmt.Errorf("persist: open %s: restamp format marker: %w", db.dir, err)
+			}
+			return nil
 		}
-		return nil
+		return fmt.Errorf("%w: %s holds format %q, want %q", ErrFormat, db.dir, v, formatVersion)
+	})
+}
+
+// readBase loads "m"+"base" and finds the next log seq.
+func (db *DB) readBase(pdb *pebble.DB) error {
+	return callPebble(func() error {
+		v, closer, err := pdb.Get(baseKey)
+		switch {
+		case errors.Is(err, pebble.ErrNotFound):
+		case err != nil:
+			if pebble.IsCorruptionError(err) {
+				return fmt.Errorf("%w: open %s: read base: %w", ErrCorrupt, db.dir, err)
+			}
+			return fmt.Errorf("persist: open %s: read base: %w", db.dir, err)
+		default:
+			defer closer.Close()
+			if len(v) != 24 {
+				return fmt.Errorf("%w: %s: base marker has %d bytes, want 24", ErrCorrupt, db.dir, len(v))
+			}
+			db.mu.baseGen = binary.BigEndian.Uint64(v)
+			db.mu.baseSeq = binary.BigEndian.Uint64(v[8:])
+			db.mu.baseBytes = int64(binary.BigEndian.Uint64(v[16:]))
+		}
+		db.mu.nextSeq = db.mu.baseSeq + 1
+		it, err := pdb.NewIter(&pebble.IterOptions{LowerBound: []byte{logPrefix}, UpperBound: []byte{logPrefix + 1}})
+		if err != nil {
+			return err
+		}
+		if it.Last() {
+			k := it.Key()
+			if len(k) != 9 {
+				_ = it.Close()
+				return fmt.Errorf("%w: %s: log key %q is not 9 bytes", ErrCorrupt, db.dir, k)
+			}
+			db.mu.nextSeq = max(db.mu.nextSeq, binary.BigEndian.Uint64(k[1:])+1)
+		}
+		return it.Close()
 	})
 }
 
@@ -500,231 +601,6 @@ func (db *DB) discardLocked(cause error) {
 		db.mu.unusable = fmt.Errorf("%w: closing the failed pebble instance did not finish within %v (cause: %w)", ErrUnusable, db.closeTimeout, cause)
 		db.log.Error("persist: storage engine wedged; durable writes are disabled until restart", "cause", cause)
 	}
-}
-
-// Write commits ops as one pebble batch with pebble.Sync: when it returns
-// nil all of them are durable, and either all or none of them are applied.
-// Later ops for the same key win. An empty ops is a no-op. The batch also
-// carries the "flushed_at" stamp (Options.Now; see LastFlushedAt).
-//
-// Write is the only durable path. It may be called concurrently with the
-// other methods (calls are serialised). Cost: one fsync plus O(total bytes).
-// Write does not retain ops after it returns.
-//
-// On failure the pebble instance is discarded and the next call (of any
-// method) opens a fresh one; callers retry by calling Write again with the
-// same ops (which is what the Flusher does).
-func (db *DB) Write(ops []Op) error {
-	if len(ops) == 0 {
-		db.mu.Lock()
-		defer db.mu.Unlock()
-		if db.mu.closed {
-			return ErrClosed
-		}
-		return nil
-	}
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	pdb, err := db.instanceLocked()
-	if err != nil {
-		return err
-	}
-	stamp := db.now().UnixMilli()
-	if err := commit(pdb, ops, stamp); err != nil {
-		err = fmt.Errorf("persist: write %d ops to %s: %w", len(ops), db.dir, err)
-		db.discardLocked(err)
-		return err
-	}
-	db.flushedAtMs.Store(stamp)
-	return nil
-}
-
-// commit writes ops and the flushed_at stamp (Unix ms) to pdb as one synced
-// batch.
-func commit(pdb *pebble.DB, ops []Op, flushedAtMs int64) error {
-	size := 16 + len(flushedKey) + 8 + 12
-	for i := range ops {
-		size += 1 + len(ops[i].Key) + expiryLen + len(ops[i].Value) + 12
-	}
-	b := pdb.NewBatchWithSize(size)
-	err := callPebble(func() error {
-		for i := range ops {
-			op := &ops[i]
-			if op.Delete {
-				d := b.DeleteDeferred(1 + len(op.Key))
-				d.Key[0] = recordPrefix
-				copy(d.Key[1:], op.Key)
-				if err := d.Finish(); err != nil {
-					return err
-				}
-				continue
-			}
-			d := b.SetDeferred(1+len(op.Key), expiryLen+len(op.Value))
-			d.Key[0] = recordPrefix
-			copy(d.Key[1:], op.Key)
-			binary.BigEndian.PutUint64(d.Value, uint64(op.ExpireAtMs))
-			copy(d.Value[expiryLen:], op.Value)
-			if err := d.Finish(); err != nil {
-				return err
-			}
-		}
-		var stamp [8]byte
-		binary.BigEndian.PutUint64(stamp[:], uint64(flushedAtMs))
-		if err := b.Set(flushedKey, stamp[:], nil); err != nil {
-			return err
-		}
-		return b.Commit(pebble.Sync)
-	})
-	if err == nil {
-		// Only recycle the batch after a clean commit: after a failure the
-		// commit pipeline may still reference it.
-		_ = b.Close()
-	}
-	return err
-}
-
-// Restore calls fn for every stored record whose ExpireAtMs is 0 or greater
-// than nowMs, in key order (bytewise). Expired records are skipped, counted
-// and deleted from disk. key and value are only valid during the call to fn;
-// copy them to keep them. If fn returns an error Restore stops and returns
-// it.
-//
-// Restore is meant for start-up, before the Flusher runs; it holds the DB's
-// mutex for the whole scan. Cost: one sequential scan of the database.
-// A record whose value is shorter than its 8-byte header yields ErrCorrupt.
-func (db *DB) Restore(nowMs int64, fn func(key, value []byte, expireAtMs int64) error) (RestoreStats, error) {
-	start := time.Now()
-	var st RestoreStats
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	pdb, err := db.instanceLocked()
-	if err != nil {
-		return st, err
-	}
-	var (
-		fnErr     error
-		fnPanic   any
-		fnPanicky bool
-	)
-	// fn is the caller's code: a panic in it is not pebble's and must not be
-	// turned into ErrPebbleFatal. Catch it here, re-raise it below.
-	callFn := func(k, v []byte, exp int64) (err error) {
-		defer func() {
-			if r := recover(); r != nil {
-				fnPanic, fnPanicky = r, true
-				err = errors.New("persist: restore callback panicked")
-			}
-		}()
-		return fn(k, v, exp)
-	}
-	err = callPebble(func() error {
-		it, err := pdb.NewIter(&pebble.IterOptions{LowerBound: recordLower, UpperBound: recordUpper})
-		if err != nil {
-			return err
-		}
-		var del *pebble.Batch
-		flushDeletes := func() error {
-			if del == nil || del.Empty() {
-				return nil
-			}
-			err := del.Commit(pebble.NoSync)
-			if err == nil {
-				_ = del.Close()
-			}
-			del = nil
-			return err
-		}
-		for ok := it.First(); ok; ok = it.Next() {
-			k := it.Key()
-			v, err := it.ValueAndErr()
-			if err != nil {
-				_ = it.Close()
-				return err
-			}
-			if len(v) < expiryLen {
-				_ = it.Close()
-				return fmt.Errorf("%w: %s: record %q has a %d-byte value, want at least %d", ErrCorrupt, db.dir, k[1:], len(v), expiryLen)
-			}
-			exp := int64(binary.BigEndian.Uint64(v))
-			if exp != 0 && exp <= nowMs {
-				st.Expired++
-				if del == nil {
-					del = pdb.NewBatch()
-				}
-				if err := del.Delete(k, nil); err != nil {
-					_ = it.Close()
-					return err
-				}
-				if del.Count() >= deleteChunk {
-					if err := flushDeletes(); err != nil {
-						_ = it.Close()
-						return err
-					}
-				}
-				continue
-			}
-			if err := callFn(k[1:], v[expiryLen:], exp); err != nil {
-				fnErr = err
-				break
-			}
-			st.Loaded++
-		}
-		if err := it.Close(); err != nil {
-			return err
-		}
-		if fnErr != nil {
-			return nil
-		}
-		return flushDeletes()
-	})
-	st.Duration = time.Since(start)
-	if fnPanicky {
-		panic(fnPanic)
-	}
-	if fnErr != nil {
-		return st, fnErr
-	}
-	if err != nil {
-		if errors.Is(err, ErrCorrupt) {
-			return st, err
-		}
-		if pebble.IsCorruptionError(err) {
-			return st, fmt.Errorf("%w: restore from %s: %w", ErrCorrupt, db.dir, err)
-		}
-		err = fmt.Errorf("persist: restore from %s: %w", db.dir, err)
-		if errors.Is(err, ErrPebbleFatal) {
-			db.discardLocked(err)
-		}
-		return st, err
-	}
-	return st, nil
-}
-
-// Count returns the number of records on disk, expired or not (for DBSIZE
-// agreement tests and diagnostics). It scans every key: O(n). Safe for
-// concurrent use (it holds the DB mutex for the scan).
-func (db *DB) Count() (int64, error) {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	pdb, err := db.instanceLocked()
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	err = callPebble(func() error {
-		it, err := pdb.NewIter(&pebble.IterOptions{LowerBound: recordLower, UpperBound: recordUpper})
-		if err != nil {
-			return err
-		}
-		for ok := it.First(); ok; ok = it.Next() {
-			n++
-		}
-		return it.Close()
-	})
-	if err != nil {
-		return 0, fmt.Errorf("persist: count %s: %w", db.dir, err)
-	}
-	return n, nil
 }
 
 // Close closes the pebble instance and releases the directory lock. It does

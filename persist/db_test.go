@@ -146,15 +146,48 @@ func TestRoundTrip(t *testing.T) {
 	if st.Expired != 3 {
 		t.Errorf("Expired = %d, want 3", st.Expired)
 	}
-	// Expired records were deleted by Restore.
+	// Expired records stay on disk until the next base rewrite, which
+	// Restore therefore asks for.
+	if !db.BaseDue() {
+		t.Error("BaseDue = false after a Restore that skipped expired records")
+	}
+	if n, err := db.Count(); err != nil || n != 9 {
+		t.Errorf("Count before WriteBase = %d, %v; want 9", n, err)
+	}
+	writeBase(t, db, got)
+	if db.BaseDue() {
+		t.Error("BaseDue = true right after WriteBase")
+	}
 	if n, err := db.Count(); err != nil || n != int64(len(want)) {
-		t.Errorf("Count after Restore = %d, %v; want %d", n, err, len(want))
+		t.Errorf("Count after WriteBase = %d, %v; want %d", n, err, len(want))
 	}
 	got, st = restoreAll(t, db, now)
 	checkRecords(t, got, want)
 	if st.Expired != 0 {
 		t.Errorf("second Restore: Expired = %d, want 0", st.Expired)
 	}
+}
+
+// writeBase rewrites db's base from recs, as the Flusher's Snapshot would
+// from the store, spilling after every record.
+func writeBase(t testing.TB, db *DB, recs []record) BaseStats {
+	t.Helper()
+	st, err := db.WriteBase(func(w *BaseWriter) error {
+		for _, r := range recs {
+			w.Add([]byte(r.key), []byte(r.value), r.exp)
+			if err := w.Spill(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("WriteBase: %v", err)
+	}
+	if st.Keys != int64(len(recs)) {
+		t.Fatalf("WriteBase wrote %d keys, want %d", st.Keys, len(recs))
+	}
+	return st
 }
 
 func TestRestoreCallbackError(t *testing.T) {

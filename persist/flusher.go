@@ -34,6 +34,15 @@ type FlusherConfig struct {
 	//
 	// Ownership of the returned ops' Key and Value passes to persist (see Op).
 	Drain func(nowMs int64, buf []Op) []Op
+	// Snapshot, when set, writes the full state into w (w.Add for every
+	// live key, w.Spill between batches of them, without holding locks the
+	// data path needs during Spill). The loop calls it through DB.WriteBase
+	// when DB.BaseDue says the log should be folded, right after a
+	// successful window write and before the next Drain, never while ops
+	// are pending after a failure: that ordering is what makes the base
+	// cover every log chunk it replaces. nil: the log is never folded
+	// (tests only; the log then grows without bound).
+	Snapshot func(nowMs int64, w *BaseWriter) error
 	// Now is the clock used for nowMs and Status timestamps. nil means
 	// time.Now. Retry pacing always uses the real clock.
 	Now func() time.Time
@@ -87,6 +96,10 @@ type Status struct {
 	// Reopens is how many times the pebble instance was replaced after a
 	// failure (DB.Reopens).
 	Reopens int64
+	// Bases counts successful base rewrites (log folds), BaseErrors the
+	// failed ones; LastBase is the latest successful one's figures.
+	Bases, BaseErrors int64
+	LastBase          BaseStats
 }
 
 // Flusher runs the every-window flush loop: each Interval it calls Drain,
@@ -102,7 +115,10 @@ type Status struct {
 // coalesces with the next one: ticks do not queue up. Each write also
 // stamps the wall-clock flush time (DB.LastFlushedAt); a window with nothing
 // pending writes nothing, so idling costs no fsync and leaves the stamp at
-// the last flush that had changes.
+// the last flush that had changes. After a window's write, when DB.BaseDue
+// says the log has outgrown half the base, the loop folds it by rewriting
+// the base from FlusherConfig.Snapshot (DB.WriteBase); FlushNow never does,
+// so SAVE and shutdown cost one synced batch.
 //
 // Start, FlushNow, Stop and Status are safe for concurrent use. A Flusher
 // must be created with NewFlusher.
@@ -111,6 +127,7 @@ type Flusher struct {
 	interval   time.Duration
 	maxBackoff time.Duration
 	drain      func(nowMs int64, buf []Op) []Op
+	snapshot   func(nowMs int64, w *BaseWriter) error
 	now        func() time.Time
 	log        *slog.Logger
 
@@ -128,6 +145,8 @@ type Flusher struct {
 	batch    []Op // reused Write argument
 	failures int  // consecutive failed writes
 	retryAt  time.Time
+	// baseRetryAt delays the next WriteBase after a failed one.
+	baseRetryAt time.Time
 	// loggedUnusable records that the transition to ErrUnusable was logged.
 	loggedUnusable bool
 
@@ -167,6 +186,7 @@ func NewFlusher(db *DB, cfg FlusherConfig) *Flusher {
 		interval:   cfg.Interval,
 		maxBackoff: cfg.MaxBackoff,
 		drain:      cfg.Drain,
+		snapshot:   cfg.Snapshot,
 		now:        cfg.Now,
 		log:        cfg.Logger.With("component", "persist.flusher", "dir", db.dir),
 		pending:    make(map[string]Op),
@@ -204,16 +224,44 @@ func (f *Flusher) loop() {
 	}
 }
 
-// tick is one window of the loop: always drain, write unless backing off.
+// tick is one window of the loop: always drain, write unless backing off,
+// then fold the log into a new base if it is due.
 func (f *Flusher) tick() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.drainLocked()
 	if len(f.pending)+len(f.fresh) == 0 || time.Now().Before(f.retryAt) {
 		f.setPending(len(f.pending))
+	} else if f.writeLocked() != nil {
 		return
 	}
-	_ = f.writeLocked()
+	f.maybeBaseLocked()
+}
+
+// maybeBaseLocked rewrites the base when the log is due for folding and
+// nothing is pending (a pending op is older than the state a base would
+// capture; written after the base it would replay over newer state).
+// f.mu must be held.
+func (f *Flusher) maybeBaseLocked() {
+	if f.snapshot == nil || len(f.pending)+len(f.fresh) > 0 || f.failures > 0 ||
+		time.Now().Before(f.baseRetryAt) || !f.db.BaseDue() {
+		return
+	}
+	nowMs := f.now().UnixMilli()
+	st, err := f.db.WriteBase(func(w *BaseWriter) error { return f.snapshot(nowMs, w) })
+	f.statusMu.Lock()
+	if err == nil {
+		f.status.Bases++
+		f.status.LastBase = st
+	} else {
+		f.status.BaseErrors++
+	}
+	f.statusMu.Unlock()
+	if err != nil {
+		// The log and the old base stay in charge; retry after MaxBackoff.
+		f.baseRetryAt = time.Now().Add(f.maxBackoff)
+		f.log.Error("persist: rewriting the base failed; keeping the log", "err", err)
+	}
 }
 
 // FlushNow drains and writes synchronously, ignoring any retry backoff, and

@@ -462,6 +462,24 @@ func (s *Store) Load(key, text []byte, expireAtMs int64) {
 	}
 }
 
+// Unload removes key during a restore without queueing a deletion for
+// persistence (the disk already says the key is gone). Only for restoring:
+// it drops the key even if it had unsaved changes.
+func (s *Store) Unload(key []byte) {
+	h := s.hashKey(key)
+	sh := s.shardFor(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	slot, pos, exists := sh.findLocked(key, h)
+	if !exists {
+		return
+	}
+	sh.removeLocked(slot, pos)
+	if sh.track {
+		sh.deleted = sh.deleted[:len(sh.deleted)-1] // removeLocked just appended it
+	}
+}
+
 // Len returns the number of keys held, including expired ones not yet swept
 // (as Redis's DBSIZE does).
 func (s *Store) Len() int {

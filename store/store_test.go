@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strconv"
 	"testing"
@@ -1113,5 +1114,39 @@ func TestSweepStepResumesAcrossShards(t *testing.T) {
 	if total != nShards*perShard {
 		t.Errorf("after %d SweepStep calls with a 1 ns budget: %d of %d expired keys removed; %d shards never swept (e.g. shard 255 holds %d)",
 			4*nShards, total, nShards*perShard, len(left), left[nShards-1])
+	}
+}
+
+// TestDumpShardAndUnload: DumpShard over every shard yields exactly the live
+// keys with GET's text and their expiry, and leaves the dirty state alone;
+// Unload removes a restored key without queueing a deletion.
+func TestDumpShardAndUnload(t *testing.T) {
+	s := New(Options{TrackDirty: true})
+	const now = 1_000_000
+	s.Load([]byte("a"), []byte("100"), 0)
+	s.Load([]byte("b"), []byte("+7"), now+5000) // verbatim text
+	s.Load([]byte("expired"), []byte("1"), now-1)
+	s.Load([]byte("gone"), []byte("5"), 0)
+	s.Unload([]byte("gone"))
+	s.Unload([]byte("never-there"))
+	if n := s.DirtyKeys(); n != 0 {
+		t.Fatalf("DirtyKeys after Load/Unload = %d, want 0", n)
+	}
+	s.Update([]byte("c"), now, func(Value, bool) (Value, Action) {
+		v, _ := NewValue([]byte("42"))
+		return v, Put
+	})
+	got := map[string]string{}
+	for i := range NumShards {
+		s.DumpShard(i, now, func(key, text []byte, exp int64) {
+			got[string(key)] = fmt.Sprintf("%s@%d", text, exp)
+		})
+	}
+	want := map[string]string{"a": "100@0", "b": fmt.Sprintf("+7@%d", now+5000), "c": "42@0"}
+	if !maps.Equal(got, want) {
+		t.Fatalf("dump = %v, want %v", got, want)
+	}
+	if n := s.DirtyKeys(); n != 1 {
+		t.Fatalf("DirtyKeys after DumpShard = %d, want 1 (c, still to drain)", n)
 	}
 }

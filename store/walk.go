@@ -239,3 +239,26 @@ func (s *Store) DirtyKeys() int {
 	}
 	return n
 }
+
+// NumShards is the number of shards, for DumpShard.
+const NumShards = nShards
+
+// DumpShard calls fn with every live key of shard i (0 ≤ i < NumShards),
+// its value's text (as GET returns it) and its expiry, holding that shard's
+// lock for the whole walk. key and text are only valid during the call. It
+// neither reads nor clears dirty state: it is the building block of a full
+// snapshot (persistence's base rewrite), taken one shard at a time so that
+// each lock is held for 1/256 of the keys. O(shard size).
+func (s *Store) DumpShard(i int, nowMs int64, fn func(key, text []byte, expireAtMs int64)) {
+	sh := &s.shards[i]
+	var scratch [32]byte
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for j := range sh.slab {
+		e := &sh.slab[j]
+		if e.flags&flagUsed == 0 || !e.alive(nowMs) {
+			continue
+		}
+		fn(sh.keyOf(e), sh.valueLocked(uint32(j)).AppendText(scratch[:0]), e.exp)
+	}
+}

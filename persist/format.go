@@ -1,0 +1,112 @@
+package persist
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Entry encoding, shared by log and base chunks (see the package comment).
+// A chunk's pebble value is a sequence of entries:
+//
+//	set:    's' uvarint(len(key)) key varint(ExpireAtMs) uvarint(len(value)) value
+//	delete: 'd' uvarint(len(key)) key
+//
+// Entries are applied in order; within a log chunk a later entry for a key
+// wins, and a later chunk wins over an earlier one.
+const (
+	entrySet    = 's'
+	entryDelete = 'd'
+)
+
+// maxChunk is the size at which an encoder starts a new chunk. It keeps
+// every pebble value near 1 MiB, well under pebble's large-batch threshold
+// (half a memtable), whatever the number of ops.
+const maxChunk = 1 << 20
+
+// entrySize is the encoded size of op.
+func entrySize(op *Op) int {
+	n := 1 + uvarintLen(uint64(len(op.Key))) + len(op.Key)
+	if !op.Delete {
+		n += varintLen(op.ExpireAtMs) + uvarintLen(uint64(len(op.Value))) + len(op.Value)
+	}
+	return n
+}
+
+// appendEntry appends op's encoding to b.
+func appendEntry(b []byte, op *Op) []byte {
+	if op.Delete {
+		b = append(b, entryDelete)
+		b = binary.AppendUvarint(b, uint64(len(op.Key)))
+		return append(b, op.Key...)
+	}
+	return appendSet(b, op.Key, op.Value, op.ExpireAtMs)
+}
+
+// appendSet appends a set entry to b.
+func appendSet(b, key, value []byte, exp int64) []byte {
+	b = append(b, entrySet)
+	b = binary.AppendUvarint(b, uint64(len(key)))
+	b = append(b, key...)
+	b = binary.AppendVarint(b, exp)
+	b = binary.AppendUvarint(b, uint64(len(value)))
+	return append(b, value...)
+}
+
+// decodeChunk calls fn for every entry of chunk, in order. key and value
+// alias chunk. A malformed chunk is reported as an error (the caller wraps
+// ErrCorrupt); fn's error stops the walk and is returned as is.
+func decodeChunk(chunk []byte, fn func(key, value []byte, exp int64, deleted bool) error) (fnErr, formatErr error) {
+	for off := 0; off < len(chunk); {
+		kind := chunk[off]
+		off++
+		klen, n := binary.Uvarint(chunk[off:])
+		if n <= 0 || klen > uint64(len(chunk)-off-n) {
+			return nil, fmt.Errorf("bad key length at byte %d", off)
+		}
+		off += n
+		key := chunk[off : off+int(klen) : off+int(klen)]
+		off += int(klen)
+		switch kind {
+		case entryDelete:
+			if err := fn(key, nil, 0, true); err != nil {
+				return err, nil
+			}
+		case entrySet:
+			exp, n := binary.Varint(chunk[off:])
+			if n <= 0 {
+				return nil, fmt.Errorf("bad expiry of key %q", key)
+			}
+			off += n
+			vlen, n := binary.Uvarint(chunk[off:])
+			if n <= 0 || vlen > uint64(len(chunk)-off-n) {
+				return nil, fmt.Errorf("bad value length of key %q", key)
+			}
+			off += n
+			value := chunk[off : off+int(vlen) : off+int(vlen)]
+			off += int(vlen)
+			if err := fn(key, value, exp, false); err != nil {
+				return err, nil
+			}
+		default:
+			return nil, fmt.Errorf("unknown entry kind %q at byte %d", kind, off-1)
+		}
+	}
+	return nil, nil
+}
+
+func uvarintLen(x uint64) int {
+	n := 1
+	for x >= 0x80 {
+		x >>= 7
+		n++
+	}
+	return n
+}
+
+func varintLen(x int64) int {
+	ux := uint64(x) << 1
+	if x < 0 {
+		ux = ^ux
+	}
+	return uvarintLen(ux)
+}

@@ -1,0 +1,469 @@
+package persist
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// logKey is the pebble key of log chunk seq.
+func logKey(seq uint64) []byte {
+	k := make([]byte, 9)
+	k[0] = logPrefix
+	binary.BigEndian.PutUint64(k[1:], seq)
+	return k
+}
+
+// baseChunkKey is the pebble key of chunk idx of base generation gen.
+func baseChunkKey(gen uint64, idx uint32) []byte {
+	k := make([]byte, 13)
+	k[0] = basePrefix
+	binary.BigEndian.PutUint64(k[1:], gen)
+	binary.BigEndian.PutUint32(k[9:], idx)
+	return k
+}
+
+// Write appends ops to the log and commits them, with the "flushed_at"
+// stamp, as one pebble batch with pebble.Sync: when it returns nil all of
+// them are durable, and either all or none of them are applied. Later ops
+// for the same key win. An empty ops is a no-op.
+//
+// Write is the only durable path for changes. It may be called concurrently
+// with the other methods (calls are serialised). Cost: one fsync plus one
+// pass over the ops' bytes; the batch holds one pebble key per ~1 MiB of
+// ops, not one per op. Write does not retain ops after it returns.
+//
+// On failure the pebble instance is discarded and the next call (of any
+// method) opens a fresh one; callers retry by calling Write again with the
+// same ops (which is what the Flusher does). A retry gets new seqs: chunks
+// of the failed attempt that did reach the disk are older, so the retry's
+// ops still win on replay.
+func (db *DB) Write(ops []Op) error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if len(ops) == 0 {
+		if db.mu.closed {
+			return ErrClosed
+		}
+		return nil
+	}
+	pdb, err := db.instanceLocked()
+	if err != nil {
+		return err
+	}
+	stamp := db.now().UnixMilli()
+	seq := db.mu.nextSeq
+	chunks, size, err := commitLog(pdb, ops, seq, stamp)
+	db.mu.nextSeq = seq + uint64(chunks)
+	if err != nil {
+		err = fmt.Errorf("persist: write %d ops to %s: %w", len(ops), db.dir, err)
+		db.discardLocked(err)
+		return err
+	}
+	db.mu.logBytes += int64(size)
+	db.flushedAtMs.Store(stamp)
+	return nil
+}
+
+// commitLog writes ops as log chunks seq, seq+1, … plus the flushed_at
+// stamp as one synced batch. It returns how many seqs it used and the
+// chunks' total size. Entries are encoded straight into the batch.
+func commitLog(pdb *pebble.DB, ops []Op, seq uint64, flushedAtMs int64) (chunks, size int, err error) {
+	total := 64
+	for i := range ops {
+		total += entrySize(&ops[i])
+	}
+	b := pdb.NewBatchWithSize(total + total/maxChunk*32)
+	err = callPebble(func() error {
+		for start := 0; start < len(ops); {
+			n, end := 0, start
+			for end < len(ops) {
+				sz := entrySize(&ops[end])
+				if n > 0 && n+sz > maxChunk {
+					break
+				}
+				n += sz
+				end++
+			}
+			d := b.SetDeferred(9, n)
+			d.Key[0] = logPrefix
+			binary.BigEndian.PutUint64(d.Key[1:], seq+uint64(chunks))
+			enc := d.Value[:0]
+			for i := start; i < end; i++ {
+				enc = appendEntry(enc, &ops[i])
+			}
+			if len(enc) != n {
+				panic(fmt.Sprintf("persist: encoded %d bytes, sized %d", len(enc), n))
+			}
+			if err := d.Finish(); err != nil {
+				return err
+			}
+			chunks++
+			size += n
+			start = end
+		}
+		var stamp [8]byte
+		binary.BigEndian.PutUint64(stamp[:], uint64(flushedAtMs))
+		if err := b.Set(flushedKey, stamp[:], nil); err != nil {
+			return err
+		}
+		return b.Commit(pebble.Sync)
+	})
+	if err == nil {
+		// Only recycle the batch after a clean commit: after a failure the
+		// commit pipeline may still reference it.
+		_ = b.Close()
+	}
+	return chunks, size, err
+}
+
+// BaseDue reports whether the log has grown enough that WriteBase should
+// fold it: it is at least half the base's size (and at least
+// Options.FoldMinBytes), or
+// Replay found expired or v1 records that only a base rewrite removes from
+// disk. Keeping the log under half the base bounds both the disk space and
+// a restart's replay to about 1.5× the live state. Safe for concurrent use;
+// O(1).
+func (db *DB) BaseDue() bool {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return db.mu.needBase || db.mu.logBytes >= max(db.foldMin, db.mu.baseBytes/2)
+}
+
+// BaseWriter receives the full state during WriteBase. It is used by one
+// goroutine (WriteBase's fill function) and is invalid after WriteBase
+// returns.
+type BaseWriter struct {
+	pdb   *pebble.DB
+	gen   uint64
+	idx   uint32
+	buf   []byte
+	bytes int64
+	keys  int64
+}
+
+// Add appends one live key to the base being written. It only encodes into
+// memory, so it may be called while the caller holds its own locks (e.g. a
+// store shard's); O(len(key)+len(value)). key and value are copied.
+func (w *BaseWriter) Add(key, value []byte, expireAtMs int64) {
+	w.buf = appendSet(w.buf, key, value, expireAtMs)
+	w.keys++
+}
+
+// Spill writes out the chunk Add has filled once it holds at least ~1 MiB,
+// without Sync (WriteBase's final synced batch makes it durable: pebble's
+// WAL is one sequential log). Call it between Adds without holding locks the
+// data path needs, e.g. after each store shard, so the base is streamed to
+// pebble instead of built whole in memory.
+func (w *BaseWriter) Spill() error {
+	if len(w.buf) < maxChunk {
+		return nil
+	}
+	b := w.pdb.NewBatchWithSize(len(w.buf) + 64)
+	err := callPebble(func() error {
+		if err := b.Set(baseChunkKey(w.gen, w.idx), w.buf, nil); err != nil {
+			return err
+		}
+		return b.Commit(pebble.NoSync)
+	})
+	if err != nil {
+		return err
+	}
+	_ = b.Close()
+	w.idx++
+	w.bytes += int64(len(w.buf))
+	w.buf = w.buf[:0]
+	return nil
+}
+
+// BaseStats reports what WriteBase wrote.
+type BaseStats struct {
+	Keys, Bytes, Chunks int64
+	Duration            time.Duration
+}
+
+// errFill marks an error returned by WriteBase's fill function itself.
+type errFill struct{ err error }
+
+func (e errFill) Error() string { return e.err.Error() }
+func (e errFill) Unwrap() error { return e.err }
+
+// WriteBase replaces the base with the full state fill gives it, and
+// drops the log written so far, atomically (see the package comment).
+//
+// Contract with the caller: fill must Add every live key with its current
+// value, and every log chunk written before WriteBase was called must
+// already be reflected in what it adds (the Flusher guarantees that by
+// calling WriteBase from its own goroutine, right after a successful Write
+// and before the next drain). Changes made while fill runs may or may not be
+// in the base; they must reach a later Write, which replays on top.
+//
+// WriteBase holds the DB's mutex throughout (a concurrent Write waits).
+// Cost: one pass over the state, one pebble key per ~1 MiB, one fsync.
+// On a pebble failure the instance is discarded, as for Write; the old
+// base and log stay in charge. fill's own error is returned as is.
+func (db *DB) WriteBase(fill func(w *BaseWriter) error) (BaseStats, error) {
+	start := time.Now()
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	pdb, err := db.instanceLocked()
+	if err != nil {
+		return BaseStats{}, err
+	}
+	gen := db.mu.baseGen + 1
+	lastSeq := db.mu.nextSeq - 1
+	w := &BaseWriter{pdb: pdb, gen: gen}
+	err = callPebble(func() error {
+		// Chunks of an interrupted earlier attempt at this generation.
+		if err := pdb.DeleteRange(baseChunkKey(gen, 0), []byte{basePrefix + 1}, pebble.NoSync); err != nil {
+			return err
+		}
+		if err := fill(w); err != nil {
+			return errFill{err}
+		}
+		b := pdb.NewBatchWithSize(len(w.buf) + 256)
+		if len(w.buf) > 0 {
+			if err := b.Set(baseChunkKey(gen, w.idx), w.buf, nil); err != nil {
+				return err
+			}
+			w.idx++
+			w.bytes += int64(len(w.buf))
+		}
+		var meta [24]byte
+		binary.BigEndian.PutUint64(meta[:], gen)
+		binary.BigEndian.PutUint64(meta[8:], lastSeq)
+		binary.BigEndian.PutUint64(meta[16:], uint64(w.bytes))
+		if err := b.Set(baseKey, meta[:], nil); err != nil {
+			return err
+		}
+		if err := b.DeleteRange([]byte{basePrefix}, baseChunkKey(gen, 0), nil); err != nil {
+			return err
+		}
+		if err := b.DeleteRange([]byte{logPrefix}, logKey(lastSeq+1), nil); err != nil {
+			return err
+		}
+		if err := b.DeleteRange(recordLower, recordUpper, nil); err != nil {
+			return err
+		}
+		var stamp [8]byte
+		stampMs := db.now().UnixMilli()
+		binary.BigEndian.PutUint64(stamp[:], uint64(stampMs))
+		if err := b.Set(flushedKey, stamp[:], nil); err != nil {
+			return err
+		}
+		if err := b.Commit(pebble.Sync); err != nil {
+			return err
+		}
+		_ = b.Close()
+		db.flushedAtMs.Store(stampMs)
+		return nil
+	})
+	st := BaseStats{Keys: w.keys, Bytes: w.bytes, Chunks: int64(w.idx), Duration: time.Since(start)}
+	if err != nil {
+		var fe errFill
+		if errors.As(err, &fe) {
+			return st, fe.err
+		}
+		err = fmt.Errorf("persist: write base to %s: %w", db.dir, err)
+		db.discardLocked(err)
+		return st, err
+	}
+	db.mu.baseGen, db.mu.baseSeq, db.mu.baseBytes = gen, lastSeq, w.bytes
+	db.mu.logBytes = 0
+	db.mu.legacy, db.mu.needBase = false, false
+	return st, nil
+}
+
+// Replay passes the stored state to fn, as of nowMs: the v1 records and the
+// base, then the log in order. fn sees a key once per entry that mentions
+// it, and the last call for a key is its state: deleted=false with value
+// and expiry, or deleted=true (a delete entry, or a set entry that had
+// expired by nowMs: ExpireAtMs != 0 && ExpireAtMs <= nowMs) meaning the key
+// must not exist (it may never have been passed before). key and value are
+// only valid during the call; copy them to keep them. If fn returns an error
+// Replay stops and returns it; a panic in fn propagates.
+//
+// Replay is meant for start-up, before the Flusher runs; it holds the DB's
+// mutex for the whole scan. Cost: one sequential read of the base and the
+// log, O(their bytes), no allocation per entry. A chunk that does not decode
+// yields ErrCorrupt.
+func (db *DB) Replay(nowMs int64, fn func(key, value []byte, expireAtMs int64, deleted bool) error) (RestoreStats, error) {
+	start := time.Now()
+	var st RestoreStats
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	pdb, err := db.instanceLocked()
+	if err != nil {
+		return st, err
+	}
+	var (
+		fnErr     error
+		fnPanic   any
+		fnPanicky bool
+		legacy    int64
+	)
+	// fn is the caller's code: a panic in it is not pebble's and must not be
+	// turned into ErrPebbleFatal. Catch it here, re-raise it below.
+	apply := func(k, v []byte, exp int64, deleted bool) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				fnPanic, fnPanicky = r, true
+				err = errors.New("persist: replay callback panicked")
+			}
+		}()
+		switch {
+		case deleted:
+			st.Deleted++
+		case exp != 0 && exp <= nowMs:
+			st.Expired++
+			deleted, v, exp = true, nil, 0
+		default:
+			st.Loaded++
+		}
+		if err := fn(k, v, exp, deleted); err != nil {
+			fnErr = err
+			return err
+		}
+		return nil
+	}
+	baseGen, baseSeq := db.mu.baseGen, db.mu.baseSeq
+	err = callPebble(func() error {
+		// v1 records, one per key.
+		if err := scan(pdb, recordLower, recordUpper, func(k, v []byte) error {
+			if len(v) < expiryLen {
+				return fmt.Errorf("%w: %s: record %q has a %d-byte value, want at least %d", ErrCorrupt, db.dir, k[1:], len(v), expiryLen)
+			}
+			legacy++
+			st.BaseBytes += int64(len(k) + len(v))
+			return apply(k[1:], v[expiryLen:], int64(binary.BigEndian.Uint64(v)), false)
+		}); err != nil {
+			return err
+		}
+		chunk := func(what string, bytes *int64) func(k, v []byte) error {
+			return func(k, v []byte) error {
+				*bytes += int64(len(v))
+				cbErr, formatErr := decodeChunk(v, apply)
+				if formatErr != nil {
+					return fmt.Errorf("%w: %s: %s chunk %x: %v", ErrCorrupt, db.dir, what, k[1:], formatErr)
+				}
+				return cbErr
+			}
+		}
+		if baseGen != 0 {
+			if err := scan(pdb, baseChunkKey(baseGen, 0), baseChunkKey(baseGen+1, 0), chunk("base", &st.BaseBytes)); err != nil {
+				return err
+			}
+		}
+		return scan(pdb, logKey(baseSeq+1), []byte{logPrefix + 1}, chunk("log", &st.LogBytes))
+	})
+	st.Duration = time.Since(start)
+	if fnPanicky {
+		panic(fnPanic)
+	}
+	if fnErr != nil {
+		return st, fnErr
+	}
+	if err != nil {
+		if errors.Is(err, ErrCorrupt) {
+			return st, err
+		}
+		if pebble.IsCorruptionError(err) {
+			return st, fmt.Errorf("%w: restore from %s: %w", ErrCorrupt, db.dir, err)
+		}
+		err = fmt.Errorf("persist: restore from %s: %w", db.dir, err)
+		if errors.Is(err, ErrPebbleFatal) {
+			db.discardLocked(err)
+		}
+		return st, err
+	}
+	db.mu.logBytes = st.LogBytes
+	if baseGen == 0 {
+		db.mu.baseBytes = st.BaseBytes
+	}
+	if st.Expired > 0 || legacy > 0 {
+		db.mu.needBase = true
+	}
+	return st, nil
+}
+
+// scan calls fn for every pebble key in [lower, upper) with its value.
+func scan(pdb *pebble.DB, lower, upper []byte, fn func(k, v []byte) error) error {
+	it, err := pdb.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err == nil {
+			err = fn(it.Key(), v)
+		}
+		if err != nil {
+			_ = it.Close()
+			return err
+		}
+	}
+	return it.Close()
+}
+
+// Restore calls fn once for every key live as of nowMs (ExpireAtMs 0 or
+// greater than nowMs), in key order (bytewise), with its final state. It
+// replays into a map first, so it costs O(keys) memory: fine for tests and
+// tools; the server uses Replay. key and value are only valid during the
+// call. If fn returns an error Restore stops and returns it; Loaded counts
+// the keys fn accepted before that.
+func (db *DB) Restore(nowMs int64, fn func(key, value []byte, expireAtMs int64) error) (RestoreStats, error) {
+	type rec struct {
+		value string
+		exp   int64
+	}
+	state := map[string]rec{}
+	st, err := db.Replay(nowMs, func(k, v []byte, exp int64, deleted bool) error {
+		if deleted {
+			delete(state, string(k))
+		} else {
+			state[string(k)] = rec{string(v), exp}
+		}
+		return nil
+	})
+	if err != nil {
+		return st, err
+	}
+	keys := make([]string, 0, len(state))
+	for k := range state {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	st.Loaded = 0
+	for _, k := range keys {
+		r := state[k]
+		if err := fn([]byte(k), []byte(r.value), r.exp); err != nil {
+			return st, err
+		}
+		st.Loaded++
+	}
+	return st, nil
+}
+
+// Count returns the number of keys the stored state holds, expired or not
+// (for DBSIZE agreement tests and diagnostics). It replays everything into
+// a set: O(keys) time and memory. Safe for concurrent use.
+func (db *DB) Count() (int64, error) {
+	keys := map[string]struct{}{}
+	_, err := db.Replay(math.MinInt64, func(k, _ []byte, _ int64, deleted bool) error {
+		if deleted {
+			delete(keys, string(k))
+		} else {
+			keys[string(k)] = struct{}{}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("persist: count %s: %w", db.dir, err)
+	}
+	return int64(len(keys)), nil
+}
