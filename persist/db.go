@@ -308,6 +308,12 @@ type DB struct {
 		// WriteBase regardless of sizes (expired records or v1 records on
 		// disk).
 		legacy, needBase bool
+		// logBatch is Write's reusable batch, valid for instance
+		// logBatchOf only.
+		logBatch   *pebble.Batch
+		logBatchOf *pebble.DB
+		// baseBuf is WriteBase's chunk buffer, kept between calls.
+		baseBuf []byte
 	}
 }
 

@@ -58,27 +58,39 @@ func (db *DB) Write(ops []Op) error {
 	}
 	stamp := db.now().UnixMilli()
 	seq := db.mu.nextSeq
-	chunks, size, err := commitLog(pdb, ops, seq, stamp)
+	b := db.mu.logBatch
+	if b == nil || db.mu.logBatchOf != pdb {
+		// One batch per pebble instance, reset after each commit: its
+		// buffer (up to logBatchRetain) is reused window after window
+		// instead of allocating ~1 MiB per window.
+		b = pdb.NewBatch(pebble.WithMaxRetainedSizeBytes(logBatchRetain))
+		db.mu.logBatch, db.mu.logBatchOf = b, pdb
+	}
+	chunks, size, err := commitLog(b, ops, seq, stamp)
 	db.mu.nextSeq = seq + uint64(chunks)
 	if err != nil {
+		// After a failure the commit pipeline may still reference the
+		// batch: never touch it again.
+		db.mu.logBatch, db.mu.logBatchOf = nil, nil
 		err = fmt.Errorf("persist: write %d ops to %s: %w", len(ops), db.dir, err)
 		db.discardLocked(err)
 		return err
 	}
+	b.Reset()
 	db.mu.logBytes += int64(size)
 	db.flushedAtMs.Store(stamp)
 	return nil
 }
 
+// logBatchRetain is the largest batch buffer Write keeps for the next
+// window.
+const logBatchRetain = 4 << 20
+
 // commitLog writes ops as log chunks seq, seq+1, … plus the flushed_at
-// stamp as one synced batch. It returns how many seqs it used and the
-// chunks' total size. Entries are encoded straight into the batch.
-func commitLog(pdb *pebble.DB, ops []Op, seq uint64, flushedAtMs int64) (chunks, size int, err error) {
-	total := 64
-	for i := range ops {
-		total += entrySize(&ops[i])
-	}
-	b := pdb.NewBatchWithSize(total + total/maxChunk*32)
+// stamp into the empty batch b and commits it synced. It returns how many
+// seqs it used and the chunks' total size. Entries are encoded straight
+// into the batch.
+func commitLog(b *pebble.Batch, ops []Op, seq uint64, flushedAtMs int64) (chunks, size int, err error) {
 	err = callPebble(func() error {
 		for start := 0; start < len(ops); {
 			n, end := 0, start
@@ -114,11 +126,6 @@ func commitLog(pdb *pebble.DB, ops []Op, seq uint64, flushedAtMs int64) (chunks,
 		}
 		return b.Commit(pebble.Sync)
 	})
-	if err == nil {
-		// Only recycle the batch after a clean commit: after a failure the
-		// commit pipeline may still reference it.
-		_ = b.Close()
-	}
 	return chunks, size, err
 }
 
@@ -139,7 +146,7 @@ func (db *DB) BaseDue() bool {
 // goroutine (WriteBase's fill function) and is invalid after WriteBase
 // returns.
 type BaseWriter struct {
-	pdb   *pebble.DB
+	batch *pebble.Batch // reused for every chunk: Reset after each commit
 	gen   uint64
 	idx   uint32
 	buf   []byte
@@ -164,7 +171,7 @@ func (w *BaseWriter) Spill() error {
 	if len(w.buf) < maxChunk {
 		return nil
 	}
-	b := w.pdb.NewBatchWithSize(len(w.buf) + 64)
+	b := w.batch
 	err := callPebble(func() error {
 		if err := b.Set(baseChunkKey(w.gen, w.idx), w.buf, nil); err != nil {
 			return err
@@ -174,7 +181,7 @@ func (w *BaseWriter) Spill() error {
 	if err != nil {
 		return err
 	}
-	_ = b.Close()
+	b.Reset()
 	w.idx++
 	w.bytes += int64(len(w.buf))
 	w.buf = w.buf[:0]
@@ -217,7 +224,11 @@ func (db *DB) WriteBase(fill func(w *BaseWriter) error) (BaseStats, error) {
 	}
 	gen := db.mu.baseGen + 1
 	lastSeq := db.mu.nextSeq - 1
-	w := &BaseWriter{pdb: pdb, gen: gen}
+	w := &BaseWriter{
+		batch: pdb.NewBatch(pebble.WithMaxRetainedSizeBytes(logBatchRetain)),
+		gen:   gen,
+		buf:   db.mu.baseBuf[:0],
+	}
 	err = callPebble(func() error {
 		// Chunks of an interrupted earlier attempt at this generation.
 		if err := pdb.DeleteRange(baseChunkKey(gen, 0), []byte{basePrefix + 1}, pebble.NoSync); err != nil {
@@ -226,7 +237,7 @@ func (db *DB) WriteBase(fill func(w *BaseWriter) error) (BaseStats, error) {
 		if err := fill(w); err != nil {
 			return errFill{err}
 		}
-		b := pdb.NewBatchWithSize(len(w.buf) + 256)
+		b := w.batch
 		if len(w.buf) > 0 {
 			if err := b.Set(baseChunkKey(gen, w.idx), w.buf, nil); err != nil {
 				return err
@@ -259,11 +270,13 @@ func (db *DB) WriteBase(fill func(w *BaseWriter) error) (BaseStats, error) {
 		if err := b.Commit(pebble.Sync); err != nil {
 			return err
 		}
-		_ = b.Close()
 		db.flushedAtMs.Store(stampMs)
 		return nil
 	})
 	st := BaseStats{Keys: w.keys, Bytes: w.bytes, Chunks: int64(w.idx), Duration: time.Since(start)}
+	if cap(w.buf) <= logBatchRetain {
+		db.mu.baseBuf = w.buf[:0] // pebble copied it; reuse it next time
+	}
 	if err != nil {
 		var fe errFill
 		if errors.As(err, &fe) {

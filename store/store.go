@@ -86,12 +86,16 @@ type shard struct {
 	dirty   []uint32          // slots written since the last Drain (if tracking)
 	spare   []uint32          // the previous dirty list, reused by Drain
 	deleted [][]byte          // keys deleted since the last Drain (if tracking)
-	peak    int               // largest live count since the index was last sized down
-	seq     uint32            // write sequence, source of entry.ver
-	sweep   uint32            // next slot the expiry sweep looks at
-	track   bool              // dirty and deleted are kept (set once by New)
-	seed    maphash.Seed      // the store's seed, for rehashing
-	_       [64]byte          // keep neighbouring shards' locks off one cache line
+	// delBlock holds the bytes of deleted's keys: one allocation per few
+	// KiB of deletions instead of one per key. Only ever appended to, so
+	// slices handed out by Drain stay valid (see noteDeletedLocked).
+	delBlock []byte
+	peak     int          // largest live count since the index was last sized down
+	seq      uint32       // write sequence, source of entry.ver
+	sweep    uint32       // next slot the expiry sweep looks at
+	track    bool         // dirty and deleted are kept (set once by New)
+	seed     maphash.Seed // the store's seed, for rehashing
+	_        [64]byte     // keep neighbouring shards' locks off one cache line
 }
 
 // Options configures a Store. The zero value is a memory-only store.
@@ -228,7 +232,7 @@ func (sh *shard) removeLocked(slot uint32, pos int) {
 		delete(sh.raw, slot)
 	}
 	if sh.track {
-		sh.deleted = append(sh.deleted, append([]byte(nil), sh.keyOf(e)...))
+		sh.noteDeletedLocked(sh.keyOf(e))
 	}
 	sh.indexRemoveLocked(pos)
 	if e.klen > inlineKey {
@@ -237,6 +241,20 @@ func (sh *shard) removeLocked(slot uint32, pos int) {
 	sh.seq++
 	*e = entry{}
 	sh.free = append(sh.free, slot)
+}
+
+// noteDeletedLocked queues a copy of key for the next Drain's deletions.
+// The copy lives in delBlock; a full block is replaced by a new one (the
+// old one stays referenced by the slices already cut from it), and bytes
+// once cut are never written again, so a Drain's receiver can keep its
+// slices while the shard goes on appending. Requires sh.mu.
+func (sh *shard) noteDeletedLocked(key []byte) {
+	if cap(sh.delBlock)-len(sh.delBlock) < len(key) {
+		sh.delBlock = make([]byte, 0, max(4096, len(key)))
+	}
+	start := len(sh.delBlock)
+	sh.delBlock = append(sh.delBlock, key...)
+	sh.deleted = append(sh.deleted, sh.delBlock[start:len(sh.delBlock):len(sh.delBlock)])
 }
 
 // deleteSlotLocked deletes the key in slot, finding its index word first.
@@ -519,7 +537,7 @@ func (s *Store) Flush() {
 		if s.track {
 			for j := range sh.slab {
 				if e := &sh.slab[j]; e.flags&flagUsed != 0 {
-					sh.deleted = append(sh.deleted, append([]byte(nil), sh.keyOf(e)...))
+					sh.noteDeletedLocked(sh.keyOf(e))
 				}
 			}
 			sh.dirty = sh.dirty[:0]
