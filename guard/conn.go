@@ -22,8 +22,8 @@ const (
 // (see the package comment). Everything else is the wrapped net.Conn's,
 // except that Write sets a write deadline first and Close is idempotent.
 //
-// Concurrency: Read must be called by one goroutine at a time (redcon's
-// connection goroutine). SetAuthenticated, Authenticated, Write, Close and the
+// Concurrency: Read must be called by one goroutine at a time (the
+// server's connection goroutine). SetAuthenticated, Authenticated, Write, Close and the
 // rest of net.Conn may be called from any goroutine. The zero Conn is not
 // usable: get one from a Listener or NewConn.
 type Conn struct {
@@ -70,7 +70,7 @@ func newConn(nc net.Conn, lim Limits, opt *options, onDone func()) *Conn {
 // successful AUTH (or HELLO with AUTH); without the RequireAuth option a Conn
 // starts authenticated. Safe for concurrent use; an atomic store.
 //
-// While unauthenticated, Read hands redcon one command at a time (it keeps
+// While unauthenticated, Read hands the server one command at a time (it keeps
 // the rest, at most 4 KiB, until the next Read), so an AUTH pipelined with
 // the commands after it lifts the limits for them, as in Redis.
 func (c *Conn) SetAuthenticated(ok bool) { c.authed.Store(ok) }
@@ -87,7 +87,7 @@ func (c *Conn) Authenticated() bool { return c.authed.Load() }
 // When the stream breaks a rule, the bytes before the bad frame are returned
 // first (so the commands before it run and their replies are flushed, as
 // Redis does); the next Read writes Redis's error line to the client, if that
-// violation has one, and returns an *Error, which wraps io.EOF. redcon then
+// violation has one, and returns an *Error, which wraps io.EOF. The server then
 // closes the connection without writing anything of its own. Every later Read
 // returns the same *Error.
 //

@@ -1,6 +1,7 @@
-// Package guard validates the Redis request stream before redcon reads it.
+// Package guard validates the Redis request stream before the server's
+// reader (server/conn.go, parsing with redcon v1.6.4) sees it.
 //
-// redcon v1.6.4's reader trusts the lengths it is sent: "$9223372036854775807"
+// redcon v1.6.4 trusts the lengths it is sent: "$9223372036854775807"
 // overflows an index and panics the process inside redcon's goroutine, where
 // no recover reaches; "*9223372036854775807" spins a core; a huge bulk sent
 // slowly grows memory without bound; a long inline line without '\n' is
@@ -24,10 +25,10 @@
 //	(no reply)                                         a command named POST or Host:
 //
 // The error line follows the replies to the commands before the bad one, then
-// Read returns an *Error (which wraps io.EOF) and redcon closes the
+// Read returns an *Error (which wraps io.EOF) and the server closes the
 // connection without writing its own error.
 //
-// What redcon is given, compared with what Redis accepts:
+// What the server is given, compared with what Redis accepts:
 //
 //   - Numbers are read the way Redis's string2ll reads them: digits with an
 //     optional leading '-', no '+', no leading zeros, no "-0", within int64.

@@ -7,8 +7,6 @@ import (
 	"net"
 	"net/netip"
 	"time"
-
-	"github.com/tidwall/redcon"
 )
 
 // Access control: requirepass for the default user, and protected mode.
@@ -28,25 +26,28 @@ type authSetter interface{ SetAuthenticated(bool) }
 
 // allowedPeer applies protected mode to a new connection: with no password
 // set, only loopback clients are served; others get Redis's -DENIED text.
-// It runs on redcon's accept loop, so it must not wait for the client.
-func (s *Server) allowedPeer(conn redcon.Conn) bool {
+// It runs on the accept loop, so it must not wait for the client.
+func (s *Server) allowedPeer(nc net.Conn) bool {
 	if !s.cfg.ProtectedMode || s.cfg.RequirePass != "" {
 		return true
 	}
-	nc := conn.NetConn()
-	if isLoopbackPeer(nc, conn.RemoteAddr()) {
+	remote := ""
+	if ra := nc.RemoteAddr(); ra != nil {
+		remote = ra.String()
+	}
+	if isLoopbackPeer(nc, remote) {
 		return true
 	}
 	if tc := tlsConnOf(nc); tc != nil && !tc.ConnectionState().HandshakeComplete {
 		// Writing would first run the TLS handshake, which reads from the
 		// client with no deadline, on the accept loop: one silent client
 		// would stop the server accepting. Refuse without the text.
-		s.log.Warn("protected mode: refused a non-loopback client (TLS, closed without the DENIED text)", "remote", conn.RemoteAddr())
+		s.log.Warn("protected mode: refused a non-loopback client (TLS, closed without the DENIED text)", "remote", remote)
 		return false
 	}
 	nc.SetWriteDeadline(time.Now().Add(time.Second)) // the text fits a fresh socket's buffer
 	nc.Write([]byte(deniedText))
-	s.log.Warn("protected mode: refused a non-loopback client", "remote", conn.RemoteAddr())
+	s.log.Warn("protected mode: refused a non-loopback client", "remote", remote)
 	return false
 }
 

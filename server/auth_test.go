@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/celld/celld/store"
-	"github.com/tidwall/redcon"
 )
 
 // Protected mode and the password check, tested on the functions themselves:
@@ -70,17 +69,6 @@ type strAddr string
 
 func (a strAddr) Network() string { return "tcp" }
 func (a strAddr) String() string  { return string(a) }
-
-// fakeRedconConn is the redcon.Conn that redcon hands to the accept
-// callback; only RemoteAddr and NetConn are used there.
-type fakeRedconConn struct {
-	redcon.Conn // nil: any other method panics
-	remote      string
-	nc          net.Conn
-}
-
-func (f *fakeRedconConn) RemoteAddr() string { return f.remote }
-func (f *fakeRedconConn) NetConn() net.Conn  { return f.nc }
 
 func newAccessServer(t *testing.T, cfg Config, logw io.Writer) *Server {
 	t.Helper()
@@ -139,7 +127,7 @@ func TestAllowedPeerProtectedMode(t *testing.T) {
 				addr = strAddr(tc.remote)
 			}
 			nc := &peerConn{remote: addr}
-			got := s.allowedPeer(&fakeRedconConn{remote: tc.remote, nc: nc})
+			got := s.allowedPeer(nc)
 			if got != tc.allow {
 				t.Fatalf("allowedPeer(%s) = %v, want %v", tc.remote, got, tc.allow)
 			}
@@ -166,7 +154,7 @@ func TestAllowedPeerOptOutAndPassword(t *testing.T) {
 	} {
 		s := newAccessServer(t, cfg, nil)
 		nc := &peerConn{remote: tcpAddr("10.1.2.3:5555")}
-		if !s.allowedPeer(&fakeRedconConn{remote: "10.1.2.3:5555", nc: nc}) {
+		if !s.allowedPeer(nc) {
 			t.Errorf("protected-mode=%v requirepass=%q: a non-loopback client was refused", cfg.ProtectedMode, cfg.RequirePass)
 		}
 		if w := nc.written(); w != "" {
@@ -185,7 +173,7 @@ type tlsPeer struct {
 func (p tlsPeer) RemoteAddr() net.Addr { return p.remote }
 func (p tlsPeer) NetConn() net.Conn    { return p.Conn }
 
-// allowedPeer runs on redcon's accept loop. Over TLS, writing the DENIED
+// allowedPeer runs on the accept loop. Over TLS, writing the DENIED
 // text first runs the handshake, which waits for the client without a
 // deadline: a client that connects and sends nothing would stop the server
 // accepting anyone. The refusal must not wait for the client.
@@ -195,7 +183,7 @@ func TestAllowedPeerDoesNotWaitForTLSHandshake(t *testing.T) {
 	defer cliEnd.Close() // the client never writes: no ClientHello
 	defer srvEnd.Close()
 	tc := tls.Server(srvEnd, &tls.Config{Certificates: []tls.Certificate{selfSigned(t)}})
-	conn := &fakeRedconConn{remote: "10.1.2.3:5555", nc: tlsPeer{Conn: tc, remote: tcpAddr("10.1.2.3:5555")}}
+	conn := tlsPeer{Conn: tc, remote: tcpAddr("10.1.2.3:5555")}
 	done := make(chan bool, 1)
 	go func() { done <- s.allowedPeer(conn) }()
 	select {

@@ -7,27 +7,34 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/tidwall/redcon"
 )
 
 // client is one connection's state. Fields above mu belong to the
-// connection's goroutine alone; fields under mu are also read by CLIENT LIST
-// from other goroutines.
+// connection's goroutine alone (atomic ones are also read by others, as
+// noted); fields under mu are also read by CLIENT LIST from other
+// goroutines.
 type client struct {
 	srv     *Server
 	id      int64
-	conn    redcon.Conn
-	netConn net.Conn
+	netConn net.Conn       // the accepted connection (a *pushConn from Serve)
+	ln      *drainListener // the listener it came from; nil for scratch clients
 	addr    string
 	laddr   string
 	created time.Time
 
-	authed          bool   // AUTH done, or no password configured
-	out             []byte // the reply being built for the current command
+	authed bool // AUTH done, or no password configured
+	// out holds the replies of the pipeline being answered: serveConn
+	// writes it once per batch of commands read (conn.go); commands
+	// append to it, each reply starting at the length it found.
+	out             []byte
 	resp3           bool
 	closeAfterReply bool
-	closed          bool // the connection was closed: ignore the rest of the pipeline
+	closed          bool // QUIT, SHUTDOWN or a panic: run nothing more, close after the reply
+	// pending counts commands read and dispatched since the last
+	// publishCommands; commands is the connection's published total,
+	// summed by Server.commandsProcessed from other goroutines.
+	pending  int64
+	commands atomic.Int64
 	// lastCmd is the command running or last run, for CLIENT LIST's cmd=;
 	// atomic so other clients' CLIENT LIST can read it without a lock on
 	// this client's hot path.
@@ -36,7 +43,7 @@ type client struct {
 	// Transactions.
 	inMulti    bool
 	multiError bool       // a command failed to queue: EXEC answers EXECABORT
-	queue      [][][]byte // queued commands (copied: redcon reuses its buffers)
+	queue      [][][]byte // queued commands (copied: arguments alias the read buffer)
 	watched    []watchedKey
 	// watchTouched is set by other goroutines through the watch registry.
 	watchTouched atomic.Bool
@@ -56,22 +63,36 @@ type client struct {
 	db       int
 }
 
-func newClient(s *Server, conn redcon.Conn) *client {
+// newClient returns the state of a new connection nc, not registered yet
+// (Server.accept does that).
+func newClient(s *Server, nc net.Conn) *client {
 	c := &client{
 		srv:      s,
 		id:       s.nextID.Add(1),
-		conn:     conn,
-		netConn:  conn.NetConn(),
-		addr:     conn.RemoteAddr(),
+		netConn:  nc,
 		created:  time.Now(),
 		proto:    2,
 		multiLen: -1,
 	}
 	c.authed = s.cfg.RequirePass == ""
-	if la := c.netConn.LocalAddr(); la != nil {
+	if ra := nc.RemoteAddr(); ra != nil {
+		c.addr = ra.String()
+	}
+	if la := nc.LocalAddr(); la != nil {
 		c.laddr = la.String()
 	}
 	return c
+}
+
+// publishCommands adds the commands counted since the last call to the
+// connection's published total: once per pipeline (before its replies are
+// written, so a client that has a reply sees its command counted), not once
+// per command. Connection goroutine only.
+func (c *client) publishCommands() {
+	if c.pending != 0 {
+		c.commands.Add(c.pending)
+		c.pending = 0
+	}
 }
 
 // info returns the client's CLIENT LIST / CLIENT INFO line, in Redis 7's

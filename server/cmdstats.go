@@ -220,15 +220,16 @@ func trimReplyLine(b []byte) []byte {
 	return b
 }
 
-// afterDispatch runs after every top-level command of a connection (handle
-// calls it): a command that produced an error without being executed was
-// rejected (unknown, wrong arity, NOAUTH, MOVED, LOADING, ...); and a
-// tracking client's CLIENT CACHING flag expires here (tracking.go).
-func (s *Server) afterDispatch(c *client, args [][]byte) {
+// afterDispatch runs after every top-level command of a connection
+// (execute calls it); the command's reply is c.out[start:]. A command that
+// produced an error without being executed was rejected (unknown, wrong
+// arity, NOAUTH, MOVED, LOADING, ...); and a tracking client's CLIENT
+// CACHING flag expires here (tracking.go).
+func (s *Server) afterDispatch(c *client, args [][]byte, start int) {
 	called := c.ncalls
 	c.ncalls = 0
-	if called == 0 && len(c.out) > 0 && c.out[0] == '-' && len(args) > 0 {
-		s.ext.countError(c.out[1:])
+	if called == 0 && len(c.out) > start && c.out[start] == '-' && len(args) > 0 {
+		s.ext.countError(c.out[start+1:])
 		if cmd := lookup(commands, args[0]); cmd != nil {
 			if cmd.subs != nil && len(args) > 1 {
 				if sub := lookup(cmd.subs, args[1]); sub != nil {

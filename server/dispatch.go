@@ -93,12 +93,15 @@ func wrongArity(name string) string {
 	return "ERR wrong number of arguments for '" + name + "' command"
 }
 
-// dispatch runs or queues one command read from the connection.
+// dispatch runs or queues one command read from the connection. args may
+// alias the connection's read buffer: they are valid only until dispatch
+// returns, so anything kept longer (the MULTI queue below, WATCH keys,
+// names, tracking keys and prefixes) is copied.
 func (s *Server) dispatch(c *client, args [][]byte) {
 	if len(args) == 0 {
 		return
 	}
-	s.stats.commands.Add(1)
+	c.pending++ // total_commands_processed: see client.publishCommands
 	cmd := lookup(commands, args[0])
 	switch {
 	case cmd == nil:

@@ -32,12 +32,12 @@ func newDispatchFixture(tb testing.TB) (*Server, *client) {
 }
 
 // newFakeClient is a client as the server builds one for a connection
-// (newClient), over a fake redcon.Conn, not registered with the server.
+// (newClient), over one end of a net.Pipe, not registered with the server.
 func newFakeClient(tb testing.TB, s *Server) *client {
 	tb.Helper()
 	a, b := net.Pipe()
 	tb.Cleanup(func() { a.Close(); b.Close() })
-	c := newClient(s, &fakeConn{nc: a})
+	c := newClient(s, a)
 	c.out = make([]byte, 0, 512)
 	return c
 }

@@ -50,6 +50,7 @@ var infoSections = []infoSection{
 }
 
 func cmdInfo(s *Server, c *client, args [][]byte) {
+	c.publishCommands() // count this pipeline's commands so far, INFO included
 	want := map[string]bool{}
 	for _, a := range args[1:] {
 		want[strings.ToLower(string(a))] = true
@@ -226,7 +227,7 @@ func (s *Server) infoPersistence(now time.Time) []string {
 }
 
 func (s *Server) infoStats(now time.Time) []string {
-	cmds := s.stats.commands.Load()
+	cmds := s.commandsProcessed()
 	rejected, _ := s.ext.listenerTotals()
 	var hits, misses int64
 	for _, cs := range s.commandStats() {

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/celld/celld/store"
-	"github.com/tidwall/redcon"
 )
 
 // lockedBuffer is an io.Writer the server's logger and the test can share.
@@ -40,7 +39,7 @@ func (l *lockedBuffer) String() string {
 
 // startServer runs a Server on 127.0.0.1:0 and shuts it down (waiting for
 // Serve to return) when the test ends.
-func startServer(t *testing.T, logw io.Writer) (*Server, string) {
+func startServer(t testing.TB, logw io.Writer) (*Server, string) {
 	t.Helper()
 	if logw == nil {
 		logw = io.Discard
@@ -210,8 +209,8 @@ func registerPanicCommand(t *testing.T) (lastID *atomic.Int64) {
 }
 
 // waitClientsGone waits until the server has unregistered every connection,
-// i.e. redcon's loop for each has returned (and with it, every command it
-// had read).
+// i.e. the loop of each has returned (and with it, every command it had
+// read).
 func waitClientsGone(t *testing.T, s *Server) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
@@ -266,10 +265,8 @@ func TestHandlerPanicClosesOnlyThatConnection(t *testing.T) {
 }
 
 // TestHandlerPanicStopsThePipeline: commands pipelined after the one that
-// panicked must not run: the connection is closed. redcon keeps calling
-// the handler for every command it has already parsed from the same read,
-// and Server.handle does not check whether the connection was closed, so
-// the SET below is executed (its reply goes nowhere).
+// panicked must not run: the connection is closed, even though the rest of
+// the pipeline was read in the same read.
 func TestHandlerPanicStopsThePipeline(t *testing.T) {
 	registerPanicCommand(t)
 	s, addr := startServer(t, nil)
@@ -328,8 +325,8 @@ func TestHandlerPanicReleasesIsolationLock(t *testing.T) {
 	}
 	c1.expectEOF()
 
-	// One command per write: redcon flushes replies only after the whole
-	// pipeline it read has run.
+	// One command per write: the server flushes replies only after the
+	// whole pipeline it read has run.
 	c2 := dial(t, addr)
 	c2.send([]string{"MULTI"})
 	if got := c2.mustReply(); got != "+OK" {
@@ -359,77 +356,49 @@ func TestHandlerPanicReleasesIsolationLock(t *testing.T) {
 	}
 }
 
-// fakeConn is the part of redcon.Conn that Server.handle and newClient use;
-// anything else panics (nil embedded interface).
-type fakeConn struct {
-	redcon.Conn
-	nc     net.Conn
-	ctx    any
-	out    []byte
-	closed int
-}
-
-func (f *fakeConn) RemoteAddr() string    { return "127.0.0.1:50000" }
-func (f *fakeConn) NetConn() net.Conn     { return f.nc }
-func (f *fakeConn) Context() any          { return f.ctx }
-func (f *fakeConn) SetContext(v any)      { f.ctx = v }
-func (f *fakeConn) WriteRaw(data []byte)  { f.out = append(f.out, data...) }
-func (f *fakeConn) Close() error          { f.closed++; return nil }
-func (f *fakeConn) WriteString(s string)  { f.out = append(f.out, "+"+s+"\r\n"...) }
-func (f *fakeConn) WriteError(msg string) { f.out = append(f.out, "-"+msg+"\r\n"...) }
-
-func newFakeConn(t testing.TB, s *Server) *fakeConn {
-	t.Helper()
-	a, b := net.Pipe()
-	t.Cleanup(func() { a.Close(); b.Close() })
-	f := &fakeConn{nc: a}
-	if !s.accept(f) {
-		t.Fatal("accept refused the connection")
-	}
-	return f
-}
-
-// TestHandleAfterCloseRunsNothing is the deterministic form of the two
-// pipeline tests above. redcon v1.6.4 (redcon.go, handle(): `for
-// len(c.cmds) > 0 { ... s.handler(c, cmd) }`) calls the handler for every
-// command already parsed from one read, even after the handler closed the
-// connection; only after the batch does it check c.closed. So
-// Server.handle must itself refuse to run commands once it has closed the
-// connection (after QUIT, or after a recovered panic).
-func TestHandleAfterCloseRunsNothing(t *testing.T) {
+// TestExecuteAfterCloseRunsNothing is the deterministic form of the two
+// pipeline tests above: once a command has closed the connection (QUIT, or
+// a recovered panic), execute runs nothing more for it, even if called
+// (serveConn also stops parsing the batch it has read).
+func TestExecuteAfterCloseRunsNothing(t *testing.T) {
 	registerPanicCommand(t)
 	s, _ := newDispatchFixture(t)
 
 	// QUIT, then SET on the same connection in the same batch.
-	f := newFakeConn(t, s)
-	s.handle(f, redcon.Command{Args: bargs("QUIT")})
-	s.handle(f, redcon.Command{Args: bargs("SET", "after:quit", "1")})
+	c := newFakeClient(t, s)
+	s.execute(c, bargs("QUIT"))
+	if !c.closed || string(c.out) != "+OK\r\n" {
+		t.Fatalf("after QUIT: closed %v, out %q", c.closed, c.out)
+	}
+	s.execute(c, bargs("SET", "after:quit", "1"))
 	if _, ok := s.store.Get([]byte("after:quit"), s.nowMs()); ok {
-		t.Errorf("SET after QUIT (same pipeline) was executed; replies written: %q", f.out)
+		t.Errorf("SET after QUIT (same pipeline) was executed; replies written: %q", c.out)
 	}
 
-	// A panic, then SET.
-	f = newFakeConn(t, s)
-	s.handle(f, redcon.Command{Args: bargs("TEST.PANIC")})
-	if f.closed == 0 || string(f.out) != "-ERR internal error\r\n" {
-		t.Fatalf("after panic: closed %d, out %q", f.closed, f.out)
+	// A panic, then SET. The panicking command's reply so far is replaced
+	// by the error; the replies before it stay.
+	c = newFakeClient(t, s)
+	s.execute(c, bargs("PING"))
+	s.execute(c, bargs("TEST.PANIC"))
+	if !c.closed || string(c.out) != "+PONG\r\n-ERR internal error\r\n" {
+		t.Fatalf("after panic: closed %v, out %q", c.closed, c.out)
 	}
-	s.handle(f, redcon.Command{Args: bargs("SET", "after:panic", "1")})
+	s.execute(c, bargs("SET", "after:panic", "1"))
 	if _, ok := s.store.Get([]byte("after:panic"), s.nowMs()); ok {
-		t.Errorf("SET after a panic (same pipeline) was executed; replies written: %q", f.out)
+		t.Errorf("SET after a panic (same pipeline) was executed; replies written: %q", c.out)
 	}
 }
 
-// TestHandlePanicReleasesIsolationReadLock is the deterministic form of
+// TestExecutePanicReleasesIsolationReadLock is the deterministic form of
 // TestHandlerPanicReleasesIsolationLock: after a recovered panic, the
 // isolation slot of the panicking client must be free for a writer.
-func TestHandlePanicReleasesIsolationReadLock(t *testing.T) {
+func TestExecutePanicReleasesIsolationReadLock(t *testing.T) {
 	lastID := registerPanicCommand(t)
 	s, _ := newDispatchFixture(t)
-	f := newFakeConn(t, s)
-	s.handle(f, redcon.Command{Args: bargs("TEST.PANIC")})
-	if string(f.out) != "-ERR internal error\r\n" {
-		t.Fatalf("out %q", f.out)
+	c := newFakeClient(t, s)
+	s.execute(c, bargs("TEST.PANIC"))
+	if string(c.out) != "-ERR internal error\r\n" {
+		t.Fatalf("out %q", c.out)
 	}
 	id := lastID.Load()
 	slot := &s.iso.slots[id%isoSlots]

@@ -1,11 +1,13 @@
-// Package server is celld's RESP front end: it accepts connections (through
-// redcon), keeps per-client state, dispatches commands through a table built
-// once, and turns the store's results and errors into Redis's exact replies.
+// Package server is celld's RESP front end: it accepts connections, reads
+// and parses their requests (conn.go; redcon is the protocol parser only),
+// keeps per-client state, dispatches commands through a table built once,
+// and turns the store's results and errors into Redis's exact replies.
 //
-// Concurrency: a Server is used by one goroutine per connection plus the
-// accept loop and the background expiry sweep; its exported methods are safe
-// for concurrent use. A client's own state is touched only by its connection
-// goroutine, except the fields under client.mu, which CLIENT LIST reads.
+// Concurrency: a Server is used by one goroutine per connection plus one
+// accept loop per listener and the background expiry sweep; its exported
+// methods are safe for concurrent use. A client's own state is touched only
+// by its connection goroutine, except the fields under client.mu and the
+// atomic ones, which CLIENT LIST, INFO and the tracking table read.
 package server
 
 import (
@@ -15,14 +17,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/celld/celld/cluster"
 	"github.com/celld/celld/store"
-	"github.com/tidwall/redcon"
 )
 
 // Persister is what the server needs from the persistence layer (SAVE,
@@ -66,8 +66,8 @@ type Config struct {
 	// same ordered shutdown as SIGTERM (main wires it). nil: SHUTDOWN
 	// answers an error.
 	OnShutdown func()
-	// WrapListener, when set, wraps the listener before redcon sees it: the
-	// hook for the protocol guard.
+	// WrapListener, when set, wraps the listener before the server accepts
+	// from it: the hook for the protocol guard.
 	WrapListener func(net.Listener) net.Listener
 	// Version is celld's version string for INFO and HELLO-adjacent replies.
 	Version string
@@ -120,8 +120,11 @@ type Server struct {
 
 	lns []*drainListener // guarded by mu
 
-	mu      sync.Mutex // guards clients
+	mu      sync.Mutex // guards clients and closedCommands
 	clients map[int64]*client
+	// closedCommands is the commands read by connections already closed
+	// (the live ones count their own: client.commands).
+	closedCommands int64
 
 	nextID   atomic.Int64
 	closing  atomic.Bool
@@ -140,9 +143,9 @@ type Server struct {
 	ext serverExt // INFO/Stats counters, CLIENT TRACKING (serverext.go)
 }
 
-// stats are the server's counters, all atomic.
+// stats are the server's counters, all atomic. (Commands read are counted
+// per connection, not here: see Server.commandsProcessed.)
 type stats struct {
-	commands    atomic.Int64
 	connections atomic.Int64
 	allowed     atomic.Int64
 	denied      atomic.Int64
@@ -177,16 +180,16 @@ func (s *Server) Listen() (net.Listener, error) {
 	return ln, nil
 }
 
-// Serve accepts connections on ln until Shutdown. It returns nil after a
-// Shutdown, or the listener's error. It may be called for several listeners
-// (a plain and a TLS port); all share the server's state.
+// Serve accepts connections on ln until Shutdown and serves each on a
+// goroutine of its own (conn.go). It returns nil after a Shutdown or once
+// the listener is closed. It may be called for several listeners (a plain
+// and a TLS port); all share the server's state.
 func (s *Server) Serve(ln net.Listener) error {
 	if s.cfg.WrapListener != nil {
 		ln = s.cfg.WrapListener(ln)
 	}
 	ln = s.wrapListener(ln) // serverext.go: listener counters, tracking pushes
 	dl := newDrainListener(ln)
-	rs := redcon.NewServer(ln.Addr().String(), s.handle, s.accept, s.closed)
 	s.mu.Lock()
 	if s.closing.Load() {
 		s.mu.Unlock()
@@ -204,7 +207,54 @@ func (s *Server) Serve(ln net.Listener) error {
 	if first {
 		go s.sweepLoop()
 	}
-	return rs.Serve(dl)
+	return s.acceptLoop(dl)
+}
+
+// acceptLoop is Serve's loop: it accepts until the listener reports
+// net.ErrClosed (after Shutdown: once every connection is gone, see
+// drainListener), backing off on other errors (EMFILE, ...) as net/http
+// does. If the listener is closed without a Shutdown, the connections it
+// accepted are closed too.
+func (s *Server) acceptLoop(dl *drainListener) error {
+	defer dl.Close()
+	var delay time.Duration
+	for {
+		nc, err := dl.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				s.closeConnsOf(dl)
+				return nil
+			}
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			s.log.Warn("accept failed; retrying", "err", err, "delay", delay)
+			time.Sleep(delay)
+			continue
+		}
+		delay = 0
+		c := s.accept(nc, dl)
+		if c == nil {
+			nc.Close()
+			continue
+		}
+		go s.serveConn(c) // conn.go
+	}
+}
+
+// closeConnsOf closes the connections accepted from dl (a listener closed
+// without Shutdown), outside s.mu (a TLS close may block). Their goroutines
+// then unregister them.
+func (s *Server) closeConnsOf(dl *drainListener) {
+	var conns []net.Conn
+	s.mu.Lock()
+	for _, c := range s.clients {
+		if c.ln == dl {
+			conns = append(conns, c.netConn)
+		}
+	}
+	s.mu.Unlock()
+	for _, nc := range conns {
+		nc.Close()
+	}
 }
 
 // ServeTLS is Serve speaking TLS with Config.TLSConfig.
@@ -248,7 +298,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		dl.stopAccepting()
 	}
 	// A read deadline in the past wakes each connection's reader once its
-	// current pipeline is answered and flushed; redcon then closes it.
+	// current pipeline is answered and flushed; serveConn then closes it.
 	for _, c := range clients {
 		c.netConn.SetReadDeadline(time.Unix(1, 0))
 	}
@@ -267,76 +317,60 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		<-done
 	}
 	for _, dl := range lns {
-		dl.release() // lets redcon's accept loop return
+		dl.release() // lets the accept loop return
 	}
 	return err
 }
 
-// accept registers a new connection. Runs on redcon's accept goroutine.
-func (s *Server) accept(conn redcon.Conn) bool {
-	if s.closing.Load() {
-		return false
+// accept registers a new connection and returns its client, or nil when
+// the connection is refused (shutting down, protected mode). Runs on the
+// accept loop.
+func (s *Server) accept(nc net.Conn, dl *drainListener) *client {
+	if s.closing.Load() || !s.allowedPeer(nc) {
+		return nil
 	}
-	if !s.allowedPeer(conn) {
-		return false
-	}
-	c := newClient(s, conn)
-	conn.SetContext(c)
-	s.conns.Add(1)
-	s.stats.connections.Add(1)
+	c := newClient(s, nc)
+	c.ln = dl
 	s.mu.Lock()
+	if s.closing.Load() {
+		// Shutdown has taken its list of clients: this one would never
+		// get its read deadline.
+		s.mu.Unlock()
+		return nil
+	}
 	s.clients[c.id] = c
+	s.conns.Add(1)
 	s.mu.Unlock()
-	return true
+	s.stats.connections.Add(1)
+	return c
 }
 
-// closed unregisters a connection. Runs on the connection's goroutine.
-func (s *Server) closed(conn redcon.Conn, err error) {
-	c, ok := conn.Context().(*client)
-	if !ok {
-		return
-	}
+// closed unregisters a connection. Runs on the connection's goroutine, after
+// the connection is closed.
+func (s *Server) closed(c *client) {
 	s.watch.unwatchAll(c)
 	s.trackingClosed(c)
+	c.publishCommands()
 	s.mu.Lock()
 	delete(s.clients, c.id)
+	s.closedCommands += c.commands.Load()
 	s.mu.Unlock()
 	s.conns.Done()
 }
 
-// handle runs one command. A panic is recovered, logged, answered with an
-// error and closes only this connection.
-func (s *Server) handle(conn redcon.Conn, cmd redcon.Command) {
-	c, ok := conn.Context().(*client)
-	if !ok {
-		conn.Close()
-		return
+// commandsProcessed is total_commands_processed: every command read from a
+// connection (executed, queued in MULTI or rejected), live connections
+// and closed ones. Each connection counts its own (client.commands, added
+// once per pipeline), so the hot path shares no counter across cores; this
+// sum costs one atomic load per connected client, under s.mu.
+func (s *Server) commandsProcessed() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.closedCommands
+	for _, c := range s.clients {
+		n += c.commands.Load()
 	}
-	if c.closed {
-		// redcon keeps calling the handler for the rest of a pipeline it
-		// has read even after Close; after QUIT or a panic nothing more runs.
-		return
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			c.closed = true
-			s.stats.panics.Add(1)
-			s.log.Error("panic in command handler", "panic", p, "client", c.id,
-				"stack", string(debug.Stack()))
-			conn.WriteRaw([]byte("-ERR internal error\r\n"))
-			conn.Close()
-		}
-	}()
-	c.out = c.out[:0]
-	s.dispatch(c, cmd.Args)
-	s.afterDispatch(c, cmd.Args) // cmdstats.go
-	if len(c.out) > 0 {
-		conn.WriteRaw(c.out)
-	}
-	if c.closeAfterReply {
-		c.closed = true
-		conn.Close()
-	}
+	return n
 }
 
 // now reads the clock once for a command.
@@ -358,10 +392,10 @@ func (s *Server) sweepLoop() {
 	}
 }
 
-// drainListener lets Shutdown stop accepting without making redcon close
-// every connection at once: after stopAccepting, the real listener is closed
-// but Accept blocks until release, so redcon's serve loop (which closes all
-// connections when Accept fails) waits for the drain.
+// drainListener lets Shutdown stop accepting while the connections drain:
+// after stopAccepting, the real listener is closed but Accept blocks until
+// release, so the accept loop (which, on a closed listener, closes the
+// connections it accepted) returns only after the drain.
 type drainListener struct {
 	net.Listener
 	stopped  chan struct{}
@@ -397,7 +431,7 @@ func (d *drainListener) stopAccepting() {
 
 func (d *drainListener) release() { d.rel.Do(func() { close(d.released) }) }
 
-// Close is what redcon calls; treat it as stop-and-release.
+// Close is stop-and-release (the accept loop calls it on the way out).
 func (d *drainListener) Close() error {
 	d.stopAccepting()
 	d.release()

@@ -55,7 +55,7 @@ func (x *serverExt) id() string {
 	return x.runID
 }
 
-// wrapListener is called by Serve on the listener redcon will accept from:
+// wrapListener is called by Serve on the listener it will accept from:
 // it remembers the listener's counters (if it is the guard's) and wraps it
 // so that every connection can receive invalidation pushes (tracking.go).
 func (s *Server) wrapListener(ln net.Listener) net.Listener {
@@ -129,7 +129,7 @@ type Stats struct {
 	MaxClients          int       // 0 when unknown or unlimited
 	TrackingClients     int       // clients with CLIENT TRACKING on
 	TrackedKeys         int       // keys in the tracking table
-	CommandsProcessed   int64     // commands read (total_commands_processed)
+	CommandsProcessed   int64     // commands read (total_commands_processed); a connection's are added once per pipeline
 	ThrottleAllowed     int64     // CL.THROTTLE decisions
 	ThrottleDenied      int64
 	KeyspaceHits        int64
@@ -236,7 +236,7 @@ func (s *Server) Stats() Stats {
 		MaxClients:          maxClients,
 		TrackingClients:     int(s.ext.trk.active.Load()),
 		TrackedKeys:         s.ext.trk.numKeys(),
-		CommandsProcessed:   s.stats.commands.Load(),
+		CommandsProcessed:   s.commandsProcessed(),
 		ThrottleAllowed:     s.stats.allowed.Load(),
 		ThrottleDenied:      s.stats.denied.Load(),
 		HandlerPanics:       s.stats.panics.Load(),

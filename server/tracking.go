@@ -44,18 +44,20 @@ import (
 // pushed: clients expire cached entries themselves from the TTL they read
 // (rueidis asks PTTL with every cached read).
 //
-// Delivery. redcon owns each connection's reply buffer, which only the
-// connection's goroutine may touch, and writes it with one Write per
-// pipeline. So pushes go around it: every accepted connection is wrapped
-// (pushConn), and once a connection tracks or is a redirect target, all its
-// writes go through one ordered path (pushState): replies and pushes are
-// whole Write calls serialised by a mutex, so a push never lands inside a
-// reply. Order matters for correctness: a push about a write that happened
+// Delivery. Each connection's reply buffer (client.out) belongs to the
+// connection's goroutine, which writes it with one Write per pipeline
+// (serveConn, conn.go). So pushes go around it: every accepted connection
+// is wrapped (pushConn), and once a connection tracks or is a redirect
+// target, all its writes go through one ordered path (pushState): replies
+// and pushes are whole Write calls serialised by a mutex, so a push never
+// lands inside a reply. Order matters for correctness: a push about a write that happened
 // after the client read a key must reach it after the reply carrying the
 // old value, or the client would cache a stale value. A key is remembered
 // before the read runs, while the connection is "busy" (it has read
 // requests whose replies are not flushed yet); pushes to a busy connection
-// wait and are written right after its next flush. Pushes to an idle
+// wait and are written right after the flush that answers the last request
+// read (an early write of part of a long pipeline's replies leaves the
+// connection busy: see pushConn.writeReplies). Pushes to an idle
 // connection are written by a per-connection goroutine, never by the writer,
 // so a client that stops reading cannot stall the clients that write. A
 // connection with more than maxPendingPush bytes of undelivered pushes is
@@ -667,13 +669,43 @@ func (p *pushConn) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// Write is redcon's flush of a pipeline's replies.
+// Write writes b as the replies to every request read so far (as
+// writeReplies(b, true) does).
 func (p *pushConn) Write(b []byte) (int, error) {
 	ps := p.ps.Load()
 	if ps == nil {
 		return p.Conn.Write(b)
 	}
 	return ps.flush(b)
+}
+
+// writeReplies writes b, replies to requests already read, in one Write.
+// With done, b ends the replies to every request read so far: the
+// connection is no longer busy and the pushes that waited for these
+// replies follow them. Without done (an early write of part of a long
+// pipeline's replies), the connection stays busy and pushes keep waiting.
+// Connection goroutine only. Hot-path cost until the connection tracks: one
+// atomic load and the Write (nothing when b is empty).
+func (p *pushConn) writeReplies(b []byte, done bool) error {
+	ps := p.ps.Load()
+	if ps == nil {
+		if len(b) == 0 {
+			return nil
+		}
+		_, err := p.Conn.Write(b)
+		return err
+	}
+	if done {
+		_, err := ps.flush(b)
+		return err
+	}
+	if len(b) == 0 {
+		return nil
+	}
+	ps.wmu.Lock()
+	defer ps.wmu.Unlock()
+	_, err := ps.conn.Write(b)
+	return err
 }
 
 // Close stops the push writer and closes the connection. Idempotent.
@@ -721,8 +753,8 @@ func (p *pushConn) ensure(inCommand bool) *pushState {
 	return ps
 }
 
-// pushState serialises a connection's writes: redcon's flushes and the
-// pushes other goroutines queue.
+// pushState serialises a connection's writes: its goroutine's reply flushes
+// and the pushes other goroutines queue.
 type pushState struct {
 	conn net.Conn
 	wmu  sync.Mutex // held across each write to conn

@@ -1,0 +1,283 @@
+package server
+
+import (
+	"errors"
+	"runtime/debug"
+
+	"github.com/tidwall/redcon"
+)
+
+// The connection loop. Each connection has one goroutine (serveConn) that
+// owns its read buffer, its reply buffer (client.out) and everything else
+// in client above client.mu. Per pipeline it:
+//
+//  1. reads into the read buffer, after the part of a command left over
+//     from the previous read;
+//  2. parses every complete command in place (redcon.ReadNextCommand into a
+//     reused argument slice: the arguments alias the read buffer, no copy)
+//     and runs each (execute), appending the replies to client.out;
+//  3. writes client.out with one Write (through pushConn, so that CLIENT
+//     TRACKING pushes never land inside a reply and those queued meanwhile
+//     follow it), then moves the partial command left, if any, to the
+//     front of the buffer and reads again.
+//
+// Hot-path cost per command: the parse (one pass over the header bytes),
+// dispatch, and no allocation; per pipeline: one Read, one Write, one atomic
+// add (the command count, client.publishCommands) and one or two atomic
+// loads (pushConn). Memory per connection: readBufSize plus the replies of
+// one pipeline (at most about maxBatchOut before they are written early).
+//
+// Because arguments alias the read buffer, which the next read overwrites,
+// a command must copy whatever it keeps beyond its own call (dispatch's doc
+// lists those places).
+
+const (
+	// readBufSize is a connection's read buffer. It grows only while a
+	// single command does not fit (the guard bounds command sizes), and
+	// shrinks back to this once that command has run.
+	readBufSize = 16 << 10
+	// minReadRoom is the least free space a read is given: with less, the
+	// leftover partial command is moved to the front or the buffer grows,
+	// so that a large command is not read a few bytes at a time.
+	minReadRoom = 4 << 10
+	// maxBatchOut bounds the replies held back for one Write: past it they
+	// are written before the rest of the pipeline runs.
+	maxBatchOut = 64 << 10
+	// maxKeepOut is the largest reply buffer kept between pipelines.
+	maxKeepOut = 2 * maxBatchOut
+	// initialOut is a new connection's reply buffer.
+	initialOut = 4 << 10
+	// maxKeepArgs is the largest argument slice kept between pipelines.
+	maxKeepArgs = 1024
+)
+
+// errProtocolInline is redcon's text for an inline line it cannot split.
+var errProtocolInline = errors.New("Protocol error: unbalanced quotes in request")
+
+// serveConn serves c's connection until it is closed, Shutdown's read
+// deadline stops it, QUIT/SHUTDOWN/a panic ends it, or the request stream is
+// invalid. Then it closes the connection and unregisters c. It is c's
+// connection goroutine (started by the accept loop); nothing else reads the
+// connection or touches its buffers.
+func (s *Server) serveConn(c *client) {
+	defer s.closed(c)
+	defer c.netConn.Close()
+	defer func() {
+		// Commands recover their own panics (execute); this one is for
+		// the parser, which without the guard may be handed absurd
+		// lengths. The connection is closed.
+		if p := recover(); p != nil {
+			s.stats.panics.Add(1)
+			s.log.Error("panic in connection loop", "panic", p, "client", c.id,
+				"stack", string(debug.Stack()))
+		}
+	}()
+	pc, _ := c.netConn.(*pushConn) // always, from Serve
+	if cap(c.out) == 0 {
+		c.out = make([]byte, 0, initialOut)
+	}
+	buf := make([]byte, readBufSize)
+	args := make([][]byte, 0, 16)
+	start, end := 0, 0 // buf[start:end]: read, not parsed yet
+	for {
+		if len(buf)-end < minReadRoom {
+			// Only here can buf[start:end] be a partial command
+			// that fills most of the buffer: make room.
+			buf, start, end = makeRoom(buf, start, end)
+		}
+		n, rerr := c.netConn.Read(buf[end:])
+		end += n
+		ran := false
+		for start < end && !c.closed {
+			packet := buf[start:end]
+			var complete bool
+			var rest []byte
+			var perr error
+			if packet[0] == '$' {
+				// redcon's Reader (and Redis) read a line starting
+				// with '$' as an inline command; ReadNextCommand
+				// would take it for Tile38's native protocol.
+				complete, args, rest, perr = readInline(packet, args)
+			} else {
+				complete, args, _, rest, perr = redcon.ReadNextCommand(packet, args)
+			}
+			if perr != nil {
+				// The guard ends an invalid stream before this with
+				// Redis's text; without it, answer as redcon did.
+				c.out = append(c.out, "-ERR "...)
+				c.out = append(c.out, perr.Error()...)
+				c.out = append(c.out, "\r\n"...)
+				c.closed = true
+				break
+			}
+			if !complete {
+				break
+			}
+			start = end - len(rest)
+			if len(args) == 0 {
+				continue // a blank inline line or "*0": nothing runs
+			}
+			ran = true
+			s.execute(c, args)
+			if len(c.out) > maxBatchOut && !c.closed {
+				c.publishCommands()
+				if s.writeOut(c, pc, false) != nil {
+					return
+				}
+			}
+		}
+		if ran || len(c.out) > 0 {
+			c.publishCommands()
+			if s.writeOut(c, pc, true) != nil {
+				return
+			}
+		}
+		if c.closed || rerr != nil {
+			return
+		}
+		if cap(args) > maxKeepArgs {
+			args = make([][]byte, 0, 16)
+		}
+		// Move the partial command left over, if any, to the front;
+		// shrink a buffer grown for a large command once it has run.
+		if start == end {
+			start, end = 0, 0
+			if len(buf) > readBufSize {
+				clear(args[:cap(args)]) // they point into the old buffer
+				buf = make([]byte, readBufSize)
+			}
+		} else if start > 0 {
+			if len(buf) > readBufSize && end-start <= readBufSize/2 {
+				clear(args[:cap(args)])
+				nb := make([]byte, readBufSize)
+				end = copy(nb, buf[start:end])
+				buf = nb
+			} else {
+				end = copy(buf, buf[start:end])
+			}
+			start = 0
+		}
+	}
+}
+
+// makeRoom returns a buffer holding buf[start:end] at its front with at
+// least minReadRoom free: the same buffer if moving the data is enough,
+// else one twice as large.
+func makeRoom(buf []byte, start, end int) ([]byte, int, int) {
+	if start > 0 && len(buf)-(end-start) >= minReadRoom {
+		return buf, 0, copy(buf, buf[start:end])
+	}
+	nb := make([]byte, 2*len(buf))
+	return nb, 0, copy(nb, buf[start:end])
+}
+
+// writeOut writes c.out (see pushConn.writeReplies for done) and empties
+// it, dropping a buffer grown past maxKeepOut by a large reply.
+func (s *Server) writeOut(c *client, pc *pushConn, done bool) error {
+	var err error
+	if pc != nil {
+		err = pc.writeReplies(c.out, done)
+	} else if len(c.out) > 0 {
+		_, err = c.netConn.Write(c.out)
+	}
+	if cap(c.out) > maxKeepOut {
+		c.out = make([]byte, 0, initialOut)
+	} else {
+		c.out = c.out[:0]
+	}
+	return err
+}
+
+// execute runs one command read from c's connection and appends its reply
+// to c.out. A panic is recovered and logged; the command's partial reply is
+// replaced by an error and c.closed is set, so that nothing more runs on
+// the connection, as after QUIT. args alias the read buffer (see dispatch).
+// c's connection goroutine only; cost beyond dispatch: a deferred recover
+// (no allocation) and the afterDispatch checks.
+func (s *Server) execute(c *client, args [][]byte) {
+	if c.closed {
+		return
+	}
+	start := len(c.out)
+	defer func() {
+		if p := recover(); p != nil {
+			c.closed = true
+			s.stats.panics.Add(1)
+			s.log.Error("panic in command handler", "panic", p, "client", c.id,
+				"stack", string(debug.Stack()))
+			c.out = append(c.out[:start], "-ERR internal error\r\n"...)
+		}
+	}()
+	s.dispatch(c, args)
+	s.afterDispatch(c, args, start) // cmdstats.go
+	if c.closeAfterReply {
+		c.closed = true
+	}
+}
+
+// readInline parses an inline command at the start of packet exactly as
+// redcon's Reader does (and as redcon.ReadNextCommand does for lines not
+// starting with '$'): words split on spaces, a word may be quoted with " or
+// ' from its first byte, with \n \r \t and \<any> escapes inside quotes.
+// Unquoted words alias packet; quoted ones are copies. It returns
+// complete=false when packet holds no whole line yet.
+func readInline(packet []byte, argsbuf [][]byte) (complete bool, args [][]byte, rest []byte, err error) {
+	args = argsbuf[:0]
+	i := 0
+	for i < len(packet) && packet[i] != '\n' {
+		i++
+	}
+	if i == len(packet) {
+		return false, args, packet, nil
+	}
+	line := packet[:i]
+	if i > 0 && packet[i-1] == '\r' {
+		line = packet[:i-1]
+	}
+	for len(line) > 0 {
+		if q := line[0]; q == '"' || q == '\'' {
+			word := []byte{}
+			escape, closed := false, false
+			j := 1
+			for ; j < len(line); j++ {
+				ch := line[j]
+				if escape {
+					escape = false
+					switch ch {
+					case 'n':
+						ch = '\n'
+					case 'r':
+						ch = '\r'
+					case 't':
+						ch = '\t'
+					}
+				} else if ch == q {
+					closed = true
+					break
+				} else if ch == '\\' {
+					escape = true
+					continue
+				}
+				word = append(word, ch)
+			}
+			if !closed || (j+1 < len(line) && line[j+1] != ' ') {
+				return false, argsbuf[:0], packet, errProtocolInline
+			}
+			args = append(args, word)
+			line = line[min(j+2, len(line)):]
+			continue
+		}
+		j := 0
+		for j < len(line) && line[j] != ' ' {
+			if line[j] == '"' || line[j] == '\'' {
+				return false, argsbuf[:0], packet, errProtocolInline
+			}
+			j++
+		}
+		if j > 0 {
+			args = append(args, line[:j])
+		}
+		line = line[min(j+1, len(line)):]
+	}
+	return true, args, packet[i+1:], nil
+}
