@@ -31,8 +31,11 @@ type persistence struct {
 	// restore (0 normally); see load.
 	clockBackMs int64
 
-	mu      sync.Mutex
-	changes []store.Change // reused between drains; guarded by mu
+	mu sync.Mutex
+	// block holds the latest drain's keys and texts; spare is a block
+	// whose ops persist has released, handed to the next drain for reuse.
+	// Guarded by mu.
+	block, spare []byte
 }
 
 // openPersistence opens the data directory, restores it into st and starts
@@ -79,6 +82,7 @@ func openPersistence(cfg config, st *store.Store, log *slog.Logger) (*persistenc
 		Interval: cfg.flushInterval,
 		Drain:    p.drain,
 		Snapshot: p.snapshot,
+		Release:  p.release,
 		Logger:   log,
 	})
 	p.fl.Start()
@@ -209,23 +213,47 @@ func (p *persistence) snapshot(nowMs int64, w *persist.BaseWriter) error {
 }
 
 // drain converts the store's changes into persist ops (called by the
-// flusher's goroutine once per window).
+// flusher's goroutine once per window). The ops' bytes go into the spare
+// block when persist has released the previous window's (see release).
 func (p *persistence) drain(nowMs int64, buf []persist.Op) []persist.Op {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.spare == nil {
+		p.spare = make([]byte, 0, maxSpareBlock)
+	}
+	n := len(buf)
 	// Sized up front: growing a 1M-entry slice by doubling copies it ~20
 	// times, which is most of a shutdown's drain.
-	p.changes = p.st.Drain(nowMs, slices.Grow(p.changes[:0], p.st.DirtyKeys()))
-	buf = slices.Grow(buf, len(p.changes))
-	for _, c := range p.changes {
+	buf = slices.Grow(buf, p.st.DirtyKeys()*5/4+64) // headroom: keys dirtied meanwhile
+	p.block = p.st.DrainFunc(nowMs, p.spare[:0], func(c store.Change) {
 		buf = append(buf, persist.Op{Key: c.Key, Value: c.Text, ExpireAtMs: c.ExpireAtMs, Delete: c.Deleted})
+	})
+	p.spare = nil
+	if len(buf) == n { // nothing refers to the block: keep it
+		p.spare, p.block = p.block[:0], nil
 	}
-	clear(p.changes)
 	// Drain lists a key's deletion before its write when it was deleted
 	// and written again in the window, and persist applies ops in order,
 	// so the write, the key's current state, wins.
 	return buf
 }
+
+// release is the flusher's word that the latest drain's ops are durable
+// and unreferenced: their block becomes the next drain's (unless a huge
+// window, e.g. a bulk load, grew it past maxSpareBlock).
+func (p *persistence) release([]persist.Op) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cap(p.block) <= maxSpareBlock {
+		p.spare = p.block[:0]
+	}
+	p.block = nil
+}
+
+// maxSpareBlock is the drain block kept for reuse: enough for a busy
+// steady load (~30k keys per window); a bulk window's extra shards get
+// blocks of their own (store.DrainFunc).
+const maxSpareBlock = 2 << 20
 
 // Save flushes every change so far durably (SAVE).
 func (p *persistence) Save() error { return p.fl.FlushNow() }

@@ -13,7 +13,7 @@
 //
 //	'l' + seq (8 bytes, big-endian)            → log chunk: the changes of one
 //	                                             Write, in order (a Write of more
-//	                                             than ~1 MiB spans several seqs,
+//	                                             than ~16 KiB spans several seqs,
 //	                                             all in its one synced batch)
 //	'b' + gen (8 bytes) + index (4 bytes)      → base chunk: generation gen of
 //	                                             the full state, written by
@@ -43,9 +43,9 @@
 // Why not one pebble key per limiter key: at 270k CL.THROTTLE/s over 100k
 // keys a 100 ms window holds ~24k distinct keys, and inserting them one by
 // one into pebble's memtable (then flushing and compacting them) cost a
-// quarter of the server's CPU. A window is now one ~1 MiB value. The log is
+// quarter of the server's CPU. A window is now a few ~16 KiB values. The log is
 // folded away by WriteBase, which rewrites the whole state from memory once
-// the log outgrows half the base (BaseDue), in one atomic switch: write the
+// the log outgrows the base (BaseDue), in one atomic switch: write the
 // new generation's chunks, then in one synced batch point "m"+"base" at it
 // and range-delete the old generation, the folded log and any v1 records.
 // A crash before that batch leaves the old base and log in charge (the
@@ -310,8 +310,9 @@ type DB struct {
 		legacy, needBase bool
 		// logBatch is Write's reusable batch, valid for instance
 		// logBatchOf only.
-		logBatch   *pebble.Batch
-		logBatchOf *pebble.DB
+		logBatch    *pebble.Batch
+		logBatchOf  *pebble.DB
+		logBatchCap int // the size logBatch was made with
 		// baseBuf is WriteBase's chunk buffer, kept between calls.
 		baseBuf []byte
 	}

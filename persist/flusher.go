@@ -34,6 +34,12 @@ type FlusherConfig struct {
 	//
 	// Ownership of the returned ops' Key and Value passes to persist (see Op).
 	Drain func(nowMs int64, buf []Op) []Op
+	// Release, when set, is called with the ops of a Drain once they are
+	// durable and persist keeps no reference to them, so their memory may
+	// be reused. It is not called for ops that a failed write merged into
+	// the pending set (those are dropped to the GC once written). Called
+	// with the Flusher's lock held, from the goroutine that wrote.
+	Release func(ops []Op)
 	// Snapshot, when set, writes the full state into w (w.Add for every
 	// live key, w.Spill between batches of them, without holding locks the
 	// data path needs during Spill). The loop calls it through DB.WriteBase
@@ -116,7 +122,7 @@ type Status struct {
 // stamps the wall-clock flush time (DB.LastFlushedAt); a window with nothing
 // pending writes nothing, so idling costs no fsync and leaves the stamp at
 // the last flush that had changes. After a window's write, when DB.BaseDue
-// says the log has outgrown half the base, the loop folds it by rewriting
+// says the log has outgrown the base, the loop folds it by rewriting
 // the base from FlusherConfig.Snapshot (DB.WriteBase); FlushNow never does,
 // so SAVE and shutdown cost one synced batch.
 //
@@ -128,6 +134,7 @@ type Flusher struct {
 	maxBackoff time.Duration
 	drain      func(nowMs int64, buf []Op) []Op
 	snapshot   func(nowMs int64, w *BaseWriter) error
+	release    func(ops []Op)
 	now        func() time.Time
 	log        *slog.Logger
 
@@ -187,6 +194,7 @@ func NewFlusher(db *DB, cfg FlusherConfig) *Flusher {
 		maxBackoff: cfg.MaxBackoff,
 		drain:      cfg.Drain,
 		snapshot:   cfg.Snapshot,
+		release:    cfg.Release,
 		now:        cfg.Now,
 		log:        cfg.Logger.With("component", "persist.flusher", "dir", db.dir),
 		pending:    make(map[string]Op),
@@ -323,8 +331,20 @@ func (f *Flusher) drainLocked() {
 		f.pending[unsafe.String(unsafe.SliceData(op.Key), len(op.Key))] = op
 	}
 	clear(ops) // drop references so the reused buffer doesn't pin them
-	f.buf = ops[:0]
+	f.buf = keepOps(ops)
 }
+
+// keepOps returns ops[:0] for reuse by the next drain, or nil when a bulk
+// window made it so large that keeping it would pin megabytes of heap.
+func keepOps(ops []Op) []Op {
+	if cap(ops) > maxKeepOps {
+		return nil
+	}
+	return ops[:0]
+}
+
+// maxKeepOps is the largest Drain buffer (in ops) kept between windows.
+const maxKeepOps = 48 << 10
 
 // mergeFreshLocked moves fresh into pending and returns its buffer to
 // f.buf. f.mu must be held.
@@ -343,7 +363,7 @@ func (f *Flusher) releaseFreshLocked() {
 		return
 	}
 	clear(f.fresh)
-	f.buf, f.fresh = f.fresh[:0], nil
+	f.buf, f.fresh = keepOps(f.fresh), nil
 }
 
 // writeLocked writes the whole pending set (or fresh) as one synced batch
@@ -365,6 +385,9 @@ func (f *Flusher) writeLocked() error {
 	clear(f.batch)
 	f.batch = f.batch[:0]
 	if err == nil {
+		if f.release != nil && len(f.fresh) > 0 {
+			f.release(f.fresh)
+		}
 		f.releaseFreshLocked()
 	} else {
 		f.mergeFreshLocked()

@@ -18,10 +18,13 @@ const (
 	entryDelete = 'd'
 )
 
-// maxChunk is the size at which an encoder starts a new chunk. It keeps
-// every pebble value near 1 MiB, well under pebble's large-batch threshold
-// (half a memtable), whatever the number of ops.
-const maxChunk = 1 << 20
+// maxChunk is the size at which an encoder starts a new chunk: every
+// pebble value is about 16 KiB whatever the number of ops. Small enough
+// that pebble's flushes and compactions handle ordinary-sized values (1 MiB
+// values made them allocate and free large buffers, and a loaded server's
+// RSS grew by ~40 B per key), large enough that a busy window is tens of
+// pebble keys, not tens of thousands.
+const maxChunk = 16 << 10
 
 // entrySize is the encoded size of op.
 func entrySize(op *Op) int {

@@ -35,7 +35,7 @@ func baseChunkKey(gen uint64, idx uint32) []byte {
 //
 // Write is the only durable path for changes. It may be called concurrently
 // with the other methods (calls are serialised). Cost: one fsync plus one
-// pass over the ops' bytes; the batch holds one pebble key per ~1 MiB of
+// pass over the ops' bytes; the batch holds one pebble key per ~16 KiB of
 // ops, not one per op. Write does not retain ops after it returns.
 //
 // On failure the pebble instance is discarded and the next call (of any
@@ -58,32 +58,46 @@ func (db *DB) Write(ops []Op) error {
 	}
 	stamp := db.now().UnixMilli()
 	seq := db.mu.nextSeq
+	// The batch is sized once for the window (no growth copies) and, up
+	// to logBatchRetain, kept and reset after each commit, so a steady
+	// load reuses one buffer window after window instead of allocating
+	// one per window. One batch per pebble instance.
+	need := 64
+	for i := range ops {
+		need += entrySize(&ops[i])
+	}
+	need += (need/maxChunk + 1) * 32 // per-chunk key and record overhead
 	b := db.mu.logBatch
-	if b == nil || db.mu.logBatchOf != pdb {
-		// One batch per pebble instance, reset after each commit: its
-		// buffer (up to logBatchRetain) is reused window after window
-		// instead of allocating ~1 MiB per window.
-		b = pdb.NewBatch(pebble.WithMaxRetainedSizeBytes(logBatchRetain))
-		db.mu.logBatch, db.mu.logBatchOf = b, pdb
+	switch {
+	case need > logBatchRetain:
+		b = pdb.NewBatch(pebble.WithInitialSizeBytes(need)) // one-off (e.g. shutdown)
+	case b == nil || db.mu.logBatchOf != pdb || need > db.mu.logBatchCap:
+		size := min(max(need+need/4, 64<<10), logBatchRetain)
+		b = pdb.NewBatch(pebble.WithInitialSizeBytes(size), pebble.WithMaxRetainedSizeBytes(size))
+		db.mu.logBatch, db.mu.logBatchOf, db.mu.logBatchCap = b, pdb, size
 	}
 	chunks, size, err := commitLog(b, ops, seq, stamp)
 	db.mu.nextSeq = seq + uint64(chunks)
 	if err != nil {
 		// After a failure the commit pipeline may still reference the
 		// batch: never touch it again.
-		db.mu.logBatch, db.mu.logBatchOf = nil, nil
+		db.mu.logBatch, db.mu.logBatchOf, db.mu.logBatchCap = nil, nil, 0
 		err = fmt.Errorf("persist: write %d ops to %s: %w", len(ops), db.dir, err)
 		db.discardLocked(err)
 		return err
 	}
-	b.Reset()
+	if b == db.mu.logBatch {
+		b.Reset()
+	} else {
+		_ = b.Close()
+	}
 	db.mu.logBytes += int64(size)
 	db.flushedAtMs.Store(stamp)
 	return nil
 }
 
 // logBatchRetain is the largest batch buffer Write keeps for the next
-// window.
+// window; a bigger window gets a one-off batch.
 const logBatchRetain = 4 << 20
 
 // commitLog writes ops as log chunks seq, seq+1, … plus the flushed_at
@@ -130,26 +144,28 @@ func commitLog(b *pebble.Batch, ops []Op, seq uint64, flushedAtMs int64) (chunks
 }
 
 // BaseDue reports whether the log has grown enough that WriteBase should
-// fold it: it is at least half the base's size (and at least
+// fold it: it is at least the base's size (and at least
 // Options.FoldMinBytes), or
 // Replay found expired or v1 records that only a base rewrite removes from
-// disk. Keeping the log under half the base bounds both the disk space and
-// a restart's replay to about 1.5× the live state. Safe for concurrent use;
+// disk. Keeping the log under the base's size bounds both the disk space and
+// a restart's replay to about twice the live state, and the rewrites to
+// one base's bytes per log's bytes. Safe for concurrent use;
 // O(1).
 func (db *DB) BaseDue() bool {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	return db.mu.needBase || db.mu.logBytes >= max(db.foldMin, db.mu.baseBytes/2)
+	return db.mu.needBase || db.mu.logBytes >= max(db.foldMin, db.mu.baseBytes)
 }
 
 // BaseWriter receives the full state during WriteBase. It is used by one
 // goroutine (WriteBase's fill function) and is invalid after WriteBase
 // returns.
 type BaseWriter struct {
-	batch *pebble.Batch // reused for every chunk: Reset after each commit
+	pdb   *pebble.DB
 	gen   uint64
-	idx   uint32
-	buf   []byte
+	idx   uint32 // the next chunk's index
+	buf   []byte // chunks encoded and not yet written
+	cuts  []int  // ends of the complete chunks in buf
 	bytes int64
 	keys  int64
 }
@@ -160,31 +176,41 @@ type BaseWriter struct {
 func (w *BaseWriter) Add(key, value []byte, expireAtMs int64) {
 	w.buf = appendSet(w.buf, key, value, expireAtMs)
 	w.keys++
+	if len(w.buf)-w.cutAt() >= maxChunk {
+		w.cuts = append(w.cuts, len(w.buf))
+	}
 }
 
-// Spill writes out the chunk Add has filled once it holds at least ~1 MiB,
-// without Sync (WriteBase's final synced batch makes it durable: pebble's
-// WAL is one sequential log). Call it between Adds without holding locks the
-// data path needs, e.g. after each store shard, so the base is streamed to
-// pebble instead of built whole in memory.
-func (w *BaseWriter) Spill() error {
-	if len(w.buf) < maxChunk {
-		return nil
+// cutAt is where the chunk being encoded starts in w.buf.
+func (w *BaseWriter) cutAt() int {
+	if len(w.cuts) == 0 {
+		return 0
 	}
-	b := w.batch
-	err := callPebble(func() error {
-		if err := b.Set(baseChunkKey(w.gen, w.idx), w.buf, nil); err != nil {
+	return w.cuts[len(w.cuts)-1]
+}
+
+// Spill writes the complete chunks encoded so far to pebble, one NoSync
+// Set each (WriteBase's final synced batch makes them durable: pebble's WAL
+// is one sequential log), and keeps the partial one. Call it between Adds
+// without holding locks the data path needs, e.g. after each store shard,
+// so the base is streamed to pebble instead of built whole in memory. One
+// Set per chunk reuses pebble's pooled batches: no buffer the size of the
+// base, or of a batch of chunks, is allocated.
+func (w *BaseWriter) Spill() error {
+	start := 0
+	for _, end := range w.cuts {
+		chunk := w.buf[start:end]
+		if err := callPebble(func() error {
+			return w.pdb.Set(baseChunkKey(w.gen, w.idx), chunk, pebble.NoSync)
+		}); err != nil {
 			return err
 		}
-		return b.Commit(pebble.NoSync)
-	})
-	if err != nil {
-		return err
+		w.idx++
+		w.bytes += int64(len(chunk))
+		start = end
 	}
-	b.Reset()
-	w.idx++
-	w.bytes += int64(len(w.buf))
-	w.buf = w.buf[:0]
+	w.buf = w.buf[:copy(w.buf, w.buf[start:])]
+	w.cuts = w.cuts[:0]
 	return nil
 }
 
@@ -211,7 +237,7 @@ func (e errFill) Unwrap() error { return e.err }
 // in the base; they must reach a later Write, which replays on top.
 //
 // WriteBase holds the DB's mutex throughout (a concurrent Write waits).
-// Cost: one pass over the state, one pebble key per ~1 MiB, one fsync.
+// Cost: one pass over the state, one pebble key per ~16 KiB, one fsync.
 // On a pebble failure the instance is discarded, as for Write; the old
 // base and log stay in charge. fill's own error is returned as is.
 func (db *DB) WriteBase(fill func(w *BaseWriter) error) (BaseStats, error) {
@@ -224,11 +250,7 @@ func (db *DB) WriteBase(fill func(w *BaseWriter) error) (BaseStats, error) {
 	}
 	gen := db.mu.baseGen + 1
 	lastSeq := db.mu.nextSeq - 1
-	w := &BaseWriter{
-		batch: pdb.NewBatch(pebble.WithMaxRetainedSizeBytes(logBatchRetain)),
-		gen:   gen,
-		buf:   db.mu.baseBuf[:0],
-	}
+	w := &BaseWriter{pdb: pdb, gen: gen, buf: db.mu.baseBuf[:0]}
 	err = callPebble(func() error {
 		// Chunks of an interrupted earlier attempt at this generation.
 		if err := pdb.DeleteRange(baseChunkKey(gen, 0), []byte{basePrefix + 1}, pebble.NoSync); err != nil {
@@ -237,7 +259,10 @@ func (db *DB) WriteBase(fill func(w *BaseWriter) error) (BaseStats, error) {
 		if err := fill(w); err != nil {
 			return errFill{err}
 		}
-		b := w.batch
+		if err := w.Spill(); err != nil {
+			return err
+		}
+		b := pdb.NewBatch()
 		if len(w.buf) > 0 {
 			if err := b.Set(baseChunkKey(gen, w.idx), w.buf, nil); err != nil {
 				return err
@@ -270,11 +295,12 @@ func (db *DB) WriteBase(fill func(w *BaseWriter) error) (BaseStats, error) {
 		if err := b.Commit(pebble.Sync); err != nil {
 			return err
 		}
+		_ = b.Close()
 		db.flushedAtMs.Store(stampMs)
 		return nil
 	})
 	st := BaseStats{Keys: w.keys, Bytes: w.bytes, Chunks: int64(w.idx), Duration: time.Since(start)}
-	if cap(w.buf) <= logBatchRetain {
+	if cap(w.buf) <= 1<<20 {
 		db.mu.baseBuf = w.buf[:0] // pebble copied it; reuse it next time
 	}
 	if err != nil {

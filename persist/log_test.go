@@ -76,7 +76,7 @@ func TestLogAndBase(t *testing.T) {
 	}
 	m.apply(big)
 	if n := len(rawKeys(t, db, logPrefix)); n < 2 {
-		t.Fatalf("a %d-op Write used %d log chunk(s), want several (~1 MiB each)", len(big), n)
+		t.Fatalf("a %d-op Write used %d log chunk(s), want several (~16 KiB each)", len(big), n)
 	}
 	small := []Op{del("user:000000001"), set("new", "5", 4_000_000_000_000), del("never")}
 	if err := db.Write(small); err != nil {

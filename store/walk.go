@@ -185,47 +185,68 @@ type Change struct {
 }
 
 // Drain returns every change since the previous Drain, deletions first, then
-// the current state of each written key, appended to buf. It holds each
-// shard lock once, for that shard's changes. The keys and texts of one shard
-// are copied into one shared byte block (a few allocations per shard, not
-// two per key); the receiver owns them and must not modify them. Only
-// meaningful with Options.TrackDirty.
+// the current state of each written key, appended to buf. The keys and
+// texts are copied into byte blocks (see DrainFunc); the receiver owns them
+// and must not modify them. Only meaningful with Options.TrackDirty.
 func (s *Store) Drain(nowMs int64, buf []Change) []Change {
+	s.DrainFunc(nowMs, nil, func(c Change) { buf = append(buf, c) })
+	return buf
+}
+
+// DrainFunc calls fn with every change since the previous drain, shard by
+// shard, deletions first, then the current state of each written key, and
+// returns block. It holds each shard lock once, for that shard's changes
+// (fn runs under it: it must only record the change).
+//
+// Keys and texts are copied into block (appending) while it has room for a
+// shard's changes, and into a block of that shard's size otherwise. A
+// caller that knows every Change of an earlier call is no longer referenced
+// may pass that call's block back as block[:0], so that a steady load
+// reuses one buffer; a bulk window falls back to per-shard blocks rather
+// than growing a huge one. Bytes once cut for a Change are never written
+// again by this call.
+func (s *Store) DrainFunc(nowMs int64, block []byte, fn func(Change)) []byte {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		deleted, dirty := sh.deleted, sh.dirty
 		sh.deleted, sh.dirty = nil, sh.spare[:0]
 		for _, k := range deleted {
-			buf = append(buf, Change{Key: k, Deleted: true})
+			fn(Change{Key: k, Deleted: true})
 		}
-		// Slices handed out stay valid when block grows: they keep the
-		// old backing array, which nothing writes again.
-		block := make([]byte, 0, len(dirty)*40)
+		// Keys up to 16 bytes inline and 20-digit TATs: ~40 bytes each.
+		est := len(dirty) * 40
+		blk := block
+		shared := cap(block)-len(block) >= est
+		if !shared && len(dirty) > 0 {
+			blk = make([]byte, 0, est)
+		}
 		for _, slot := range dirty {
 			e := &sh.slab[slot]
 			if e.flags&flagDirty == 0 {
 				continue // freed (its deletion is listed) or listed twice
 			}
 			e.flags &^= flagDirty
-			start := len(block)
-			block = append(block, sh.keyOf(e)...)
-			key := block[start:len(block):len(block)]
+			start := len(blk)
+			blk = append(blk, sh.keyOf(e)...)
+			key := blk[start:len(blk):len(blk)]
 			if !e.alive(nowMs) {
 				sh.deleteSlotLocked(slot)
 				sh.deleted = sh.deleted[:len(sh.deleted)-1] // listed here instead
-				buf = append(buf, Change{Key: key, Deleted: true})
+				fn(Change{Key: key, Deleted: true})
 				continue
 			}
-			start = len(block)
-			block = sh.valueLocked(slot).AppendText(block)
-			text := block[start:len(block):len(block)]
-			buf = append(buf, Change{Key: key, Text: text, ExpireAtMs: e.exp})
+			start = len(blk)
+			blk = sh.valueLocked(slot).AppendText(blk)
+			fn(Change{Key: key, Text: blk[start:len(blk):len(blk)], ExpireAtMs: e.exp})
+		}
+		if shared {
+			block = blk
 		}
 		sh.spare = dirty // reused by the next Drain: no regrowth per window
 		sh.mu.Unlock()
 	}
-	return buf
+	return block
 }
 
 // DirtyKeys returns how many changes are waiting for the next Drain.
