@@ -344,7 +344,7 @@ func keepOps(ops []Op) []Op {
 }
 
 // maxKeepOps is the largest Drain buffer (in ops) kept between windows.
-const maxKeepOps = 48 << 10
+const maxKeepOps = 128 << 10
 
 // mergeFreshLocked moves fresh into pending and returns its buffer to
 // f.buf. f.mu must be held.
