@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
@@ -83,6 +84,7 @@ func openPersistence(cfg config, st *store.Store, log *slog.Logger) (*persistenc
 		Drain:    p.drain,
 		Snapshot: p.snapshot,
 		Release:  p.release,
+		Idle:     p.idle,
 		Logger:   log,
 	})
 	p.fl.Start()
@@ -248,6 +250,19 @@ func (p *persistence) release([]persist.Op) {
 		p.spare = p.block[:0]
 	}
 	p.block = nil
+}
+
+// idle runs when changes stop after a busy period (the flusher's Idle):
+// it drops the spare drain block and returns the heap a burst grew (its
+// buffers, and pebble's flush and compaction garbage) to the OS, so that a
+// sidecar's RSS follows its live state. Cost: one forced GC, at most once
+// per busy-to-idle transition; the store's slabs hold no pointers, so the
+// mark phase is short.
+func (p *persistence) idle() {
+	p.mu.Lock()
+	p.spare = nil
+	p.mu.Unlock()
+	debug.FreeOSMemory()
 }
 
 // maxSpareBlock is the drain block kept for reuse: enough for a busy

@@ -62,15 +62,19 @@ row "CL.THROTTLE hot key c=50 P=1"  50 1  ping CL.THROTTLE hot 15 30 60
 row "PING c=50 P=16"                50 16 ping PING
 row "PING c=50 P=1"                 50 1  ping PING
 
-# Memory: RSS growth per key for the same 1M-ish keys.
+# Memory: RSS growth per key for the same 1M-ish keys. Both readings are
+# taken after 5 s of quiet, so that they count what the keys cost rather
+# than a burst's transient buffers (celld gives those back a few windows
+# after the changes stop; Redis has none to give back).
 rss() { awk '/VmRSS/ {print $2 * 1024}' "/proc/$1/status"; }
 cpid=$(pgrep -f "$work/celld" | head -1)
 rpid=$(pgrep -f "redis-server .*:$RPORT" | head -1)
 redis-cli -p $CPORT flushall >/dev/null; redis-cli -p $RPORT flushall >/dev/null
+sleep 5
 c0=$(rss "$cpid"); r0=$(rss "$rpid")
 redis-benchmark -p $CPORT -c 50 -P 64 -n 3000000 -r 1000000 CL.THROTTLE key:__rand_int__ 15 30 3600 >/dev/null 2>&1
 redis-benchmark -p $RPORT -c 50 -P 64 -n 3000000 -r 1000000 SET key:__rand_int__ 1796012296590996844 PX 3600000 >/dev/null 2>&1
-sleep 1
+sleep 5
 c1=$(rss "$cpid"); r1=$(rss "$rpid")
 cn=$(redis-cli -p $CPORT dbsize); rn=$(redis-cli -p $RPORT dbsize)
 cb=$(( (c1 - c0) / cn )); rb=$(( (r1 - r0) / rn ))

@@ -40,6 +40,10 @@ type FlusherConfig struct {
 	// the pending set (those are dropped to the GC once written). Called
 	// with the Flusher's lock held, from the goroutine that wrote.
 	Release func(ops []Op)
+	// Idle, when set, is called from the loop when the changes stop: after
+	// a few windows without any (not again until changes resume). The
+	// server uses it to give a burst's memory back.
+	Idle func()
 	// Snapshot, when set, writes the full state into w (w.Add for every
 	// live key, w.Spill between batches of them, without holding locks the
 	// data path needs during Spill). The loop calls it through DB.WriteBase
@@ -135,6 +139,7 @@ type Flusher struct {
 	drain      func(nowMs int64, buf []Op) []Op
 	snapshot   func(nowMs int64, w *BaseWriter) error
 	release    func(ops []Op)
+	onIdle     func()
 	now        func() time.Time
 	log        *slog.Logger
 
@@ -154,6 +159,8 @@ type Flusher struct {
 	retryAt  time.Time
 	// baseRetryAt delays the next WriteBase after a failed one.
 	baseRetryAt time.Time
+	// idle counts consecutive loop windows that drained nothing.
+	idle int
 	// loggedUnusable records that the transition to ErrUnusable was logged.
 	loggedUnusable bool
 
@@ -195,6 +202,7 @@ func NewFlusher(db *DB, cfg FlusherConfig) *Flusher {
 		drain:      cfg.Drain,
 		snapshot:   cfg.Snapshot,
 		release:    cfg.Release,
+		onIdle:     cfg.Idle,
 		now:        cfg.Now,
 		log:        cfg.Logger.With("component", "persist.flusher", "dir", db.dir),
 		pending:    make(map[string]Op),
@@ -238,12 +246,38 @@ func (f *Flusher) tick() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.drainLocked()
+	if len(f.pending)+len(f.fresh) == 0 {
+		f.idleLocked()
+	} else {
+		f.idle = 0
+	}
 	if len(f.pending)+len(f.fresh) == 0 || time.Now().Before(f.retryAt) {
 		f.setPending(len(f.pending))
 	} else if f.writeLocked() != nil {
 		return
 	}
 	f.maybeBaseLocked()
+}
+
+// idleTrim is how many consecutive windows without changes end a busy
+// period: the buffers it grew are then dropped (see idleLocked).
+const idleTrim = 5
+
+// idleLocked counts a window without changes. The idleTrim-th one in a
+// row drops the buffers that windows reuse (the drain's op slice, the
+// DB's batch and base buffers) and calls FlusherConfig.Idle, so that a
+// burst's buffers do not stay on the heap while nothing happens. Once per
+// busy-to-idle transition. f.mu must be held.
+func (f *Flusher) idleLocked() {
+	f.idle++
+	if f.idle != idleTrim {
+		return
+	}
+	f.buf = nil
+	f.db.dropBuffers()
+	if f.onIdle != nil {
+		f.onIdle()
+	}
 }
 
 // maybeBaseLocked rewrites the base when the log is due for folding and

@@ -290,3 +290,35 @@ func TestFlusherConfigValidate(t *testing.T) {
 	}()
 	NewFlusher(&DB{}, FlusherConfig{})
 }
+
+// TestFlusherIdle: Idle runs once when the changes stop (and once after
+// start, before any), not on every quiet window, and again after the next
+// burst; the reused buffers are dropped at that point.
+func TestFlusherIdle(t *testing.T) {
+	db := mustOpen(t, "data", Options{FS: vfs.NewMem()})
+	defer mustClose(t, db)
+	ds := newDirtySet()
+	var idles atomic.Int64
+	f := NewFlusher(db, FlusherConfig{Interval: 2 * time.Millisecond, Drain: ds.drain, Idle: func() { idles.Add(1) }, Logger: quietLogger()})
+	f.Start()
+	defer f.Stop()
+	waitFor(t, "the first Idle", func() bool { return idles.Load() == 1 })
+	for i := range 200 { // no gap a window could see as the end
+		ds.set(fmt.Sprint("k", i), "1", 0)
+	}
+	waitFor(t, "Idle after the burst", func() bool { return idles.Load() >= 2 })
+	quiet := ds.drains.Load()
+	waitFor(t, "20 more quiet windows", func() bool { return ds.drains.Load() >= quiet+20 })
+	if n := idles.Load(); n != 2 {
+		t.Fatalf("Idle ran %d times, want 2: once per busy-to-idle transition", n)
+	}
+	f.mu.Lock()
+	buf := f.buf
+	f.mu.Unlock()
+	db.mu.Lock()
+	batch := db.mu.logBatch
+	db.mu.Unlock()
+	if buf != nil || batch != nil {
+		t.Errorf("after Idle: drain buffer %v, log batch %v; want both dropped", cap(buf), batch != nil)
+	}
+}

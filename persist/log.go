@@ -96,6 +96,18 @@ func (db *DB) Write(ops []Op) error {
 	return nil
 }
 
+// dropBuffers lets go of the buffers Write and WriteBase reuse (the
+// Flusher calls it when changes stop). Safe for concurrent use.
+func (db *DB) dropBuffers() {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.mu.logBatch != nil {
+		_ = db.mu.logBatch.Close()
+	}
+	db.mu.logBatch, db.mu.logBatchOf, db.mu.logBatchCap = nil, nil, 0
+	db.mu.baseBuf = nil
+}
+
 // logBatchRetain is the largest batch buffer Write keeps for the next
 // window; a bigger window gets a one-off batch.
 const logBatchRetain = 4 << 20
