@@ -98,6 +98,9 @@ func (p *persistence) metricsSnapshot() metrics.Persistence {
 		DirtyKeys:         p.st.DirtyKeys() + s.PendingKeys,
 		RestoreDuration:   p.restore.Duration,
 		RestoreKeys:       p.restoredKeys,
+		BaseRewrites:      s.Bases,
+		BaseErrors:        s.BaseErrors,
+		LogBytes:          p.db.LogBytes(),
 	}
 }
 

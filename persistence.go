@@ -311,6 +311,7 @@ func (p *persistence) InfoPersistence() []string {
 		"last_base_keys:" + strconv.FormatInt(s.LastBase.Keys, 10),
 		"last_base_bytes:" + strconv.FormatInt(s.LastBase.Bytes, 10),
 		"last_base_duration_ms:" + strconv.FormatInt(s.LastBase.Duration.Milliseconds(), 10),
+		"log_bytes:" + strconv.FormatInt(p.db.LogBytes(), 10),
 		"restore_keys:" + strconv.FormatInt(p.restoredKeys, 10),
 		"restore_duration_ms:" + strconv.FormatInt(p.restore.Duration.Milliseconds(), 10),
 		"restore_clock_back_ms:" + strconv.FormatInt(p.clockBackMs, 10),

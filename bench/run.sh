@@ -5,8 +5,12 @@
 # redis-benchmark on PATH (Debian: apt-get install redis-server redis-tools)
 # and Go to build celld.
 #
-#   bash bench/run.sh            # full table (~3 minutes)
-#   N=100000 bash bench/run.sh   # fewer requests per row
+# Each row runs ROUNDS alternating pairs (celld, redis, celld, redis, ...)
+# and prints the median of each side (req/s, p50 and p99 medianed
+# separately), so one noisy run on a shared machine does not decide a row.
+#
+#   bash bench/run.sh                     # full table (~6 minutes)
+#   N=100000 ROUNDS=1 bash bench/run.sh   # quick look
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,8 +19,9 @@ for tool in redis-server redis-benchmark redis-cli go; do
 done
 
 N=${N:-300000}
+ROUNDS=${ROUNDS:-3}
 KEYS=${KEYS:-100000}
-CPORT=${CPORT:-$((20000 + RANDOM % 20000))}
+CPORT=${CPORT:-$((20000 + RANDOM % 12000))} # below the ephemeral range (32768+)
 RPORT=${RPORT:-$((CPORT + 1))}
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; redis-cli -p $RPORT shutdown nosave >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
@@ -26,6 +31,10 @@ go build -o "$work/celld" .
 redis-server --port $RPORT --save '' --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
 for p in $CPORT $RPORT; do
   for _ in $(seq 50); do redis-cli -p $p ping >/dev/null 2>&1 && break; sleep 0.1; done
+  # A port taken by someone else would leave redis-benchmark retrying a
+  # dead port forever: stop here instead.
+  redis-cli -p $p ping 2>/dev/null | grep -q PONG ||
+    { echo "no server answering on port $p (taken? see $work/*.log)" >&2; tail -3 "$work"/*.log >&2; exit 1; }
 done
 
 # bench PORT CLIENTS PIPELINE ARGS... -> "rps p50 p99"
@@ -37,15 +46,30 @@ bench() {
 
 printf '%-34s %12s %8s %8s | %-10s %12s %8s %8s | %6s %9s\n' \
   "celld row" "req/s" "p50 ms" "p99 ms" "redis" "req/s" "p50 ms" "p99 ms" "ratio" "p99 ratio"
+# medians: lines of "rps p50 p99" on stdin -> the median of each column
+medians() {
+  awk '{ for (i = 1; i <= 3; i++) v[i, NR] = $i } END {
+    for (i = 1; i <= 3; i++) {
+      n = 0; for (j = 1; j <= NR; j++) a[++n] = v[i, j]
+      for (x = 1; x <= n; x++) for (y = x + 1; y <= n; y++) if (a[y] < a[x]) { t = a[x]; a[x] = a[y]; a[y] = t }
+      printf "%s%s", (n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2), (i < 3 ? " " : "\n")
+    } }'
+}
+
 row() { # label c p redis-test celld-args...
   local label=$1 c=$2 p=$3 rtest=$4; shift 4
+  local as="" bs=""
+  for _ in $(seq "$ROUNDS"); do
+    as+="$(bench $CPORT "$c" "$p" "$@")"$'\n'
+    if [ "$rtest" = set ]; then
+      bs+="$(bench $RPORT "$c" "$p" SET key:__rand_int__ 1796012296590996844)"$'\n'
+    else
+      bs+="$(bench $RPORT "$c" "$p" PING)"$'\n'
+    fi
+  done
   local a b
-  a=$(bench $CPORT "$c" "$p" "$@")
-  if [ "$rtest" = set ]; then
-    b=$(bench $RPORT "$c" "$p" SET key:__rand_int__ 1796012296590996844)
-  else
-    b=$(bench $RPORT "$c" "$p" PING)
-  fi
+  a=$(printf '%s' "$as" | medians)
+  b=$(printf '%s' "$bs" | medians)
   read -r ar a50 a99 <<<"$a"
   read -r br b50 b99 <<<"$b"
   printf '%-34s %12s %8s %8s | %-10s %12s %8s %8s | %6.2f %9.2f\n' \

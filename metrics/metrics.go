@@ -28,7 +28,8 @@
 //	persist_last_flush_duration_seconds     duration of the most recent flush attempt
 //	persist_last_flush_age_seconds          time since the last successful flush
 //	persist_last_flush_ok                   0 while flushes fail
-//	persist_flushes_total, persist_flush_errors_total
+//	persist_flushes_total, persist_flush_errors_total,
+//	persist_base_rewrites_total, persist_base_rewrite_errors_total, persist_log_bytes
 //	persist_dirty_keys                      changes not yet durable
 //	persist_restore_duration_seconds        how long the start-up restore took
 //	persist_restore_keys                    records it loaded
@@ -63,6 +64,11 @@ type Persistence struct {
 	DirtyKeys         int
 	RestoreDuration   time.Duration
 	RestoreKeys       int64
+	// BaseRewrites and BaseErrors count the log folds (base rewrites)
+	// that succeeded and failed; LogBytes is the log's size since the
+	// base (what a restart would replay on top of it).
+	BaseRewrites, BaseErrors int64
+	LogBytes                 int64
 }
 
 // Config configures an Exporter. Functions may be nil and may be set later
@@ -261,6 +267,12 @@ var (
 		"How long the start-up restore took.", nil, nil)
 	descRestoreKeys = prometheus.NewDesc("celld_persist_restore_keys",
 		"Records the start-up restore loaded.", nil, nil)
+	descBases = prometheus.NewDesc("celld_persist_base_rewrites_total",
+		"Base rewrites that folded the on-disk log.", nil, nil)
+	descBaseErrors = prometheus.NewDesc("celld_persist_base_rewrite_errors_total",
+		"Failed base rewrites (the log keeps growing until one succeeds).", nil, nil)
+	descLogBytes = prometheus.NewDesc("celld_persist_log_bytes",
+		"Size of the on-disk log since the base: what a restart replays on top of it.", nil, nil)
 )
 
 // latencyBounds are server.LatencyBuckets in seconds.
@@ -331,7 +343,7 @@ type persistCollector Exporter
 
 func (c *persistCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descFlushDuration, descFlushAge, descFlushOK, descFlushes,
-		descFlushErrors, descDirty, descRestoreDuration, descRestoreKeys} {
+		descFlushErrors, descDirty, descRestoreDuration, descRestoreKeys, descBases, descBaseErrors, descLogBytes} {
 		ch <- d
 	}
 }
@@ -362,4 +374,7 @@ func (c *persistCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descDirty, float64(p.DirtyKeys))
 	gauge(descRestoreDuration, p.RestoreDuration.Seconds())
 	gauge(descRestoreKeys, float64(p.RestoreKeys))
+	ch <- prometheus.MustNewConstMetric(descBases, prometheus.CounterValue, float64(p.BaseRewrites))
+	ch <- prometheus.MustNewConstMetric(descBaseErrors, prometheus.CounterValue, float64(p.BaseErrors))
+	gauge(descLogBytes, float64(p.LogBytes))
 }

@@ -166,6 +166,11 @@ func TestMetricsMoveWithThrottle(t *testing.T) {
 	}
 	defer conn.Close()
 	r := bufio.NewReader(conn)
+	// A reply means the server has registered the connection (accepting
+	// and registering happen after the client's Dial returns).
+	if got := send(t, conn, r, "PING"); got != "+PONG\r\n" {
+		t.Fatalf("PING: %q", got)
+	}
 
 	before := scrape(t, base)
 	if v := number(t, before, "celld_decisions_total", map[string]string{"decision": "allowed"}); v != 0 {
@@ -271,6 +276,7 @@ func TestPersistenceMetrics(t *testing.T) {
 			LastFlushOK: true, LastFlushDuration: 2 * time.Millisecond, LastSuccessAt: last,
 			Flushes: 7, FlushErrors: 1, DirtyKeys: 5,
 			RestoreDuration: 1500 * time.Millisecond, RestoreKeys: 42,
+			BaseRewrites: 3, BaseErrors: 2, LogBytes: 4096,
 		}
 	})
 	fams := scrape(t, startExporter(t, e))
@@ -282,6 +288,9 @@ func TestPersistenceMetrics(t *testing.T) {
 		"celld_persist_dirty_keys":                  5,
 		"celld_persist_restore_duration_seconds":    1.5,
 		"celld_persist_restore_keys":                42,
+		"celld_persist_base_rewrites_total":         3,
+		"celld_persist_base_rewrite_errors_total":   2,
+		"celld_persist_log_bytes":                   4096,
 	} {
 		if got := number(t, fams, name, nil); got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)

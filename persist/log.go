@@ -155,6 +155,15 @@ func commitLog(b *pebble.Batch, ops []Op, seq uint64, flushedAtMs int64) (chunks
 	return chunks, size, err
 }
 
+// LogBytes returns the size of the log written since the base, as far as
+// this DB knows (Replay counts what it read; Write adds). Safe for
+// concurrent use; O(1).
+func (db *DB) LogBytes() int64 {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return db.mu.logBytes
+}
+
 // BaseDue reports whether the log has grown enough that WriteBase should
 // fold it: it is at least the base's size (and at least
 // Options.FoldMinBytes), or
