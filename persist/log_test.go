@@ -379,3 +379,47 @@ func TestFlusherFoldsLog(t *testing.T) {
 		mustClose(t, db)
 	}
 }
+
+// TestBaseDuePolicy pins when the log is folded: not before it reaches
+// Options.FoldMinBytes, and not before it reaches the base's size, so a
+// restart replays at most about twice the live state.
+func TestBaseDuePolicy(t *testing.T) {
+	db := mustOpen(t, "d", Options{FS: vfs.NewMem(), FoldMinBytes: 1000})
+	defer mustClose(t, db)
+	write := func(n int) {
+		t.Helper()
+		ops := make([]Op, n)
+		for i := range ops {
+			ops[i] = set(fmt.Sprintf("k%05d", i), "1234567890", 0) // 20-byte entries
+		}
+		if err := db.Write(ops); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(40) // 800 bytes < FoldMinBytes
+	if db.BaseDue() {
+		t.Fatalf("BaseDue with a %d-byte log under FoldMinBytes 1000", db.LogBytes())
+	}
+	write(10) // 1000 bytes
+	if !db.BaseDue() {
+		t.Fatalf("BaseDue = false with a %d-byte log and no base", db.LogBytes())
+	}
+	var recs []record
+	for i := range 200 {
+		recs = append(recs, record{fmt.Sprintf("k%05d", i), "1234567890", 0})
+	}
+	st := writeBase(t, db, recs) // a 4000-byte base
+	if db.BaseDue() || db.LogBytes() != 0 {
+		t.Fatalf("after WriteBase: BaseDue %v, log %d bytes", db.BaseDue(), db.LogBytes())
+	}
+	for db.LogBytes()+200 < st.Bytes {
+		write(10)
+		if db.BaseDue() {
+			t.Fatalf("BaseDue with a %d-byte log under the %d-byte base", db.LogBytes(), st.Bytes)
+		}
+	}
+	write(10)
+	if !db.BaseDue() {
+		t.Fatalf("BaseDue = false with a %d-byte log and a %d-byte base", db.LogBytes(), st.Bytes)
+	}
+}
