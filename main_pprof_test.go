@@ -1,0 +1,32 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestPprofEndpoint: --pprof-addr serves Go's profile index; empty means off.
+func TestPprofEndpoint(t *testing.T) {
+	if ln, err := startPprof("", quietLog()); ln != nil || err != nil {
+		t.Fatalf("startPprof(\"\") = %v, %v; want off", ln, err)
+	}
+	ln, err := startPprof("127.0.0.1:0", quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	resp, err := http.Get("http://" + ln.Addr().String() + "/debug/pprof/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "goroutine") {
+		t.Fatalf("GET /debug/pprof/ = %d %.80q", resp.StatusCode, body)
+	}
+	if _, err := startPprof("127.0.0.1:-1", quietLog()); err == nil {
+		t.Error("startPprof on an invalid address succeeded")
+	}
+}
