@@ -283,6 +283,9 @@ type DB struct {
 	// reopens counts pebble instances opened after the first one.
 	reopens atomic.Int64
 
+	// logBytes mirrors mu.logBytes for LogBytes.
+	logBytes atomic.Int64
+
 	mu struct {
 		sync.Mutex
 		// lock is pebble's directory lock, held from Open to Close and

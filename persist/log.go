@@ -92,6 +92,7 @@ func (db *DB) Write(ops []Op) error {
 		_ = b.Close()
 	}
 	db.mu.logBytes += int64(size)
+	db.logBytes.Store(db.mu.logBytes)
 	db.flushedAtMs.Store(stamp)
 	return nil
 }
@@ -157,12 +158,9 @@ func commitLog(b *pebble.Batch, ops []Op, seq uint64, flushedAtMs int64) (chunks
 
 // LogBytes returns the size of the log written since the base, as far as
 // this DB knows (Replay counts what it read; Write adds). Safe for
-// concurrent use; O(1).
-func (db *DB) LogBytes() int64 {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	return db.mu.logBytes
-}
+// concurrent use; O(1), one atomic load: INFO and metrics never wait for a
+// write or a base rewrite in progress.
+func (db *DB) LogBytes() int64 { return db.logBytes.Load() }
 
 // BaseDue reports whether the log has grown enough that WriteBase should
 // fold it: it is at least the base's size (and at least
@@ -335,6 +333,7 @@ func (db *DB) WriteBase(fill func(w *BaseWriter) error) (BaseStats, error) {
 	}
 	db.mu.baseGen, db.mu.baseSeq, db.mu.baseBytes = gen, lastSeq, w.bytes
 	db.mu.logBytes = 0
+	db.logBytes.Store(0)
 	db.mu.legacy, db.mu.needBase = false, false
 	return st, nil
 }
@@ -442,6 +441,7 @@ func (db *DB) Replay(nowMs int64, fn func(key, value []byte, expireAtMs int64, d
 		return st, err
 	}
 	db.mu.logBytes = st.LogBytes
+	db.logBytes.Store(st.LogBytes)
 	if baseGen == 0 {
 		db.mu.baseBytes = st.BaseBytes
 	}
