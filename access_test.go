@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"github.com/celld/celld/internal/testutil"
 	"io"
 	"log/slog"
 	"math/big"
@@ -18,7 +19,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -194,24 +194,6 @@ func writeTestCert(t *testing.T, dir string) (certFile, keyFile, caFile string) 
 	return write("server.crt", "CERTIFICATE", der), write("server.key", "EC PRIVATE KEY", keyDER), write("ca.crt", "CERTIFICATE", caDER)
 }
 
-// syncBuf is a log sink the server and the test share.
-type syncBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // serveAccess runs a server configured by applyAccess on the listeners
 // openListeners opens, the way run does, until the test ends.
 func serveAccess(t *testing.T, a accessConfig, addr string, logw io.Writer) []listener {
@@ -313,7 +295,7 @@ func atoi(t *testing.T, s string) int {
 // A cross-protocol attempt is logged, at most once a minute like Redis, with
 // a count of those not logged.
 func TestSecurityLogRateLimited(t *testing.T) {
-	var buf syncBuf
+	var buf testutil.Buffer
 	now := time.Unix(1_700_000_000, 0)
 	sl := &securityLog{log: slog.New(slog.NewTextHandler(&buf, nil)), now: func() time.Time { return now }}
 	sl.warn("10.0.0.1:1")
@@ -334,7 +316,7 @@ func TestSecurityLogRateLimited(t *testing.T) {
 // Through the real wiring: HTTP requests are closed without a reply, and
 // several in a row log one line.
 func TestSecurityWarningWiring(t *testing.T) {
-	var buf syncBuf
+	var buf testutil.Buffer
 	lns := serveAccess(t, defaultAccess(t), freeAddr(t), &buf)
 	addr := lns[0].ln.Addr().String()
 	for range 3 {

@@ -1,7 +1,6 @@
 package compat_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -10,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"github.com/celld/celld/internal/testutil"
 	"io"
 	"log/slog"
 	"math/big"
@@ -87,24 +87,8 @@ func (r *guardRef) get(t testing.TB) *guard.Listener {
 func guarded() option { return withGuard(nil, guard.Limits{}) }
 
 // logBuffer collects a server's log lines for assertions.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
+type logBuffer struct{ testutil.Buffer }
 
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// count returns how many log lines contain s.
 func (l *logBuffer) count(s string) int { return strings.Count(l.String(), s) }
 
 // withLog sends the server's log to lb.

@@ -1,19 +1,18 @@
 package server
 
 import (
-	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"github.com/celld/celld/internal/testutil"
 	"io"
 	"log/slog"
 	"math/big"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -41,21 +40,12 @@ const redisDenied = "-DENIED Redis is running in protected mode because protecte
 // peerConn is a net.Conn with a chosen peer address that records writes.
 type peerConn struct {
 	remote net.Addr
-	mu     sync.Mutex
-	wrote  bytes.Buffer
+	wrote  testutil.Buffer
 }
 
-func (p *peerConn) Read([]byte) (int, error) { return 0, io.EOF }
-func (p *peerConn) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.wrote.Write(b)
-}
-func (p *peerConn) written() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.wrote.String()
-}
+func (p *peerConn) Read([]byte) (int, error)         { return 0, io.EOF }
+func (p *peerConn) Write(b []byte) (int, error)      { return p.wrote.Write(b) }
+func (p *peerConn) written() string                  { return p.wrote.String() }
 func (p *peerConn) Close() error                     { return nil }
 func (p *peerConn) LocalAddr() net.Addr              { return &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 6379} }
 func (p *peerConn) RemoteAddr() net.Addr             { return p.remote }

@@ -2,40 +2,21 @@ package server
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/celld/celld/internal/testutil"
 	"io"
 	"log/slog"
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/celld/celld/store"
 )
-
-// lockedBuffer is an io.Writer the server's logger and the test can share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // startServer runs a Server on 127.0.0.1:0 and shuts it down (waiting for
 // Serve to return) when the test ends.
@@ -239,7 +220,7 @@ func infoField(info, field string) string {
 
 func TestHandlerPanicClosesOnlyThatConnection(t *testing.T) {
 	registerPanicCommand(t)
-	logs := &lockedBuffer{}
+	logs := &testutil.Buffer{}
 	_, addr := startServer(t, logs)
 
 	c1 := dial(t, addr)
