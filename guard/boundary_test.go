@@ -2,15 +2,10 @@ package guard
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	crand "crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"fmt"
+	"github.com/celld/celld/internal/testutil"
 	"io"
-	"math/big"
 	"math/rand/v2"
 	"net"
 	"strings"
@@ -191,7 +186,7 @@ func TestRejectTLSDoesNotBlockAccept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert := selfSignedForTest(t)
+	cert := testutil.SelfSigned(t)
 	ln := NewListener(tls.NewListener(raw, &tls.Config{Certificates: []tls.Certificate{cert}}), Limits{}, MaxClients(1))
 	defer ln.Close()
 	accepted := make(chan net.Conn, 4)
@@ -231,23 +226,4 @@ func TestRejectTLSDoesNotBlockAccept(t *testing.T) {
 	case <-time.After(3 * time.Second):
 		t.Fatal("Accept is stuck answering the silent TLS client over MaxClients")
 	}
-}
-
-func selfSignedForTest(t *testing.T) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), crand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "guard test"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-	}
-	der, err := x509.CreateCertificate(crand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }

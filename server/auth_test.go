@@ -1,16 +1,10 @@
 package server
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"github.com/celld/celld/internal/testutil"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"strings"
 	"testing"
@@ -172,7 +166,7 @@ func TestAllowedPeerDoesNotWaitForTLSHandshake(t *testing.T) {
 	srvEnd, cliEnd := net.Pipe()
 	defer cliEnd.Close() // the client never writes: no ClientHello
 	defer srvEnd.Close()
-	tc := tls.Server(srvEnd, &tls.Config{Certificates: []tls.Certificate{selfSigned(t)}})
+	tc := tls.Server(srvEnd, &tls.Config{Certificates: []tls.Certificate{testutil.SelfSigned(t)}})
 	conn := tlsPeer{Conn: tc, remote: tcpAddr("10.1.2.3:5555")}
 	done := make(chan bool, 1)
 	go func() { done <- s.allowedPeer(conn) }()
@@ -186,26 +180,6 @@ func TestAllowedPeerDoesNotWaitForTLSHandshake(t *testing.T) {
 		<-done
 		t.Fatal("allowedPeer blocked on the TLS handshake of a silent client: the accept loop would stall")
 	}
-}
-
-func selfSigned(t *testing.T) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "celld test"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
 func TestPasswordMatches(t *testing.T) {
