@@ -338,3 +338,62 @@ func TestFlushNowOrderAndFailedFreshDrain(t *testing.T) {
 	got, _ := restoreAll(t, db, 0)
 	checkRecords(t, got, []record{{"a", "11", 0}, {"d", "5", 0}, {"e", "6", 0}})
 }
+
+// TestBaseRewriteSurvivesIOFaults: a base rewrite whose synced switch fails
+// (the disk starts failing mid-rewrite) is counted and logged, leaves the
+// old base and the log in charge, and is retried once the disk recovers;
+// the directory then restores exactly the model.
+func TestBaseRewriteSurvivesIOFaults(t *testing.T) {
+	mem := vfs.NewMem()
+	sw := &faultySwitch{match: allWrites}
+	db := mustOpen(t, "d", Options{FS: errorfs.Wrap(mem, sw), FoldMinBytes: 1})
+	ds := newDirtySet()
+	var failNext atomic.Bool
+	f := NewFlusher(db, FlusherConfig{
+		Interval:   2 * time.Millisecond,
+		MaxBackoff: 20 * time.Millisecond,
+		Drain:      ds.drain,
+		Snapshot: func(_ int64, w *BaseWriter) error {
+			for _, r := range ds.want() {
+				w.Add([]byte(r.key), []byte(r.value), r.exp)
+			}
+			if failNext.CompareAndSwap(true, false) {
+				sw.on.Store(true) // the switch batch will fail
+			}
+			return w.Spill()
+		},
+		Logger: quietLogger(),
+	})
+	f.Start()
+	for i := range 20 {
+		ds.set(fmt.Sprintf("k%02d", i), "100", 0)
+	}
+	waitFor(t, "a healthy base rewrite", func() bool { return f.Status().Bases >= 1 })
+
+	failNext.Store(true)
+	for round := 0; f.Status().BaseErrors == 0; round++ {
+		if round == 5000 {
+			t.Fatalf("no failed base rewrite: %+v", f.Status())
+		}
+		// Enough log to make the next base due (it must reach the base's size).
+		ds.set(fmt.Sprintf("k%02d", round%10), fmt.Sprint(200+round), 0)
+		time.Sleep(time.Millisecond)
+	}
+	sw.on.Store(false)
+	ds.del("k19")
+	bases := f.Status().Bases
+	waitFor(t, "a base rewrite after recovery", func() bool {
+		s := f.Status()
+		return s.Bases > bases && s.LastFlushOK && s.PendingKeys == 0
+	})
+	if err := f.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("status: %+v (injected %d faults)", f.Status(), sw.injected.Load())
+	mustClose(t, db)
+
+	db = mustOpen(t, "d", Options{FS: mem})
+	defer mustClose(t, db)
+	got, _ := restoreAll(t, db, 0)
+	checkRecords(t, got, ds.want())
+}
