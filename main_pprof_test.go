@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/celld/celld/persist"
 )
 
 // TestPprofEndpoint: --pprof-addr serves Go's profile index; empty means off.
@@ -28,5 +30,32 @@ func TestPprofEndpoint(t *testing.T) {
 	}
 	if _, err := startPprof("127.0.0.1:-1", quietLog()); err == nil {
 		t.Error("startPprof on an invalid address succeeded")
+	}
+}
+
+// TestPersistTuningFlags: --log-fold-min-bytes defaults to persist's
+// default, reads CELLD_LOG_FOLD_MIN_BYTES, and refuses 0, negatives and
+// garbage; --pprof-addr reads CELLD_PPROF_ADDR.
+func TestPersistTuningFlags(t *testing.T) {
+	c, err := parseFlags(nil)
+	if err != nil || c.foldMinBytes != persist.DefaultFoldMinBytes || c.pprofAddr != "" {
+		t.Fatalf("defaults: fold %d pprof %q err %v", c.foldMinBytes, c.pprofAddr, err)
+	}
+	if c, err = parseFlags([]string{"--log-fold-min-bytes", "65536"}); err != nil || c.foldMinBytes != 65536 {
+		t.Fatalf("--log-fold-min-bytes 65536: %d, %v", c.foldMinBytes, err)
+	}
+	for _, bad := range []string{"0", "-5", "lots"} {
+		if _, err := parseFlags([]string{"--log-fold-min-bytes", bad}); err == nil {
+			t.Errorf("--log-fold-min-bytes %s accepted", bad)
+		}
+	}
+	t.Setenv("CELLD_LOG_FOLD_MIN_BYTES", "4096")
+	t.Setenv("CELLD_PPROF_ADDR", "127.0.0.1:6060")
+	if c, err = parseFlags(nil); err != nil || c.foldMinBytes != 4096 || c.pprofAddr != "127.0.0.1:6060" {
+		t.Fatalf("from the environment: fold %d pprof %q err %v", c.foldMinBytes, c.pprofAddr, err)
+	}
+	t.Setenv("CELLD_LOG_FOLD_MIN_BYTES", "x")
+	if _, err := parseFlags(nil); err == nil || !strings.Contains(err.Error(), "CELLD_LOG_FOLD_MIN_BYTES") {
+		t.Errorf("a bad CELLD_LOG_FOLD_MIN_BYTES: %v, want an error naming it", err)
 	}
 }
