@@ -2,6 +2,8 @@ package server
 
 import (
 	"strconv"
+
+	"github.com/tidwall/redcon"
 )
 
 // Reply encoding. Every command appends its reply to the connection's output
@@ -9,29 +11,19 @@ import (
 // handlers say "null" or "map" once and RESP2/RESP3 framing follows from
 // the client's HELLO. None of them allocates beyond growing the buffer.
 
-func appendInt(b []byte, n int64) []byte {
-	b = append(b, ':')
-	b = strconv.AppendInt(b, n, 10)
-	return append(b, '\r', '\n')
-}
+// The plain encodings are redcon's (the protocol library the server
+// already uses to parse); these short names keep call sites readable.
 
+func appendInt(b []byte, n int64) []byte         { return redcon.AppendInt(b, n) }
+func appendArray(b []byte, n int) []byte         { return redcon.AppendArray(b, n) }
+func appendBulk(b []byte, s []byte) []byte       { return redcon.AppendBulk(b, s) }
+func appendBulkString(b []byte, s string) []byte { return redcon.AppendBulkString(b, s) }
+
+// appendHeader appends a RESP aggregate or bulk header of any kind ('%',
+// '~', '|' for RESP3 maps, sets and attributes as well as '*' and '$').
 func appendHeader(b []byte, kind byte, n int) []byte {
 	b = append(b, kind)
 	b = strconv.AppendInt(b, int64(n), 10)
-	return append(b, '\r', '\n')
-}
-
-func appendArray(b []byte, n int) []byte { return appendHeader(b, '*', n) }
-
-func appendBulk(b []byte, s []byte) []byte {
-	b = appendHeader(b, '$', len(s))
-	b = append(b, s...)
-	return append(b, '\r', '\n')
-}
-
-func appendBulkString(b []byte, s string) []byte {
-	b = appendHeader(b, '$', len(s))
-	b = append(b, s...)
 	return append(b, '\r', '\n')
 }
 
