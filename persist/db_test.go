@@ -78,6 +78,16 @@ func restoreAll(t testing.TB, db *DB, nowMs int64) ([]record, RestoreStats) {
 	return got, st
 }
 
+// checkDir opens dir on fs, checks that it restores exactly want (as of
+// time 0, so nothing counts as expired) and closes it.
+func checkDir(t testing.TB, fs vfs.FS, dir string, want []record) {
+	t.Helper()
+	db := mustOpen(t, dir, Options{FS: fs})
+	defer mustClose(t, db)
+	got, _ := restoreAll(t, db, 0)
+	checkRecords(t, got, want)
+}
+
 func checkRecords(t testing.TB, got, want []record) {
 	t.Helper()
 	if len(got) != len(want) {
@@ -261,10 +271,7 @@ func TestCrashCloneKeepsSyncedWrites(t *testing.T) {
 	crashed := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
 	mustClose(t, db)
 
-	db2 := mustOpen(t, "data", Options{FS: crashed})
-	defer mustClose(t, db2)
-	got, _ := restoreAll(t, db2, 0)
-	checkRecords(t, got, want)
+	checkDir(t, crashed, "data", want)
 }
 
 func TestSecondOpenFailsWithLocked(t *testing.T) {

@@ -155,10 +155,7 @@ func TestFlusherSurvivesIOFaults(t *testing.T) {
 	}
 	mustClose(t, db)
 
-	db = mustOpen(t, "d", Options{FS: mem})
-	defer mustClose(t, db)
-	got, _ := restoreAll(t, db, 0)
-	checkRecords(t, got, ds.want())
+	checkDir(t, mem, "d", ds.want())
 }
 
 // TestStopWhileFailingReportsError: shutdown with a failing disk returns the
@@ -333,10 +330,7 @@ func TestFlushNowOrderAndFailedFreshDrain(t *testing.T) {
 	}
 	mustClose(t, db)
 
-	db = mustOpen(t, "d", Options{FS: mem})
-	defer mustClose(t, db)
-	got, _ := restoreAll(t, db, 0)
-	checkRecords(t, got, []record{{"a", "11", 0}, {"d", "5", 0}, {"e", "6", 0}})
+	checkDir(t, mem, "d", []record{{"a", "11", 0}, {"d", "5", 0}, {"e", "6", 0}})
 }
 
 // TestBaseRewriteSurvivesIOFaults: a base rewrite whose synced switch fails
@@ -392,8 +386,5 @@ func TestBaseRewriteSurvivesIOFaults(t *testing.T) {
 	t.Logf("status: %+v (injected %d faults)", f.Status(), sw.injected.Load())
 	mustClose(t, db)
 
-	db = mustOpen(t, "d", Options{FS: mem})
-	defer mustClose(t, db)
-	got, _ := restoreAll(t, db, 0)
-	checkRecords(t, got, ds.want())
+	checkDir(t, mem, "d", ds.want())
 }

@@ -150,10 +150,7 @@ func TestFlusherLoopAndStop(t *testing.T) {
 	}
 	mustClose(t, db)
 
-	db = mustOpen(t, "d", Options{FS: fs})
-	defer mustClose(t, db)
-	got, _ := restoreAll(t, db, 0)
-	checkRecords(t, got, ds.want())
+	checkDir(t, fs, "d", ds.want())
 }
 
 func TestFlushNowConcurrentWithLoop(t *testing.T) {
@@ -208,10 +205,7 @@ func TestFlusherCrashClone(t *testing.T) {
 	}
 	mustClose(t, db)
 
-	db2 := mustOpen(t, "data", Options{FS: crashed})
-	defer mustClose(t, db2)
-	got, _ := restoreAll(t, db2, 0)
-	checkRecords(t, got, flushed)
+	checkDir(t, crashed, "data", flushed)
 }
 
 // TestFlusherOverrunCoalesces: a window that takes far longer than Interval
