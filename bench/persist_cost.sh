@@ -13,6 +13,7 @@
 #   ROUNDS=3 N=200000 bash bench/persist_cost.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 
 for tool in redis-benchmark redis-cli go; do
   command -v "$tool" >/dev/null || { echo "missing $tool (apt-get install redis-tools)" >&2; exit 1; }
@@ -48,7 +49,6 @@ rps() {
     awk -F'","' 'NR==2 { v = $2; gsub(/"/, "", v); print v }'
 }
 
-median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 printf '%-36s %12s %12s %7s   runs (off/on)\n' "row" "off req/s" "on req/s" "on/off"
 row() { # label clients pipeline command...
@@ -59,8 +59,8 @@ row() { # label clients pipeline command...
     ons+=("$(rps $ON_PORT "$c" "$p" "$@")")
   done
   local moff mon
-  moff=$(printf '%s\n' "${offs[@]}" | median)
-  mon=$(printf '%s\n' "${ons[@]}" | median)
+  moff=$(printf '%s\n' "${offs[@]}" | medians)
+  mon=$(printf '%s\n' "${ons[@]}" | medians)
   printf '%-36s %12.0f %12.0f %7.3f   %s / %s\n' "$label" "$moff" "$mon" \
     "$(echo "$mon / $moff" | bc -l)" "${offs[*]}" "${ons[*]}"
 }

@@ -13,6 +13,7 @@
 #   N=100000 ROUNDS=1 bash bench/run.sh   # quick look
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 
 for tool in redis-server redis-benchmark redis-cli go; do
   command -v "$tool" >/dev/null || { echo "missing $tool (apt-get install redis-server redis-tools)" >&2; exit 1; }
@@ -46,16 +47,6 @@ bench() {
 
 printf '%-34s %12s %8s %8s | %-10s %12s %8s %8s | %6s %9s\n' \
   "celld row" "req/s" "p50 ms" "p99 ms" "redis" "req/s" "p50 ms" "p99 ms" "ratio" "p99 ratio"
-# medians: lines of "rps p50 p99" on stdin -> the median of each column
-medians() {
-  awk '{ for (i = 1; i <= 3; i++) v[i, NR] = $i } END {
-    for (i = 1; i <= 3; i++) {
-      n = 0; for (j = 1; j <= NR; j++) a[++n] = v[i, j]
-      for (x = 1; x <= n; x++) for (y = x + 1; y <= n; y++) if (a[y] < a[x]) { t = a[x]; a[x] = a[y]; a[y] = t }
-      printf "%s%s", (n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2), (i < 3 ? " " : "\n")
-    } }'
-}
-
 row() { # label c p redis-test celld-args...
   local label=$1 c=$2 p=$3 rtest=$4; shift 4
   local as="" bs=""
