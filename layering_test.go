@@ -23,7 +23,7 @@ func TestLayering(t *testing.T) {
 		"script":            {"github.com/yuin/gopher-lua"},
 		"store":             {mod + "gcra"},
 		"persist":           {"github.com/cockroachdb/pebble/v2"},
-		"server":            {mod + "gcra", mod + "store", mod + "cluster", mod + "script", "github.com/tidwall/redcon"},
+		"server":            {mod + "gcra", mod + "store", mod + "cluster", mod + "script", "github.com/tidwall/redcon", "golang.org/x/sys/unix"},
 		"metrics":           {mod + "server", "github.com/prometheus/"},
 	}
 	for dir, ok := range allowed {

@@ -32,6 +32,7 @@ type config struct {
 	persist       bool
 	flushInterval time.Duration
 	foldMinBytes  int64
+	ioLoops       int
 	recoverMode   string
 	shutdownGrace time.Duration
 	logFormat     string
@@ -69,6 +70,11 @@ func parseFlags(args []string) (config, error) {
 	fs.BoolVar(&c.persist, "persist", persistDef, "persist limiter state in --dir (env CELLD_PERSIST)")
 	fs.DurationVar(&c.flushInterval, "flush-interval", flushDef, "how often changes are synced to disk; at most this much is lost on kill -9 (env CELLD_FLUSH_INTERVAL)")
 	fs.Int64Var(&c.foldMinBytes, "log-fold-min-bytes", foldDef, "the on-disk log is folded into a new base once it is half the base's size and at least this many bytes (env CELLD_LOG_FOLD_MIN_BYTES)")
+	loopsDef, err := strconv.Atoi(envOr("CELLD_IO_LOOPS", "1"))
+	if err != nil {
+		return c, fmt.Errorf("CELLD_IO_LOOPS: %w", err)
+	}
+	fs.IntVar(&c.ioLoops, "io-loops", loopsDef, "event loops (epoll, one goroutine each) serving plain TCP clients; 0 = a goroutine per connection instead (env CELLD_IO_LOOPS)")
 	fs.StringVar(&c.recoverMode, "recover", envOr("CELLD_RECOVER", "fail"), "on an unreadable data directory: fail, or skip (start empty) (env CELLD_RECOVER)")
 	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 10*time.Second, "how long SIGTERM waits for connections to drain")
 	fs.StringVar(&c.logFormat, "log-format", envOr("CELLD_LOG_FORMAT", "text"), "log format: text or json (env CELLD_LOG_FORMAT)")
@@ -88,6 +94,9 @@ func parseFlags(args []string) (config, error) {
 	}
 	if c.recoverMode != "fail" && c.recoverMode != "skip" {
 		return c, fmt.Errorf("--recover must be fail or skip, not %q", c.recoverMode)
+	}
+	if c.ioLoops < 0 || c.ioLoops > 64 {
+		return c, errors.New("--io-loops must be 0 to 64")
 	}
 	if c.foldMinBytes <= 0 {
 		return c, errors.New("--log-fold-min-bytes must be positive")
@@ -142,7 +151,10 @@ func run(args []string) int {
 		log.Error("cannot start", "err", err)
 		return 1
 	}
-	srvCfg := server.Config{Addr: cfg.addr, Logger: log, Version: version}
+	srvCfg := server.Config{Addr: cfg.addr, Logger: log, Version: version, IOLoops: cfg.ioLoops}
+	if cfg.ioLoops == 0 {
+		srvCfg.IOLoops = -1 // the flag's 0: no loop
+	}
 	if srvCfg.Cluster, err = setupCluster(cfg, log); err != nil {
 		log.Error("cannot start", "err", err)
 		if p != nil {

@@ -59,3 +59,29 @@ func TestPersistTuningFlags(t *testing.T) {
 		t.Errorf("a bad CELLD_LOG_FOLD_MIN_BYTES: %v, want an error naming it", err)
 	}
 }
+
+// TestIOLoopsFlag: --io-loops defaults to 1, reads CELLD_IO_LOOPS, takes 0
+// (a goroutine per connection) and refuses negatives, over 64 and garbage.
+func TestIOLoopsFlag(t *testing.T) {
+	if c, err := parseFlags(nil); err != nil || c.ioLoops != 1 {
+		t.Fatalf("default: %d, %v", c.ioLoops, err)
+	}
+	for _, ok := range []string{"0", "2", "64"} {
+		if _, err := parseFlags([]string{"--io-loops", ok}); err != nil {
+			t.Errorf("--io-loops %s: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"-1", "65", "many"} {
+		if _, err := parseFlags([]string{"--io-loops", bad}); err == nil {
+			t.Errorf("--io-loops %s accepted", bad)
+		}
+	}
+	t.Setenv("CELLD_IO_LOOPS", "0")
+	if c, err := parseFlags(nil); err != nil || c.ioLoops != 0 {
+		t.Fatalf("CELLD_IO_LOOPS=0: %d, %v", c.ioLoops, err)
+	}
+	t.Setenv("CELLD_IO_LOOPS", "x")
+	if _, err := parseFlags(nil); err == nil || !strings.Contains(err.Error(), "CELLD_IO_LOOPS") {
+		t.Errorf("a bad CELLD_IO_LOOPS: %v, want an error naming it", err)
+	}
+}

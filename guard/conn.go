@@ -3,6 +3,7 @@ package guard
 import (
 	"net"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -129,9 +130,18 @@ func (c *Conn) Read(p []byte) (int, error) {
 // rescan comes with at least len(p) new bytes. redcon can do nothing with a
 // partial command anyway, and the replies to every earlier command were
 // flushed before this Read.
+//
+// On a non-blocking connection, whose Read returns syscall.EAGAIN when
+// nothing is there, read returns what it has at that point and never keeps
+// the EAGAIN for later: 0, EAGAIN when nothing was validated; n, EAGAIN
+// when the n bytes are only part of one command (no command ended in this
+// call, so there is nothing to parse yet: the caller should keep them and
+// wait, which keeps a trickled command from being rescanned per packet);
+// n, nil when whole commands came.
 func (c *Conn) read(p []byte) (int, error) {
 	m := &c.m
 	out := 0 // p[:out] is validated
+	first := m.commands
 	for {
 		if m.verdict != vNone {
 			if out > 0 {
@@ -140,6 +150,16 @@ func (c *Conn) read(p []byte) (int, error) {
 			return 0, c.fail()
 		}
 		if c.rerr != nil && len(c.stash) == 0 {
+			if c.rerr == syscall.EAGAIN {
+				c.rerr = nil
+				if out > 0 && m.commands == first && m.st != stIdle {
+					return out, syscall.EAGAIN
+				}
+				if out > 0 {
+					return out, nil
+				}
+				return 0, syscall.EAGAIN
+			}
 			if out > 0 {
 				return out, nil
 			}
@@ -179,6 +199,9 @@ func (c *Conn) read(p []byte) (int, error) {
 		}
 		if m.commands == before && m.verdict == vNone && m.st != stIdle && len(p)-out >= minRead {
 			continue // only part of a command so far: coalesce
+		}
+		if c.rerr == syscall.EAGAIN {
+			c.rerr = nil // the next read from the socket says it again if still so
 		}
 		return out, nil
 	}
@@ -263,6 +286,15 @@ func (c *Conn) Close() error {
 		c.onDone()
 	}
 	return err
+}
+
+// ReadReady reports whether the next Read returns without reading the
+// socket first: input read ahead is held, or the stream has ended (the
+// next Read returns the error). An event loop that reads only when the
+// socket is readable calls Read again while this is true. Read's
+// goroutine only.
+func (c *Conn) ReadReady() bool {
+	return len(c.out) > 0 || len(c.stash) > 0 || c.m.verdict != vNone || c.final != nil
 }
 
 // NetConn returns the wrapped connection.

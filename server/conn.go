@@ -2,14 +2,18 @@ package server
 
 import (
 	"errors"
+	"net"
 	"runtime/debug"
+	"syscall"
 
 	"github.com/tidwall/redcon"
 )
 
-// The connection loop. Each connection has one goroutine (serveConn) that
-// owns its read buffer, its reply buffer (client.out) and everything else
-// in client above client.mu. Per pipeline it:
+// The connection loop. A connection is served either by a goroutine of its
+// own (serveConn: TLS connections, --io-loops 0, platforms without epoll) or
+// by an event loop (loop_linux.go: plain TCP by default); both run pump,
+// which owns the connection's read buffer, its reply buffer (client.out) and
+// everything else in client above client.mu. Per pipeline it:
 //
 //  1. reads into the read buffer, after the part of a command left over
 //     from the previous read;
@@ -19,7 +23,8 @@ import (
 //  3. writes client.out with one Write (through pushConn, so that CLIENT
 //     TRACKING pushes never land inside a reply and those queued meanwhile
 //     follow it), then moves the partial command left, if any, to the
-//     front of the buffer and reads again.
+//     front of the buffer and reads again (a goroutine) or returns to its
+//     event loop until the socket is readable again.
 //
 // Hot-path cost per command: the parse (one pass over the header bytes),
 // dispatch, and no allocation; per pipeline: one Read, one Write, one atomic
@@ -54,6 +59,52 @@ const (
 // errProtocolInline is redcon's text for an inline line it cannot split.
 var errProtocolInline = errors.New("Protocol error: unbalanced quotes in request")
 
+// connState is a connection's request side between pumps: the read
+// buffer, the part of it read but not parsed yet (at most one partial
+// command after a pump that did not stop early), and the reused argument
+// slice. Owned by whoever runs the connection: its goroutine, or its
+// event loop.
+type connState struct {
+	buf        []byte
+	start, end int // buf[start:end]: read, not parsed yet
+	args       [][]byte
+	pc         *pushConn                     // c.netConn, always from Serve
+	lc         *loopConn                     // non-nil when an event loop serves the connection
+	held       interface{ ReadReady() bool } // the guard, which may hold input read ahead
+}
+
+// newConnState prepares c's connection for pump.
+func (s *Server) newConnState(c *client) *connState {
+	st := &connState{buf: make([]byte, readBufSize), args: make([][]byte, 0, 16)}
+	st.pc, _ = c.netConn.(*pushConn)
+	st.lc = loopConnOf(c.netConn)
+	nc := c.netConn
+	for range 8 {
+		if h, ok := nc.(interface{ ReadReady() bool }); ok {
+			st.held = h
+			break
+		}
+		u, ok := nc.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		nc = u.NetConn()
+	}
+	if cap(c.out) == 0 {
+		c.out = make([]byte, 0, initialOut)
+	}
+	return st
+}
+
+// pumpResult is what a connection waits for after pump returns.
+type pumpResult uint8
+
+const (
+	pumpDone  pumpResult = iota // the connection ends: close it
+	pumpRead                    // its socket to be readable (event loop only)
+	pumpWrite                   // its output backlog to be written (event loop only)
+)
+
 // serveConn serves c's connection until it is closed, Shutdown's read
 // deadline stops it, QUIT/SHUTDOWN/a panic ends it, or the request stream is
 // invalid. Then it closes the connection and unregisters c. It is c's
@@ -72,24 +123,38 @@ func (s *Server) serveConn(c *client) {
 				"stack", string(debug.Stack()))
 		}
 	}()
-	pc, _ := c.netConn.(*pushConn) // always, from Serve
-	if cap(c.out) == 0 {
-		c.out = make([]byte, 0, initialOut)
-	}
-	buf := make([]byte, readBufSize)
-	args := make([][]byte, 0, 16)
-	start, end := 0, 0 // buf[start:end]: read, not parsed yet
+	s.pump(c, s.newConnState(c), true)
+}
+
+// pump serves c: it reads (first, when read is set), runs every whole
+// command read, writes their replies, and repeats. On a blocking
+// connection it returns only when the connection ends. On an event loop's
+// connection it returns pumpRead once the socket has nothing more (it
+// reads once per call, and again only while the guard holds input read
+// ahead), and pumpWrite when the socket did not take all the output: the
+// commands not run yet stay in st for the next call, with read false.
+func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 	for {
-		if len(buf)-end < minReadRoom {
-			// Only here can buf[start:end] be a partial command
-			// that fills most of the buffer: make room.
-			buf, start, end = makeRoom(buf, start, end)
+		var rerr error
+		if read {
+			if len(st.buf)-st.end < minReadRoom {
+				// Only here can buf[start:end] be a partial command
+				// that fills most of the buffer: make room.
+				st.buf, st.start, st.end = makeRoom(st.buf, st.start, st.end)
+			}
+			var n int
+			n, rerr = c.netConn.Read(st.buf[st.end:])
+			st.end += n
+			if rerr == syscall.EAGAIN {
+				// Non-blocking: nothing more now, or (n > 0) only
+				// part of a command, which cannot run yet.
+				return pumpRead
+			}
 		}
-		n, rerr := c.netConn.Read(buf[end:])
-		end += n
+		read = true
 		ran := false
-		for start < end && !c.closed {
-			packet := buf[start:end]
+		for st.start < st.end && !c.closed {
+			packet := st.buf[st.start:st.end]
 			var complete bool
 			var rest []byte
 			var perr error
@@ -97,9 +162,9 @@ func (s *Server) serveConn(c *client) {
 				// redcon's Reader (and Redis) read a line starting
 				// with '$' as an inline command; ReadNextCommand
 				// would take it for Tile38's native protocol.
-				complete, args, rest, perr = readInline(packet, args)
+				complete, st.args, rest, perr = readInline(packet, st.args)
 			} else {
-				complete, args, _, rest, perr = redcon.ReadNextCommand(packet, args)
+				complete, st.args, _, rest, perr = redcon.ReadNextCommand(packet, st.args)
 			}
 			if perr != nil {
 				// The guard ends an invalid stream before this with
@@ -113,50 +178,66 @@ func (s *Server) serveConn(c *client) {
 			if !complete {
 				break
 			}
-			start = end - len(rest)
-			if len(args) == 0 {
+			st.start = st.end - len(rest)
+			if len(st.args) == 0 {
 				continue // a blank inline line or "*0": nothing runs
 			}
 			ran = true
-			s.execute(c, args)
+			s.execute(c, st.args)
 			if len(c.out) > maxBatchOut && !c.closed {
 				c.publishCommands()
-				if s.writeOut(c, pc, false) != nil {
-					return
+				if s.writeOut(c, st.pc, false) != nil {
+					return pumpDone
+				}
+				if st.lc != nil && st.lc.backlogged() {
+					return pumpWrite
 				}
 			}
 		}
 		if ran || len(c.out) > 0 {
 			c.publishCommands()
-			if s.writeOut(c, pc, true) != nil {
-				return
+			if s.writeOut(c, st.pc, true) != nil {
+				return pumpDone
 			}
 		}
 		if c.closed || rerr != nil {
-			return
+			return pumpDone
 		}
-		if cap(args) > maxKeepArgs {
-			args = make([][]byte, 0, 16)
+		if cap(st.args) > maxKeepArgs {
+			st.args = make([][]byte, 0, 16)
 		}
-		// Move the partial command left over, if any, to the front;
-		// shrink a buffer grown for a large command once it has run.
-		if start == end {
-			start, end = 0, 0
-			if len(buf) > readBufSize {
-				clear(args[:cap(args)]) // they point into the old buffer
-				buf = make([]byte, readBufSize)
+		st.compact()
+		if st.lc != nil {
+			if st.lc.backlogged() {
+				return pumpWrite
 			}
-		} else if start > 0 {
-			if len(buf) > readBufSize && end-start <= readBufSize/2 {
-				clear(args[:cap(args)])
-				nb := make([]byte, readBufSize)
-				end = copy(nb, buf[start:end])
-				buf = nb
-			} else {
-				end = copy(buf, buf[start:end])
+			if st.held == nil || !st.held.ReadReady() {
+				return pumpRead // level-triggered: the loop calls again
 			}
-			start = 0
 		}
+	}
+}
+
+// compact moves the partial command left over, if any, to the front of
+// the buffer, and shrinks a buffer grown for a large command once it has
+// run.
+func (st *connState) compact() {
+	if st.start == st.end {
+		st.start, st.end = 0, 0
+		if len(st.buf) > readBufSize {
+			clear(st.args[:cap(st.args)]) // they point into the old buffer
+			st.buf = make([]byte, readBufSize)
+		}
+	} else if st.start > 0 {
+		if len(st.buf) > readBufSize && st.end-st.start <= readBufSize/2 {
+			clear(st.args[:cap(st.args)])
+			nb := make([]byte, readBufSize)
+			st.end = copy(nb, st.buf[st.start:st.end])
+			st.buf = nb
+		} else {
+			st.end = copy(st.buf, st.buf[st.start:st.end])
+		}
+		st.start = 0
 	}
 }
 

@@ -22,13 +22,18 @@ import (
 // Serve to return) when the test ends.
 func startServer(t testing.TB, logw io.Writer) (*Server, string) {
 	t.Helper()
+	return startServerConfig(t, logw, Config{})
+}
+
+// startServerConfig is startServer with cfg (Addr and Logger are set here).
+func startServerConfig(t testing.TB, logw io.Writer, cfg Config) (*Server, string) {
+	t.Helper()
 	if logw == nil {
 		logw = io.Discard
 	}
-	s, err := New(Config{
-		Addr:   "127.0.0.1:0",
-		Logger: slog.New(slog.NewTextHandler(logw, nil)),
-	}, store.New(store.Options{}))
+	cfg.Addr = "127.0.0.1:0"
+	cfg.Logger = slog.New(slog.NewTextHandler(logw, nil))
+	s, err := New(cfg, store.New(store.Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,6 +80,12 @@ type Config struct {
 	// with "ERR script timed out after <limit>", so that no script holds
 	// the server forever. Default 5s.
 	ScriptTimeLimit time.Duration
+	// IOLoops is how many event loops serve the plain TCP connections
+	// (loop_linux.go): each is one goroutine over epoll, as Redis's one
+	// thread is. 0 means 1. Negative, or a platform without the loop,
+	// serves each connection on a goroutine of its own, as TLS
+	// connections always are.
+	IOLoops int
 }
 
 // Validate reports a configuration that cannot work.
@@ -89,6 +95,9 @@ func (c Config) Validate() error {
 	}
 	if c.ScriptTimeLimit < 0 {
 		return errors.New("server: negative script time limit")
+	}
+	if c.IOLoops > 64 {
+		return errors.New("server: more than 64 event loops")
 	}
 	return nil
 }
@@ -108,6 +117,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Version == "" {
 		c.Version = "0.1.0"
+	}
+	if c.IOLoops == 0 {
+		c.IOLoops = 1
 	}
 }
 
@@ -139,6 +151,9 @@ type Server struct {
 	clusterStats clusterStats // MOVED/CROSSSLOT counters (cmd_cluster.go)
 
 	scripts scripting // Lua script cache and states (cmd_script.go)
+
+	loops    []*eventLoop // started by the first plain Serve; guarded by mu
+	nextLoop atomic.Uint32
 
 	ext serverExt // INFO/Stats counters, CLIENT TRACKING (serverext.go)
 }
@@ -185,6 +200,9 @@ func (s *Server) Listen() (net.Listener, error) {
 // the listener is closed. It may be called for several listeners (a plain
 // and a TLS port); all share the server's state.
 func (s *Server) Serve(ln net.Listener) error {
+	if s.startLoops(ln) {
+		ln = wrapLoopListener(ln)
+	}
 	if s.cfg.WrapListener != nil {
 		ln = s.cfg.WrapListener(ln)
 	}
@@ -236,6 +254,15 @@ func (s *Server) acceptLoop(dl *drainListener) error {
 			nc.Close()
 			continue
 		}
+		if lc := loopConnOf(nc); lc != nil {
+			l := s.loops[int(s.nextLoop.Add(1))%len(s.loops)]
+			if err := l.add(c, lc); err != nil {
+				s.log.Warn("cannot hand a connection to the event loop", "err", err)
+				c.netConn.Close()
+				s.closed(c)
+			}
+			continue
+		}
 		go s.serveConn(c) // conn.go
 	}
 }
@@ -282,6 +309,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.closing.Swap(true) {
 		return nil
 	}
+	defer s.stopLoops()
 	s.mu.Lock()
 	lns := s.lns
 	clients := make([]*client, 0, len(s.clients))
@@ -320,6 +348,51 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		dl.release() // lets the accept loop return
 	}
 	return err
+}
+
+// stopLoops stops the event loops, whose connections are gone. Shutdown.
+func (s *Server) stopLoops() {
+	s.mu.Lock()
+	loops := s.loops
+	s.mu.Unlock()
+	for _, l := range loops {
+		l.shutdown()
+	}
+}
+
+// startLoops reports whether ln's connections go to event loops, starting
+// the loops on the first call that says so. Serve only.
+func (s *Server) startLoops(ln net.Listener) bool {
+	if !loopsSupported || s.cfg.IOLoops < 0 {
+		return false
+	}
+	if _, ok := ln.(*net.TCPListener); !ok {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing.Load() {
+		return false
+	}
+	if len(s.loops) > 0 {
+		return true
+	}
+	for range s.cfg.IOLoops {
+		l, err := newEventLoop(s)
+		if err != nil {
+			s.log.Warn("no event loop; a goroutine per connection instead", "err", err)
+			for _, l := range s.loops {
+				l.shutdownIdle()
+			}
+			s.loops = nil
+			return false
+		}
+		s.loops = append(s.loops, l)
+	}
+	for _, l := range s.loops {
+		go l.run()
+	}
+	return true
 }
 
 // accept registers a new connection and returns its client, or nil when

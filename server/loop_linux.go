@@ -1,0 +1,610 @@
+package server
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The event loop: plain TCP connections served by one goroutine per loop
+// over epoll, as Redis serves them, instead of one goroutine each.
+//
+// Why: with a goroutine per connection, every request costs a read that
+// finds nothing (the client is waiting for the reply), a park on Go's
+// netpoller and a wake-up through the scheduler. On 2 cores that is a
+// third of the CPU at pipeline 1, and the server spreads over both cores,
+// taking CPU from its clients. The loop reads a connection only when epoll
+// says it is readable (level-triggered, one read per readiness), runs
+// every whole command read, and writes the replies with one write.
+//
+// Ownership: a loop goroutine alone reads its connections, runs their
+// commands (pump, conn.go) and closes their file descriptors. Other
+// goroutines may Write (CLIENT TRACKING pushes), Close and set deadlines;
+// those take loopConn.mu or set a flag and wake the loop (kick). A
+// connection's fd is closed only by its loop, under loopConn.mu, so no
+// goroutine ever uses a number that was closed and reused.
+//
+// Writes never block the loop: what the socket does not take is kept in
+// loopConn.pending, the connection waits for EPOLLOUT instead of EPOLLIN
+// (so no more of its commands run and its backlog cannot grow from its own
+// requests), and it is closed if the backlog is not written within the
+// write timeout the guard sets, or grows past maxPendingOut through pushes.
+//
+// A command that takes long (a Lua script, up to its time limit) holds
+// every connection of its loop, as in Redis.
+
+// loopsSupported reports whether this platform has the event loop.
+const loopsSupported = true
+
+// maxPendingOut bounds the unwritten output of one connection once the
+// socket stops taking it (pushes from other connections can add to it
+// while its own commands wait); past it the connection is closed, as
+// Redis does at its client-output-buffer-limit.
+var maxPendingOut = maxPendingPush // a var for tests
+
+// loopListener accepts TCP connections as *loopConn, forwarding to the
+// *net.TCPConn until the server hands the connection to a loop (detach).
+type loopListener struct{ *net.TCPListener }
+
+func (l loopListener) Accept() (net.Conn, error) {
+	tc, err := l.AcceptTCP()
+	if err != nil {
+		return nil, err
+	}
+	return &loopConn{Conn: tc, laddr: tc.LocalAddr(), raddr: tc.RemoteAddr()}, nil
+}
+
+// wrapLoopListener returns ln wrapped so that its connections can join an
+// event loop, or ln itself when it is not a plain TCP listener.
+func wrapLoopListener(ln net.Listener) net.Listener {
+	if tl, ok := ln.(*net.TCPListener); ok {
+		return loopListener{tl}
+	}
+	return ln
+}
+
+// loopConn is a TCP connection served by an event loop. Until detach it is
+// the accepted *net.TCPConn (the guard sets keepalive on it through
+// NetConn, a refused client is answered through it); after, it is a
+// non-blocking socket whose Read returns unix.EAGAIN when there is
+// nothing to read and whose Write never blocks.
+type loopConn struct {
+	net.Conn // the *net.TCPConn until detach; closed after
+	laddr    net.Addr
+	raddr    net.Addr
+	fd       int        // set by detach, before on
+	loop     *eventLoop // set before on
+
+	// on: a loop owns the socket. Before, the methods forward to Conn,
+	// under mu, so that none races with detach.
+	on       atomic.Bool
+	closed   atomic.Bool // Close was called: the loop ends the connection
+	readStop atomic.Bool // a read deadline in the past: end after the replies
+	wdl      atomic.Int64
+
+	mu       sync.Mutex // guards the fields below and the fd's closing
+	pending  []byte     // output the socket has not taken yet
+	events   uint32     // the epoll interest now registered
+	fdClosed bool
+
+	// The loop's own: the connection's state and where it stands.
+	c       *client
+	st      *connState
+	closing bool // flush pending, then close
+	done    bool // closed and unregistered
+}
+
+// detach takes the socket over from Go's poller: it duplicates the file
+// descriptor, makes it non-blocking and closes the *net.TCPConn (which
+// closes only its own descriptor, not the connection).
+func (lc *loopConn) detach() error {
+	rc, err := lc.Conn.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		return err
+	}
+	fd, derr := -1, error(nil)
+	if err := rc.Control(func(f uintptr) {
+		fd, derr = unix.FcntlInt(f, unix.F_DUPFD_CLOEXEC, 0)
+	}); err != nil {
+		return err
+	}
+	if derr != nil {
+		return derr
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return err
+	}
+	lc.Conn.Close()
+	lc.fd = fd
+	return nil
+}
+
+// forwarding reports whether no loop owns the socket yet; then it returns
+// with lc.mu held, and the caller uses lc.Conn and unlocks.
+func (lc *loopConn) forwarding() bool {
+	if lc.on.Load() {
+		return false
+	}
+	lc.mu.Lock()
+	if lc.on.Load() {
+		lc.mu.Unlock()
+		return false
+	}
+	return true
+}
+
+// Read reads once. Loop goroutine only (once on).
+func (lc *loopConn) Read(p []byte) (int, error) {
+	if !lc.on.Load() {
+		return lc.Conn.Read(p)
+	}
+	if lc.closed.Load() {
+		return 0, net.ErrClosed
+	}
+	if lc.readStop.Load() {
+		return 0, os.ErrDeadlineExceeded
+	}
+	for {
+		n, err := unix.Read(lc.fd, p)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return 0, err // EAGAIN included
+		case n == 0:
+			return 0, io.EOF
+		}
+		return n, nil
+	}
+}
+
+// Write writes b, or as much as the socket takes and keeps the rest for
+// the loop to write when the socket is writable. It never blocks. Any
+// goroutine.
+func (lc *loopConn) Write(b []byte) (int, error) {
+	if lc.forwarding() {
+		defer lc.mu.Unlock()
+		return lc.Conn.Write(b)
+	}
+	if lc.closed.Load() {
+		return 0, net.ErrClosed
+	}
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if lc.fdClosed {
+		return 0, net.ErrClosed
+	}
+	if len(lc.pending) > 0 {
+		if len(lc.pending)+len(b) > maxPendingOut {
+			lc.closed.Store(true)
+			lc.loop.kick(lc)
+			return 0, errors.New("server: output backlog over its limit")
+		}
+		lc.pending = append(lc.pending, b...)
+		return len(b), nil
+	}
+	n, err := writeFd(lc.fd, b)
+	if err != nil {
+		return n, err
+	}
+	if n < len(b) {
+		lc.pending = append(lc.pending, b[n:]...)
+		lc.rearmLocked()
+	}
+	return len(b), nil
+}
+
+// writeFd writes b until done or the socket is full (EAGAIN: not an
+// error here); it returns how much was written.
+func writeFd(fd int, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		k, err := unix.Write(fd, b[n:])
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return n, nil
+		case err != nil:
+			return n, err
+		}
+		n += k
+	}
+	return n, nil
+}
+
+// backlogged reports whether output is waiting for the socket.
+func (lc *loopConn) backlogged() bool {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	return len(lc.pending) > 0
+}
+
+// rearmLocked registers the interest the connection needs now: writable
+// while output is pending, else readable. Requires lc.mu.
+func (lc *loopConn) rearmLocked() {
+	if lc.fdClosed {
+		return
+	}
+	want := uint32(unix.EPOLLIN | unix.EPOLLRDHUP)
+	if len(lc.pending) > 0 {
+		want = unix.EPOLLOUT
+	}
+	if want == lc.events {
+		return
+	}
+	lc.events = want
+	unix.EpollCtl(lc.loop.epfd, unix.EPOLL_CTL_MOD, lc.fd, &unix.EpollEvent{Events: want, Fd: int32(lc.fd)})
+}
+
+// Close asks the loop to close the connection (at once, dropping unwritten
+// output). Any goroutine; idempotent.
+func (lc *loopConn) Close() error {
+	if lc.forwarding() {
+		defer lc.mu.Unlock()
+		return lc.Conn.Close()
+	}
+	if !lc.closed.Swap(true) {
+		lc.loop.kick(lc)
+	}
+	return nil
+}
+
+func (lc *loopConn) LocalAddr() net.Addr  { return lc.laddr }
+func (lc *loopConn) RemoteAddr() net.Addr { return lc.raddr }
+
+// SetDeadline sets both deadlines.
+func (lc *loopConn) SetDeadline(t time.Time) error {
+	if lc.forwarding() {
+		defer lc.mu.Unlock()
+		return lc.Conn.SetDeadline(t)
+	}
+	lc.SetWriteDeadline(t)
+	return lc.SetReadDeadline(t)
+}
+
+// SetReadDeadline supports what the server uses: a time in the past ends
+// the connection once the replies to what it has read are written (as
+// Shutdown asks); a later time or zero clears that.
+func (lc *loopConn) SetReadDeadline(t time.Time) error {
+	stop := !t.IsZero() && !t.After(time.Now())
+	if lc.forwarding() {
+		defer lc.mu.Unlock()
+		lc.readStop.Store(stop) // for the loop, once it has the connection
+		return lc.Conn.SetReadDeadline(t)
+	}
+	if lc.readStop.Swap(stop) != stop && stop {
+		lc.loop.kick(lc)
+	}
+	return nil
+}
+
+// SetWriteDeadline bounds how long output may stay unwritten: the loop
+// closes a connection whose backlog is older than this.
+func (lc *loopConn) SetWriteDeadline(t time.Time) error {
+	if lc.forwarding() {
+		defer lc.mu.Unlock()
+		return lc.Conn.SetWriteDeadline(t)
+	}
+	if t.IsZero() {
+		lc.wdl.Store(0)
+	} else {
+		lc.wdl.Store(t.UnixNano())
+	}
+	return nil
+}
+
+// SyscallConn gives access to the socket, e.g. to read the options the
+// guard set: Control runs f on the descriptor (under lc.mu, so never on a
+// closed one); Read and Write are not supported once a loop owns it.
+func (lc *loopConn) SyscallConn() (syscall.RawConn, error) {
+	if lc.forwarding() {
+		defer lc.mu.Unlock()
+		return lc.Conn.(*net.TCPConn).SyscallConn()
+	}
+	return fdRawConn{lc}, nil
+}
+
+type fdRawConn struct{ lc *loopConn }
+
+func (r fdRawConn) Control(f func(fd uintptr)) error {
+	r.lc.mu.Lock()
+	defer r.lc.mu.Unlock()
+	if r.lc.fdClosed {
+		return net.ErrClosed
+	}
+	f(uintptr(r.lc.fd))
+	return nil
+}
+
+func (fdRawConn) Read(func(uintptr) bool) error  { return errors.ErrUnsupported }
+func (fdRawConn) Write(func(uintptr) bool) error { return errors.ErrUnsupported }
+
+// NetConn returns the *net.TCPConn it was accepted as (closed after
+// detach), so that the guard's listener finds it to set keepalive.
+func (lc *loopConn) NetConn() net.Conn { return lc.Conn }
+
+// loopConnOf finds the *loopConn under nc (the guard and pushConn wrap
+// it), or nil.
+func loopConnOf(nc net.Conn) *loopConn {
+	for range 8 {
+		if lc, ok := nc.(*loopConn); ok {
+			return lc
+		}
+		u, ok := nc.(interface{ NetConn() net.Conn })
+		if !ok {
+			return nil
+		}
+		nc = u.NetConn()
+	}
+	return nil
+}
+
+// eventLoop is one epoll loop and the connections it serves.
+type eventLoop struct {
+	s      *Server
+	epfd   int
+	wakefd int // an eventfd: other goroutines wake the loop through it
+	woken  atomic.Bool
+
+	mu      sync.Mutex // guards adds, kicks and stop
+	adds    []*loopConn
+	kicks   []*loopConn
+	stop    bool
+	stopped chan struct{}
+
+	conns map[int]*loopConn // by fd; the loop goroutine's
+}
+
+// newEventLoop creates a loop; start it with run.
+func newEventLoop(s *Server) (*eventLoop, error) {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	wfd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		unix.Close(epfd)
+		return nil, err
+	}
+	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wfd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(wfd)}); err != nil {
+		unix.Close(epfd)
+		unix.Close(wfd)
+		return nil, err
+	}
+	return &eventLoop{s: s, epfd: epfd, wakefd: wfd, conns: make(map[int]*loopConn), stopped: make(chan struct{})}, nil
+}
+
+// wake interrupts the loop's wait. Any goroutine; one write per wait at most.
+func (l *eventLoop) wake() {
+	if l.woken.Swap(true) {
+		return
+	}
+	var one = [8]byte{1}
+	unix.Write(l.wakefd, one[:])
+}
+
+// add hands a registered client's connection to the loop. Accept loop.
+// On an error the connection is as it was (the caller closes it).
+func (l *eventLoop) add(c *client, lc *loopConn) error {
+	lc.mu.Lock()
+	err := lc.detach()
+	if err == nil {
+		lc.loop, lc.c = l, c
+		lc.on.Store(true)
+	}
+	lc.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.adds = append(l.adds, lc)
+	l.mu.Unlock()
+	l.wake()
+	return nil
+}
+
+// kick makes the loop look at lc's flags (closed, readStop). Any goroutine.
+func (l *eventLoop) kick(lc *loopConn) {
+	l.mu.Lock()
+	l.kicks = append(l.kicks, lc)
+	l.mu.Unlock()
+	l.wake()
+}
+
+// shutdown stops the loop and waits for it. Its connections must be gone
+// already (Server.Shutdown waits for them); any left are closed.
+func (l *eventLoop) shutdown() {
+	l.mu.Lock()
+	l.stop = true
+	l.mu.Unlock()
+	l.wake()
+	<-l.stopped
+}
+
+// run is the loop goroutine.
+func (l *eventLoop) run() {
+	defer close(l.stopped)
+	events := make([]unix.EpollEvent, 256)
+	lastCheck := time.Now()
+	for {
+		n, err := unix.EpollWait(l.epfd, events, 1000)
+		if err != nil && err != unix.EINTR {
+			l.s.log.Error("event loop: epoll_wait failed", "err", err)
+			time.Sleep(10 * time.Millisecond)
+		}
+		for i := 0; i < n; i++ {
+			fd := int(events[i].Fd)
+			if fd == l.wakefd {
+				if l.handleWake() {
+					return
+				}
+				continue
+			}
+			lc := l.conns[fd]
+			if lc == nil || lc.done {
+				continue
+			}
+			if lc.closing || lc.backlogged() {
+				l.writable(lc)
+			} else {
+				l.serve(lc, true)
+			}
+		}
+		if now := time.Now(); now.Sub(lastCheck) >= time.Second {
+			lastCheck = now
+			l.expireBacklogs(now)
+		}
+	}
+}
+
+// handleWake handles a wake-up: new connections, kicked ones, and a stop
+// request, in which case it closes what is left and returns true.
+func (l *eventLoop) handleWake() bool {
+	var buf [8]byte
+	unix.Read(l.wakefd, buf[:])
+	l.woken.Store(false)
+	l.mu.Lock()
+	adds, kicks, stop := l.adds, l.kicks, l.stop
+	l.adds, l.kicks = nil, nil
+	l.mu.Unlock()
+	for _, lc := range adds {
+		lc.st = l.s.newConnState(lc.c)
+		lc.events = unix.EPOLLIN | unix.EPOLLRDHUP
+		if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, lc.fd, &unix.EpollEvent{Events: lc.events, Fd: int32(lc.fd)}); err != nil {
+			l.s.log.Warn("event loop: cannot watch connection", "err", err)
+			lc.closed.Store(true)
+		}
+		l.conns[lc.fd] = lc
+		if lc.closed.Load() || lc.readStop.Load() {
+			kicks = append(kicks, lc)
+		}
+	}
+	for _, lc := range kicks {
+		switch {
+		case lc.done || lc.c == nil:
+		case lc.closed.Load():
+			l.finish(lc)
+		case lc.readStop.Load():
+			l.end(lc)
+		}
+	}
+	if stop {
+		for _, lc := range l.conns {
+			lc.closed.Store(true)
+			l.finish(lc)
+		}
+		unix.Close(l.epfd)
+		unix.Close(l.wakefd)
+	}
+	return stop
+}
+
+// serve runs lc's commands (pump) and registers what it waits for next.
+func (l *eventLoop) serve(lc *loopConn, read bool) {
+	c := lc.c
+	res := pumpDone
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				l.s.stats.panics.Add(1)
+				l.s.log.Error("panic in connection loop", "panic", p, "client", c.id,
+					"stack", string(debug.Stack()))
+				lc.closed.Store(true)
+			}
+		}()
+		res = l.s.pump(c, lc.st, read)
+	}()
+	switch res {
+	case pumpDone:
+		l.end(lc)
+	default: // pumpRead, pumpWrite: rearm does both
+		lc.mu.Lock()
+		lc.rearmLocked()
+		lc.mu.Unlock()
+	}
+}
+
+// writable writes lc's backlog; once it is written, the connection reads
+// (and runs what it had read already) again, or closes if it was ending.
+func (l *eventLoop) writable(lc *loopConn) {
+	lc.mu.Lock()
+	n, err := writeFd(lc.fd, lc.pending)
+	if err != nil {
+		lc.pending = lc.pending[:0]
+		lc.mu.Unlock()
+		lc.closed.Store(true)
+		l.finish(lc)
+		return
+	}
+	lc.pending = lc.pending[:copy(lc.pending, lc.pending[n:])]
+	left := len(lc.pending)
+	if left == 0 && cap(lc.pending) > maxKeepOut {
+		lc.pending = nil
+	}
+	if left > 0 || lc.closing {
+		lc.mu.Unlock()
+		if left == 0 {
+			l.finish(lc)
+		}
+		return
+	}
+	lc.rearmLocked()
+	lc.mu.Unlock()
+	l.serve(lc, false)
+}
+
+// end closes lc once its backlog is written: at once when there is none.
+func (l *eventLoop) end(lc *loopConn) {
+	if lc.closed.Load() || !lc.backlogged() {
+		l.finish(lc)
+		return
+	}
+	lc.closing = true
+}
+
+// expireBacklogs closes connections whose output has waited past its
+// write deadline.
+func (l *eventLoop) expireBacklogs(now time.Time) {
+	for _, lc := range l.conns {
+		if dl := lc.wdl.Load(); dl != 0 && now.UnixNano() > dl && lc.backlogged() {
+			lc.closed.Store(true)
+			l.finish(lc)
+		}
+	}
+}
+
+// finish closes lc's connection and unregisters its client: what
+// serveConn's deferred calls do for a connection with its own goroutine.
+func (l *eventLoop) finish(lc *loopConn) {
+	if lc.done {
+		return
+	}
+	lc.done = true
+	lc.closed.Store(true)
+	delete(l.conns, lc.fd)
+	c := lc.c
+	c.netConn.Close() // stops pushes, frees the guard's client slot
+	lc.mu.Lock()
+	unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, lc.fd, nil)
+	unix.Close(lc.fd)
+	lc.fdClosed = true
+	lc.pending = nil
+	lc.mu.Unlock()
+	l.s.closed(c)
+}
+
+// shutdownIdle releases a loop that never ran.
+func (l *eventLoop) shutdownIdle() {
+	unix.Close(l.epfd)
+	unix.Close(l.wakefd)
+}

@@ -1,0 +1,166 @@
+package server
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+// loopConns reports how many of s's connections an event loop serves.
+func (s *Server) loopConns() (loop, total int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.clients {
+		if loopConnOf(c.netConn) != nil {
+			loop++
+		}
+	}
+	return loop, len(s.clients)
+}
+
+// By default plain TCP connections go to the event loop; with IOLoops < 0
+// each has a goroutine. Both answer the same.
+func TestIOLoopsModes(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		loops int
+		want  int
+	}{{"default", 0, 1}, {"two loops", 2, 1}, {"goroutine per connection", -1, 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, addr := startServerConfig(t, nil, Config{IOLoops: tc.loops})
+			r := dial(t, addr)
+			r.send([]string{"PING"}, []string{"ECHO", "x"}, []string{"CL.THROTTLE", "k", "1", "10", "60"})
+			for _, want := range []string{"+PONG", "x", "[:0 :2 :1 :-1 :6]"} {
+				if got := r.mustReply(); got != want {
+					t.Fatalf("got %q, want %q", got, want)
+				}
+			}
+			if loop, total := s.loopConns(); loop != tc.want || total != 1 {
+				t.Fatalf("%d of %d connections on an event loop, want %d of 1", loop, total, tc.want)
+			}
+			r.send([]string{"QUIT"})
+			if got := r.mustReply(); got != "+OK" {
+				t.Fatalf("QUIT: %q", got)
+			}
+			r.expectEOF()
+			waitFor(t, func() bool { return s.clientCount() == 0 })
+		})
+	}
+}
+
+// A client that pipelines commands with large replies and does not read
+// them fills its socket; the loop keeps the rest (pending) and serves the
+// other connections meanwhile. When the client reads, every reply arrives
+// whole and in order, and the connection reads requests again.
+func TestLoopBackloggedClientDoesNotStallOthers(t *testing.T) {
+	s, addr := startServer(t, nil)
+	slow := dial(t, addr)
+	const n, size = 64, 256 << 10 // 16 MiB of replies
+	var pipe []byte
+	for i := range n {
+		pipe = append(pipe, encode("ECHO", fmt.Sprintf("%04d", i)+strings.Repeat("v", size-4))...)
+	}
+	wrote := make(chan error, 1)
+	go func() { _, err := slow.c.Write(pipe); wrote <- err }()
+	// The server stops reading the slow client while its output waits, so
+	// the write above may block; the other client is answered anyway.
+	fast := dial(t, addr)
+	for i := range 100 {
+		fast.send([]string{"ECHO", fmt.Sprint(i)})
+		if got := fast.mustReply(); got != fmt.Sprint(i) {
+			t.Fatalf("fast client: %q", got)
+		}
+	}
+	if got := s.clientCount(); got != 2 {
+		t.Fatalf("%d clients while one is backlogged, want 2", got)
+	}
+	for i := range n {
+		got := slow.mustReply()
+		if len(got) != size || got[:4] != fmt.Sprintf("%04d", i) || strings.Count(got, "v") != size-4 {
+			t.Fatalf("reply %d: %d bytes starting %q", i, len(got), got[:min(8, len(got))])
+		}
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	slow.send([]string{"PING"})
+	if got := slow.mustReply(); got != "+PONG" {
+		t.Fatalf("after the backlog: %q", got)
+	}
+}
+
+// Pushes to a client that does not read pile up in its pending output;
+// past maxPendingOut the connection is closed instead of growing.
+func TestLoopPushBacklogIsBounded(t *testing.T) {
+	old := maxPendingOut
+	maxPendingOut = 256 << 10
+	t.Cleanup(func() { maxPendingOut = old })
+	s, addr := startServer(t, nil)
+	a := dial(t, addr)
+	a.send([]string{"HELLO", "3"}, []string{"CLIENT", "TRACKING", "ON", "BCAST"})
+	for range 2 {
+		if _, err := readResp3(a.rd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// a reads nothing more. b writes 1 KiB keys: each sends a an
+	// invalidation of about 1 KiB.
+	b := dial(t, addr)
+	b.send([]string{"PING"}) // b is registered once answered
+	b.mustReply()
+	pad := strings.Repeat("k", 1000)
+	for round := 0; s.clientCount() == 2; round++ {
+		if round == 100 {
+			t.Fatal("40 MB of pushes to a client that does not read, and it is still connected")
+		}
+		var cmds [][]string
+		for i := range 400 {
+			cmds = append(cmds, []string{"CL.THROTTLE", fmt.Sprintf("%s:%d:%d", pad, round, i), "100", "1", "60"})
+		}
+		b.send(cmds...)
+		for range cmds {
+			b.mustReply()
+		}
+	}
+	// a gets what was written before the drop, then EOF.
+	a.c.SetDeadline(time.Now().Add(10 * time.Second))
+	n, err := io.Copy(io.Discard, a.rd)
+	if n < int64(maxPendingOut) {
+		t.Errorf("a read %d bytes of pushes before the drop, want over %d", n, maxPendingOut)
+	}
+	if err != nil && !strings.Contains(err.Error(), "reset") {
+		t.Fatalf("a: %v", err)
+	}
+}
+
+// A command that arrives a byte at a time is answered once whole, and a
+// pipeline cut at every byte boundary gives the same replies as in one
+// piece.
+func TestLoopTrickledInput(t *testing.T) {
+	_, addr := startServer(t, nil)
+	r := dial(t, addr)
+	cmd := encode("CL.THROTTLE", "trickle", "5", "10", "60")
+	for _, b := range cmd {
+		if _, err := r.c.Write([]byte{b}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if got := r.mustReply(); got != "[:0 :6 :5 :-1 :6]" {
+		t.Fatalf("trickled: %q", got)
+	}
+	pipe := bytes.Join([][]byte{encode("ECHO", "a"), []byte("PING\r\n"), encode("ECHO", "b")}, nil)
+	for cut := 1; cut < len(pipe); cut++ {
+		r.c.Write(pipe[:cut])
+		time.Sleep(200 * time.Microsecond)
+		r.c.Write(pipe[cut:])
+		for _, want := range []string{"a", "+PONG", "b"} {
+			if got := r.mustReply(); got != want {
+				t.Fatalf("cut at %d: %q, want %q", cut, got, want)
+			}
+		}
+	}
+}

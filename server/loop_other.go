@@ -1,0 +1,26 @@
+//go:build !linux
+
+package server
+
+import "net"
+
+// Without epoll every connection has a goroutine of its own (conn.go).
+
+const loopsSupported = false
+
+func wrapLoopListener(ln net.Listener) net.Listener { return ln }
+
+// loopConn and eventLoop exist only so that the portable code compiles.
+type loopConn struct{ net.Conn }
+
+func (*loopConn) backlogged() bool { return false }
+
+func loopConnOf(net.Conn) *loopConn { return nil }
+
+type eventLoop struct{}
+
+func newEventLoop(*Server) (*eventLoop, error)  { return &eventLoop{}, nil }
+func (*eventLoop) run()                         {}
+func (*eventLoop) add(*client, *loopConn) error { return nil }
+func (*eventLoop) shutdown()                    {}
+func (*eventLoop) shutdownIdle()                {}
