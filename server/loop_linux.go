@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -154,7 +155,7 @@ func (lc *loopConn) Read(p []byte) (int, error) {
 		return 0, os.ErrDeadlineExceeded
 	}
 	for {
-		n, err := unix.Read(lc.fd, p)
+		n, err := rawRead(lc.fd, p)
 		switch {
 		case err == unix.EINTR:
 			continue
@@ -208,7 +209,7 @@ func (lc *loopConn) Write(b []byte) (int, error) {
 func writeFd(fd int, b []byte) (int, error) {
 	n := 0
 	for n < len(b) {
-		k, err := unix.Write(fd, b[n:])
+		k, err := rawWrite(fd, b[n:])
 		switch {
 		case err == unix.EINTR:
 			continue
@@ -607,4 +608,30 @@ func (l *eventLoop) finish(lc *loopConn) {
 func (l *eventLoop) shutdownIdle() {
 	unix.Close(l.epfd)
 	unix.Close(l.wakefd)
+}
+
+// rawRead and rawWrite are system calls that never block (the socket is
+// non-blocking): made raw, they skip the runtime's enter/exit-syscall
+// bookkeeping and never make the scheduler hand the loop's P to another
+// thread in the middle of a pipeline.
+func rawRead(fd int, p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
+func rawWrite(fd int, p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
 }
