@@ -120,7 +120,7 @@ var (
 
 // Defaults for Options fields left at zero.
 const (
-	DefaultMemTableSize = 16 << 20
+	DefaultMemTableSize = 8 << 20
 	DefaultCacheSize    = 8 << 20
 	DefaultCloseTimeout = 10 * time.Second
 	DefaultFoldMinBytes = 32 << 20
@@ -136,8 +136,10 @@ type Options struct {
 	// slog.Default(). pebble's informational lines are logged at Debug.
 	Logger *slog.Logger
 	// MemTableSize is the size in bytes of one pebble memtable. 0 means
-	// DefaultMemTableSize (16 MiB). Bigger memtables mean fewer, larger L0
-	// flushes; pebble keeps at most two in memory before stalling writes.
+	// DefaultMemTableSize (8 MiB). Bigger memtables mean fewer, larger L0
+	// flushes; pebble keeps at most two in memory before stalling writes,
+	// and they count in RSS: with 16 MiB, a 1M-key server measured ~8-20
+	// bytes per key more.
 	MemTableSize uint64
 	// CacheSize is the size in bytes of pebble's block cache, used by Restore
 	// and Count. 0 means DefaultCacheSize (8 MiB).
