@@ -9,10 +9,10 @@ import (
 	"time"
 )
 
-// client is one connection's state. Fields above mu belong to the
-// connection's goroutine alone (atomic ones are also read by others, as
-// noted); fields under mu are also read by CLIENT LIST from other
-// goroutines.
+// client is one connection's state. Fields above mu belong to whoever
+// serves the connection (its goroutine or its event loop) alone; atomic
+// ones are also read by others, as noted. Fields under mu are also read by
+// CLIENT LIST from other goroutines.
 type client struct {
 	srv     *Server
 	id      int64

@@ -3,11 +3,13 @@
 // keeps per-client state, dispatches commands through a table built once,
 // and turns the store's results and errors into Redis's exact replies.
 //
-// Concurrency: a Server is used by one goroutine per connection plus one
-// accept loop per listener and the background expiry sweep; its exported
-// methods are safe for concurrent use. A client's own state is touched only
-// by its connection goroutine, except the fields under client.mu and the
-// atomic ones, which CLIENT LIST, INFO and the tracking table read.
+// Concurrency: a Server is used by its event loops (plain TCP connections,
+// loop_linux.go), one goroutine per other connection (TLS), one accept loop
+// per listener and the background expiry sweep; its exported methods are
+// safe for concurrent use. A client's own state is touched only by whoever
+// serves its connection (its loop or its goroutine), except the fields
+// under client.mu and the atomic ones, which CLIENT LIST, INFO and the
+// tracking table read.
 package server
 
 import (
