@@ -393,6 +393,13 @@ func (db *DB) openPebble() (pdb *pebble.DB, err error) {
 		Logger:       pebbleLogger{db.log},
 		MemTableSize: db.memTableSize,
 		CacheSize:    db.cacheSize,
+		// Fewer I/O round trips (each costs VM exits on a virtual disk):
+		// sync a table once when written, not every 512 KiB, and let L0
+		// gather more files before compacting, since most of the log they
+		// hold is range-deleted by the next fold anyway.
+		BytesPerSync:          64 << 20,
+		L0CompactionThreshold: 16,
+		L0StopWritesThreshold: 64,
 		EventListener: &pebble.EventListener{
 			// pebble's default calls Logger.Fatalf, which would panic in
 			// whichever goroutine found the corruption (possibly a
