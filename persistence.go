@@ -228,7 +228,7 @@ func (p *persistence) drain(nowMs int64, buf []persist.Op) []persist.Op {
 	// times, which is most of a shutdown's drain.
 	buf = slices.Grow(buf, p.st.DirtyKeys()*5/4+64) // headroom: keys dirtied meanwhile
 	p.block = p.st.DrainFunc(nowMs, p.spare[:0], func(c store.Change) {
-		buf = append(buf, persist.Op{Key: c.Key, Value: c.Text, ExpireAtMs: c.ExpireAtMs, Delete: c.Deleted})
+		buf = append(buf, persist.Op{Key: c.Key, Value: c.Text, TAT: c.TAT, IsTAT: c.IsTAT, ExpireAtMs: c.ExpireAtMs, Delete: c.Deleted})
 	})
 	p.spare = nil
 	if len(buf) == n { // nothing refers to the block: keep it

@@ -215,7 +215,11 @@ func TestDrainDeleteBeforeWrite(t *testing.T) {
 		if op.Delete {
 			got = append(got, "del "+string(op.Key))
 		} else {
-			got = append(got, "set "+string(op.Key)+"="+string(op.Value))
+			v := string(op.Value)
+			if op.IsTAT {
+				v = strconv.FormatUint(op.TAT, 10)
+			}
+			got = append(got, "set "+string(op.Key)+"="+v)
 		}
 	}
 	if slices.Index(got, "del c") > slices.Index(got, "set c=2") {

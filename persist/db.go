@@ -7,7 +7,7 @@
 // The in-memory table lives elsewhere; persist never reads individual keys on
 // the request path.
 //
-// # On-disk layout (format celld-persist-v2)
+// # On-disk layout (format celld-persist-v3)
 //
 // The state is a base plus a log, like a snapshot plus a redo log:
 //
@@ -19,7 +19,8 @@
 //	                                             the full state, written by
 //	                                             WriteBase from the live store
 //	'm' + name                                 → metadata:
-//	    "m"+"format"     = "celld-persist-v2"
+//	    "m"+"format"     = "celld-persist-v3" (v2 directories, which
+//	                       lack the binary TAT entry, are restamped v3)
 //	    "m"+"flushed_at" = 8 bytes, big-endian int64: the wall clock (Unix
 //	                       ms, Options.Now) when the latest Write or WriteBase
 //	                       was committed, in the same synced batch (see
@@ -33,8 +34,8 @@
 //	                                             base until the first WriteBase
 //	                                             deletes them
 //
-// Chunks hold entries (format.go): a set (key, ExpireAtMs, value) or a
-// delete (key). The state is: v1 records, then the base's entries, then
+// Chunks hold entries (format.go): a set (key, ExpireAtMs, value; a value
+// that is a plain TAT is stored as 8 binary bytes) or a delete (key). The state is: v1 records, then the base's entries, then
 // every log chunk with seq > the base's seq, in seq order; a later entry for
 // a key wins. ExpireAtMs 0 means "no expiry"; any other value is an absolute
 // Unix time in milliseconds (negative values are kept and are simply always
@@ -105,8 +106,9 @@ const (
 
 	expiryLen = 8 // bytes of the ExpireAtMs header in a v1 record value
 
-	formatVersion   = "celld-persist-v2"
-	formatVersionV1 = "celld-persist-v1" // opened, then restamped as v2
+	formatVersion   = "celld-persist-v3"
+	formatVersionV2 = "celld-persist-v2" // opened, then restamped as v3 (v2 has no 't' entries)
+	formatVersionV1 = "celld-persist-v1" // opened, then restamped as v3
 
 )
 
@@ -201,7 +203,9 @@ func (o *Options) withDefaults() {
 }
 
 // Op is one change to write: Delete=true removes Key; otherwise Key is set to
-// Value with ExpireAtMs (absolute Unix milliseconds, 0 = no expiry).
+// Value with ExpireAtMs (absolute Unix milliseconds, 0 = no expiry). With
+// IsTAT the value is TAT's decimal text and Value is ignored: it is stored
+// in 8 bytes, and Replay and Restore give it back as text.
 //
 // Ownership: once an Op is handed to persist (returned from
 // FlusherConfig.Drain or passed to DB.Write) persist may keep Key and Value
@@ -209,6 +213,8 @@ func (o *Options) withDefaults() {
 // copies (or bytes they never modify again). persist never modifies them.
 type Op struct {
 	Key, Value []byte
+	TAT        uint64
+	IsTAT      bool
 	ExpireAtMs int64
 	Delete     bool
 }
@@ -450,6 +456,11 @@ func (db *DB) checkFormat(pdb *pebble.DB) error {
 		defer closer.Close()
 		switch string(v) {
 		case formatVersion:
+			return nil
+		case formatVersionV2:
+			if err := pdb.Set(formatKey, []byte(formatVersion), pebble.Sync); err != nil {
+				return fmt.Errorf("persist: open %s: restamp format marker: %w", db.dir, err)
+			}
 			return nil
 		case formatVersionV1:
 			db.mu.legacy = true

@@ -3,18 +3,25 @@ package persist
 import (
 	"encoding/binary"
 	"fmt"
+	"strconv"
 )
 
 // Entry encoding, shared by log and base chunks (see the package comment).
 // A chunk's pebble value is a sequence of entries:
 //
 //	set:    's' uvarint(len(key)) key varint(ExpireAtMs) uvarint(len(value)) value
+//	TAT:    't' uvarint(len(key)) key varint(ExpireAtMs) uint64 little-endian TAT
 //	delete: 'd' uvarint(len(key)) key
+//
+// A 't' entry is a set whose value is the TAT's decimal text (v3; most
+// entries): 8 bytes instead of ~19, and no text to format or parse.
+// Values that are canonical decimal uint64 text are written as 't' too.
 //
 // Entries are applied in order; within a log chunk a later entry for a key
 // wins, and a later chunk wins over an earlier one.
 const (
 	entrySet    = 's'
+	entryTAT    = 't'
 	entryDelete = 'd'
 )
 
@@ -29,8 +36,16 @@ const maxChunk = 16 << 10
 // entrySize is the encoded size of op.
 func entrySize(op *Op) int {
 	n := 1 + uvarintLen(uint64(len(op.Key))) + len(op.Key)
-	if !op.Delete {
-		n += varintLen(op.ExpireAtMs) + uvarintLen(uint64(len(op.Value))) + len(op.Value)
+	switch {
+	case op.Delete:
+	case op.IsTAT:
+		n += varintLen(op.ExpireAtMs) + 8
+	default:
+		if _, ok := canonicalUint(op.Value); ok {
+			n += varintLen(op.ExpireAtMs) + 8
+		} else {
+			n += varintLen(op.ExpireAtMs) + uvarintLen(uint64(len(op.Value))) + len(op.Value)
+		}
 	}
 	return n
 }
@@ -42,11 +57,48 @@ func appendEntry(b []byte, op *Op) []byte {
 		b = binary.AppendUvarint(b, uint64(len(op.Key)))
 		return append(b, op.Key...)
 	}
+	if op.IsTAT {
+		return appendTAT(b, op.Key, op.TAT, op.ExpireAtMs)
+	}
 	return appendSet(b, op.Key, op.Value, op.ExpireAtMs)
 }
 
-// appendSet appends a set entry to b.
+// appendTAT appends a 't' entry to b.
+func appendTAT(b, key []byte, tat uint64, exp int64) []byte {
+	b = append(b, entryTAT)
+	b = binary.AppendUvarint(b, uint64(len(key)))
+	b = append(b, key...)
+	b = binary.AppendVarint(b, exp)
+	return binary.LittleEndian.AppendUint64(b, tat)
+}
+
+// canonicalUint parses text that strconv.FormatUint would have written
+// (no sign, no leading zero, fits 64 bits), so that a 't' entry gives the
+// same text back.
+func canonicalUint(text []byte) (uint64, bool) {
+	if len(text) == 0 || len(text) > 20 || (text[0] == '0' && len(text) > 1) {
+		return 0, false
+	}
+	var v uint64
+	for _, c := range text {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := uint64(c - '0')
+		if v > (^uint64(0)-d)/10 {
+			return 0, false
+		}
+		v = v*10 + d
+	}
+	return v, true
+}
+
+// appendSet appends a set entry to b: a 't' entry when value is a
+// canonical decimal uint64.
 func appendSet(b, key, value []byte, exp int64) []byte {
+	if v, ok := canonicalUint(value); ok {
+		return appendTAT(b, key, v, exp)
+	}
 	b = append(b, entrySet)
 	b = binary.AppendUvarint(b, uint64(len(key)))
 	b = append(b, key...)
@@ -59,6 +111,7 @@ func appendSet(b, key, value []byte, exp int64) []byte {
 // alias chunk. A malformed chunk is reported as an error (the caller wraps
 // ErrCorrupt); fn's error stops the walk and is returned as is.
 func decodeChunk(chunk []byte, fn func(key, value []byte, exp int64, deleted bool) error) (fnErr, formatErr error) {
+	var text [20]byte // a 't' entry's value, valid during fn
 	for off := 0; off < len(chunk); {
 		kind := chunk[off]
 		off++
@@ -88,6 +141,17 @@ func decodeChunk(chunk []byte, fn func(key, value []byte, exp int64, deleted boo
 			value := chunk[off : off+int(vlen) : off+int(vlen)]
 			off += int(vlen)
 			if err := fn(key, value, exp, false); err != nil {
+				return err, nil
+			}
+		case entryTAT:
+			exp, n := binary.Varint(chunk[off:])
+			if n <= 0 || len(chunk)-off-n < 8 {
+				return nil, fmt.Errorf("bad expiry or TAT of key %q", key)
+			}
+			off += n
+			tat := binary.LittleEndian.Uint64(chunk[off:])
+			off += 8
+			if err := fn(key, strconv.AppendUint(text[:0], tat, 10), exp, false); err != nil {
 				return err, nil
 			}
 		default:

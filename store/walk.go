@@ -1,6 +1,7 @@
 package store
 
 import (
+	"strconv"
 	"time"
 	"unsafe"
 )
@@ -175,11 +176,15 @@ func (sh *shard) shrinkLocked() {
 	}
 }
 
-// Change is one key's state for persistence: Deleted, or the value's text
-// and expiry. Key and Text are freshly allocated and owned by the receiver.
+// Change is one key's state for persistence: Deleted, or the value and its
+// expiry. The value is TAT when IsTAT (a plain TAT, the common case: no
+// text is formatted for it), else its text. Key and Text are owned by the
+// receiver.
 type Change struct {
 	Key        []byte
 	Text       []byte
+	TAT        uint64
+	IsTAT      bool
 	ExpireAtMs int64
 	Deleted    bool
 }
@@ -188,8 +193,14 @@ type Change struct {
 // the current state of each written key, appended to buf. The keys and
 // texts are copied into byte blocks (see DrainFunc); the receiver owns them
 // and must not modify them. Only meaningful with Options.TrackDirty.
+// Plain TATs come with their text too (Text, as GET returns it).
 func (s *Store) Drain(nowMs int64, buf []Change) []Change {
-	s.DrainFunc(nowMs, nil, func(c Change) { buf = append(buf, c) })
+	s.DrainFunc(nowMs, nil, func(c Change) {
+		if c.IsTAT {
+			c.Text = strconv.AppendUint(nil, c.TAT, 10)
+		}
+		buf = append(buf, c)
+	})
 	return buf
 }
 
@@ -214,8 +225,8 @@ func (s *Store) DrainFunc(nowMs int64, block []byte, fn func(Change)) []byte {
 		for _, k := range deleted {
 			fn(Change{Key: k, Deleted: true})
 		}
-		// Keys up to 16 bytes inline and 20-digit TATs: ~40 bytes each.
-		est := len(dirty) * 40
+		// Keys up to 16 bytes inline (TATs need no text): ~16 bytes each.
+		est := len(dirty) * 20
 		blk := block
 		shared := cap(block)-len(block) >= est
 		if !shared && len(dirty) > 0 {
@@ -234,6 +245,10 @@ func (s *Store) DrainFunc(nowMs int64, block []byte, fn func(Change)) []byte {
 				sh.deleteSlotLocked(slot)
 				sh.deleted = sh.deleted[:len(sh.deleted)-1] // listed here instead
 				fn(Change{Key: key, Deleted: true})
+				continue
+			}
+			if e.flags&(flagRaw|flagInvalid) == 0 {
+				fn(Change{Key: key, TAT: e.tat, IsTAT: true, ExpireAtMs: e.exp})
 				continue
 			}
 			start = len(blk)
