@@ -66,6 +66,9 @@ row() { # label clients pipeline command...
 }
 
 row "CL.THROTTLE random key c=50 P=16" 50 16 CL.THROTTLE key:__rand_int__ 15 30 60
+# Every call allowed (a limit no key reaches, keys that stay): every call
+# writes its key, the most persistence can cost.
+row "CL.THROTTLE allowed c=50 P=16"    50 16 CL.THROTTLE ok:__rand_int__ 1000000 1 1
 row "CL.THROTTLE random key c=50 P=1"  50 1  CL.THROTTLE key:__rand_int__ 15 30 60
 row "CL.THROTTLE hot key c=50 P=16"    50 16 CL.THROTTLE hot 15 30 60
 
