@@ -36,12 +36,13 @@ type Conn struct {
 	opt    *options
 	onDone func() // the listener's release of a client slot; may be nil
 
-	rerr     error  // a read error that came with data, returned next
-	final    *Error // set once the guard has ended the stream
-	stash    []byte // input read but not yet scanned, or given back by scan
-	stashBuf []byte // stash's backing array, reused
-	out      []byte // validated bytes of small[] not yet returned
-	small    [minRead]byte
+	rerr      error  // a read error that came with data, returned next
+	stashRuns bool   // the stash may hold whole commands (see ReadReady)
+	final     *Error // set once the guard has ended the stream
+	stash     []byte // input read but not yet scanned, or given back by scan
+	stashBuf  []byte // stash's backing array, reused
+	out       []byte // validated bytes of small[] not yet returned
+	small     [minRead]byte
 }
 
 // NewConn wraps nc. The listener options (MaxClients, KeepAlive) have no
@@ -193,6 +194,9 @@ func (c *Conn) read(p []byte) (int, error) {
 			c.unstash(rest - h)
 		} else if rest < h+k {
 			c.stashBytes(q[rest : h+k])
+			// Cut after one command (before AUTH), the stash may hold
+			// whole commands; cut at a boundary, only the start of one.
+			c.stashRuns = mode == stopAfterCommand
 		}
 		if out == 0 {
 			continue
@@ -288,13 +292,16 @@ func (c *Conn) Close() error {
 	return err
 }
 
-// ReadReady reports whether the next Read returns without reading the
-// socket first: input read ahead is held, or the stream has ended (the
-// next Read returns the error). An event loop that reads only when the
-// socket is readable calls Read again while this is true. Read's
-// goroutine only.
+// ReadReady reports whether the next Read has something to return without
+// more input from the socket: whole commands read ahead (before AUTH,
+// commands are handed over one at a time), or the end of the stream (the
+// next Read returns the error). Input held that is only the start of a
+// command does not count: it needs the socket anyway. An event loop that
+// reads only when the socket is readable calls Read again while this is
+// true, and otherwise waits for epoll, so that one client streaming
+// commands cannot keep the loop from the others. Read's goroutine only.
 func (c *Conn) ReadReady() bool {
-	return len(c.out) > 0 || len(c.stash) > 0 || c.m.verdict != vNone || c.final != nil
+	return len(c.out) > 0 || (len(c.stash) > 0 && c.stashRuns) || c.m.verdict != vNone || c.final != nil
 }
 
 // NetConn returns the wrapped connection.

@@ -79,6 +79,20 @@ func TestNonBlockingReads(t *testing.T) {
 	if n, err := c.Read(buf); n != len(ping) || err != nil || c.ReadReady() {
 		t.Fatalf("second: %d, %v, ready %v", n, err, c.ReadReady())
 	}
+	// Authenticated, a read that ends inside a command keeps that part
+	// for the next Read, but it is no reason to read before the socket
+	// has more: ReadReady is false.
+	nc = &nbConn{script: [][]byte{[]byte(ping + ping[:10]), nil, []byte(ping[10:]), nil}}
+	c = NewConn(nc, Limits{})
+	if n, err := c.Read(buf); n != len(ping) || err != nil || c.ReadReady() {
+		t.Fatalf("whole and part: %d, %v, ready %v", n, err, c.ReadReady())
+	}
+	if n, err := c.Read(buf); n != 10 || err != syscall.EAGAIN {
+		t.Fatalf("the held part: %d, %v", n, err)
+	}
+	if n, err := c.Read(buf); n != len(ping)-10 || err != nil {
+		t.Fatalf("the rest: %d, %v", n, err)
+	}
 	// A command then a violation in one read: the command comes first,
 	// and ReadReady says the error is waiting, without more input.
 	nc = &nbConn{script: [][]byte{[]byte(ping + "*99999999\r\n"), nil}}

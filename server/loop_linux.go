@@ -357,11 +357,12 @@ type eventLoop struct {
 	wakefd int // an eventfd: other goroutines wake the loop through it
 	woken  atomic.Bool
 
-	mu      sync.Mutex // guards adds, kicks and stop
-	adds    []*loopConn
-	kicks   []*loopConn
-	stop    bool
-	stopped chan struct{}
+	mu        sync.Mutex // guards adds, kicks, stop and closedFds
+	adds      []*loopConn
+	kicks     []*loopConn
+	stop      bool
+	closedFds bool // epfd and wakefd are closed
+	stopped   chan struct{}
 
 	conns map[int]*loopConn // by fd; the loop goroutine's
 }
@@ -385,13 +386,19 @@ func newEventLoop(s *Server) (*eventLoop, error) {
 	return &eventLoop{s: s, epfd: epfd, wakefd: wfd, conns: make(map[int]*loopConn), stopped: make(chan struct{})}, nil
 }
 
-// wake interrupts the loop's wait. Any goroutine; one write per wait at most.
+// wake interrupts the loop's wait. Any goroutine; one write per wait at
+// most, and none once the loop has stopped (its eventfd is closed then, and
+// the number may belong to another file).
 func (l *eventLoop) wake() {
 	if l.woken.Swap(true) {
 		return
 	}
 	var one = [8]byte{1}
-	unix.Write(l.wakefd, one[:])
+	l.mu.Lock()
+	if !l.closedFds {
+		unix.Write(l.wakefd, one[:])
+	}
+	l.mu.Unlock()
 }
 
 // add hands a registered client's connection to the loop. Accept loop.
@@ -504,8 +511,7 @@ func (l *eventLoop) handleWake() bool {
 			lc.closed.Store(true)
 			l.finish(lc)
 		}
-		unix.Close(l.epfd)
-		unix.Close(l.wakefd)
+		l.closeFds()
 	}
 	return stop
 }
@@ -605,9 +611,16 @@ func (l *eventLoop) finish(lc *loopConn) {
 }
 
 // shutdownIdle releases a loop that never ran.
-func (l *eventLoop) shutdownIdle() {
-	unix.Close(l.epfd)
-	unix.Close(l.wakefd)
+func (l *eventLoop) shutdownIdle() { l.closeFds() }
+
+func (l *eventLoop) closeFds() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.closedFds {
+		l.closedFds = true
+		unix.Close(l.epfd)
+		unix.Close(l.wakefd)
+	}
 }
 
 // rawRead and rawWrite are system calls that never block (the socket is
