@@ -78,17 +78,8 @@ func isLoopbackPeer(nc net.Conn, remote string) bool {
 
 // tlsConnOf finds the *tls.Conn under nc (the guard wraps it), or nil.
 func tlsConnOf(nc net.Conn) *tls.Conn {
-	for range 8 { // a few layers at most
-		if tc, ok := nc.(*tls.Conn); ok {
-			return tc
-		}
-		u, ok := nc.(interface{ NetConn() net.Conn })
-		if !ok {
-			return nil
-		}
-		nc = u.NetConn()
-	}
-	return nil
+	tc, _ := unwrapConn[*tls.Conn](nc)
+	return tc
 }
 
 // passwordMatches compares in constant time (hashing first so that the

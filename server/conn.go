@@ -78,11 +78,19 @@ func (s *Server) newConnState(c *client) *connState {
 	st := &connState{buf: make([]byte, readBufSize), args: make([][]byte, 0, 16)}
 	st.pc, _ = c.netConn.(*pushConn)
 	st.lc = loopConnOf(c.netConn)
-	nc := c.netConn
-	for range 8 {
-		if h, ok := nc.(interface{ ReadReady() bool }); ok {
-			st.held = h
-			break
+	st.held, _ = unwrapConn[interface{ ReadReady() bool }](c.netConn)
+	if cap(c.out) == 0 {
+		c.out = make([]byte, 0, initialOut)
+	}
+	return st
+}
+
+// unwrapConn returns the first layer of nc that is a T, following NetConn
+// (pushConn wraps the guard's connection, which wraps the accepted one).
+func unwrapConn[T any](nc net.Conn) (T, bool) {
+	for range 8 { // a few layers at most; never loop on a self-wrapping conn
+		if t, ok := nc.(T); ok {
+			return t, true
 		}
 		u, ok := nc.(interface{ NetConn() net.Conn })
 		if !ok {
@@ -90,10 +98,8 @@ func (s *Server) newConnState(c *client) *connState {
 		}
 		nc = u.NetConn()
 	}
-	if cap(c.out) == 0 {
-		c.out = make([]byte, 0, initialOut)
-	}
-	return st
+	var zero T
+	return zero, false
 }
 
 // pumpResult is what a connection waits for after pump returns.

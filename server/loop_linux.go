@@ -337,17 +337,8 @@ func (lc *loopConn) NetConn() net.Conn { return lc.Conn }
 // loopConnOf finds the *loopConn under nc (the guard and pushConn wrap
 // it), or nil.
 func loopConnOf(nc net.Conn) *loopConn {
-	for range 8 {
-		if lc, ok := nc.(*loopConn); ok {
-			return lc
-		}
-		u, ok := nc.(interface{ NetConn() net.Conn })
-		if !ok {
-			return nil
-		}
-		nc = u.NetConn()
-	}
-	return nil
+	lc, _ := unwrapConn[*loopConn](nc)
+	return lc
 }
 
 // eventLoop is one epoll loop and the connections it serves.
