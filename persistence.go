@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -255,13 +256,17 @@ func (p *persistence) release([]persist.Op) {
 // idle runs when changes stop after a busy period (the flusher's Idle):
 // it drops the spare drain block and returns the heap a burst grew (its
 // buffers, and pebble's flush and compaction garbage) to the OS, so that a
-// sidecar's RSS follows its live state. Cost: one forced GC, at most once
+// sidecar's RSS follows its live state. Cost: two forced GCs, at most once
 // per busy-to-idle transition; the store's slabs hold no pointers, so the
 // mark phase is short.
 func (p *persistence) idle() {
 	p.mu.Lock()
 	p.spare = nil
 	p.mu.Unlock()
+	// Two collections: buffers put back into sync.Pools (pebble's batches
+	// among them) survive the first one in the pools' victim caches, and
+	// an idle server would not collect again to free them.
+	runtime.GC()
 	debug.FreeOSMemory()
 }
 
