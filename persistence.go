@@ -206,8 +206,15 @@ func (p *persistence) load(now time.Time) error {
 // lock is held while its keys are encoded into memory, never across the
 // pebble write that Spill does between shards.
 func (p *persistence) snapshot(nowMs int64, w *persist.BaseWriter) error {
+	add := func(c store.Change) {
+		if c.IsTAT {
+			w.AddTAT(c.Key, c.TAT, c.ExpireAtMs)
+		} else {
+			w.Add(c.Key, c.Text, c.ExpireAtMs)
+		}
+	}
 	for i := range store.NumShards {
-		p.st.DumpShard(i, nowMs, w.Add)
+		p.st.DumpShard(i, nowMs, add)
 		if err := w.Spill(); err != nil {
 			return err
 		}

@@ -194,6 +194,18 @@ type BaseWriter struct {
 // store shard's); O(len(key)+len(value)). key and value are copied.
 func (w *BaseWriter) Add(key, value []byte, expireAtMs int64) {
 	w.buf = appendSet(w.buf, key, value, expireAtMs)
+	w.added()
+}
+
+// AddTAT is Add for a value that is tat's decimal text, without the text:
+// it is stored in 8 bytes (as Op.IsTAT). key is copied.
+func (w *BaseWriter) AddTAT(key []byte, tat uint64, expireAtMs int64) {
+	w.buf = appendTAT(w.buf, key, tat, expireAtMs)
+	w.added()
+}
+
+// added counts the entry just encoded and ends the chunk once it is full.
+func (w *BaseWriter) added() {
 	w.keys++
 	if len(w.buf)-w.cutAt() >= maxChunk {
 		w.cuts = append(w.cuts, len(w.buf))

@@ -1138,8 +1138,12 @@ func TestDumpShardAndUnload(t *testing.T) {
 	})
 	got := map[string]string{}
 	for i := range NumShards {
-		s.DumpShard(i, now, func(key, text []byte, exp int64) {
-			got[string(key)] = fmt.Sprintf("%s@%d", text, exp)
+		s.DumpShard(i, now, func(c Change) {
+			text := c.Text
+			if c.IsTAT {
+				text = strconv.AppendUint(nil, c.TAT, 10)
+			}
+			got[string(c.Key)] = fmt.Sprintf("%s@%d", text, c.ExpireAtMs)
 		})
 	}
 	want := map[string]string{"a": "100@0", "b": fmt.Sprintf("+7@%d", now+5000), "c": "42@0"}

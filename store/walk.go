@@ -280,12 +280,13 @@ func (s *Store) DirtyKeys() int {
 const NumShards = nShards
 
 // DumpShard calls fn with every live key of shard i (0 ≤ i < NumShards),
-// its value's text (as GET returns it) and its expiry, holding that shard's
-// lock for the whole walk. key and text are only valid during the call. It
-// neither reads nor clears dirty state: it is the building block of a full
-// snapshot (persistence's base rewrite), taken one shard at a time so that
-// each lock is held for 1/256 of the keys. O(shard size).
-func (s *Store) DumpShard(i int, nowMs int64, fn func(key, text []byte, expireAtMs int64)) {
+// its value (a plain TAT as TAT, anything else as GET's text, as in
+// DrainFunc) and its expiry, holding that shard's lock for the whole walk.
+// Key and Text are only valid during the call. It neither reads nor clears
+// dirty state: it is the building block of a full snapshot (persistence's
+// base rewrite), taken one shard at a time so that each lock is held for
+// 1/256 of the keys. O(shard size).
+func (s *Store) DumpShard(i int, nowMs int64, fn func(Change)) {
 	sh := &s.shards[i]
 	var scratch [32]byte
 	sh.mu.Lock()
@@ -295,6 +296,10 @@ func (s *Store) DumpShard(i int, nowMs int64, fn func(key, text []byte, expireAt
 		if e.flags&flagUsed == 0 || !e.alive(nowMs) {
 			continue
 		}
-		fn(sh.keyOf(e), sh.valueLocked(uint32(j)).AppendText(scratch[:0]), e.exp)
+		if e.flags&(flagRaw|flagInvalid) == 0 {
+			fn(Change{Key: sh.keyOf(e), TAT: e.tat, IsTAT: true, ExpireAtMs: e.exp})
+			continue
+		}
+		fn(Change{Key: sh.keyOf(e), Text: sh.valueLocked(uint32(j)).AppendText(scratch[:0]), ExpireAtMs: e.exp})
 	}
 }
