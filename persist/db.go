@@ -1,56 +1,66 @@
 // Package persist stores celld's limiter state durably: for every key, the
 // value the server holds (the GCRA theoretical arrival time, TAT, as a decimal
-// byte string) and an optional absolute expiry. It sits on pebble v2 and does
-// three things: Open/Replay at start-up, a Flusher that commits the keys
-// changed in each window as one synced batch, and Close.
+// byte string) and an optional absolute expiry. It does three things:
+// Open/Replay at start-up, a Flusher that commits the keys changed in each
+// window as one synced record, and Close.
 //
 // The in-memory table lives elsewhere; persist never reads individual keys on
 // the request path.
 //
-// # On-disk layout (format celld-persist-v3)
+// # On-disk layout (format celld-persist-v4)
 //
-// The state is a base plus a log, like a snapshot plus a redo log:
+// The state is a base plus a log, like a snapshot plus a redo log. The log
+// is a series of append-only change files (changelog.go), one record per
+// window, each one write and one fdatasync. The base and the metadata live
+// in pebble v2, in the same directory:
 //
-//	'l' + seq (8 bytes, big-endian)            → log chunk: the changes of one
-//	                                             Write, in order (a Write of more
-//	                                             than ~16 KiB spans several seqs,
-//	                                             all in its one synced batch)
 //	'b' + gen (8 bytes) + index (4 bytes)      → base chunk: generation gen of
 //	                                             the full state, written by
 //	                                             WriteBase from the live store
 //	'm' + name                                 → metadata:
-//	    "m"+"format"     = "celld-persist-v3" (v2 directories, which
-//	                       lack the binary TAT entry, are restamped v3)
+//	    "m"+"format"     = "celld-persist-v4" (v3 and v2 directories are
+//	                       read and restamped v4, v1 ones migrated)
 //	    "m"+"flushed_at" = 8 bytes, big-endian int64: the wall clock (Unix
-//	                       ms, Options.Now) when the latest Write or WriteBase
-//	                       was committed, in the same synced batch (see
+//	                       ms, Options.Now) of the latest WriteBase (each
+//	                       change record carries its Write's; see
 //	                       DB.LastFlushedAt)
 //	    "m"+"base"       = gen, seq, bytes (3 × 8 bytes, big-endian): the
 //	                       current base generation, the last log seq folded
 //	                       into it, and its size
+//	'l' + seq (8 bytes, big-endian)            → log chunk of a v3 directory
+//	                                             (the log lived in pebble),
+//	                                             replayed before the change
+//	                                             files, removed by the first
+//	                                             WriteBase
 //	'k' + raw key                              → a celld-persist-v1 record
 //	                                             (8-byte big-endian expiry +
 //	                                             value), read as part of the
 //	                                             base until the first WriteBase
 //	                                             deletes them
 //
-// Chunks hold entries (format.go): a set (key, ExpireAtMs, value; a value
-// that is a plain TAT is stored as 8 binary bytes) or a delete (key). The state is: v1 records, then the base's entries, then
-// every log chunk with seq > the base's seq, in seq order; a later entry for
-// a key wins. ExpireAtMs 0 means "no expiry"; any other value is an absolute
-// Unix time in milliseconds (negative values are kept and are simply always
-// expired).
+// Records and chunks hold entries (format.go): a set (key, ExpireAtMs,
+// value; a value that is a plain TAT is stored as 8 binary bytes) or a
+// delete (key). The state is: v1 records, then the base's entries, then
+// every v3 log chunk and change record with seq > the base's seq, in seq
+// order; a later entry for a key wins. ExpireAtMs 0 means "no expiry"; any
+// other value is an absolute Unix time in milliseconds (negative values are
+// kept and are simply always expired).
 //
 // Why not one pebble key per limiter key: at 270k CL.THROTTLE/s over 100k
 // keys a 100 ms window holds ~24k distinct keys, and inserting them one by
 // one into pebble's memtable (then flushing and compacting them) cost a
-// quarter of the server's CPU. A window is now a few ~16 KiB values. The log is
-// folded away by WriteBase, which rewrites the whole state from memory once
-// the log outgrows the base (BaseDue), in one atomic switch: write the
-// new generation's chunks, then in one synced batch point "m"+"base" at it
-// and range-delete the old generation, the folded log and any v1 records.
-// A crash before that batch leaves the old base and log in charge (the
-// half-written generation is ignored and cleared by the next WriteBase).
+// quarter of the server's CPU. Why not the log in pebble either (format
+// v3): every log byte was copied into a memtable, flushed and compacted only
+// to be range-deleted by the next fold, ~0.25-0.3 µs of CPU per call. The
+// log is folded away by WriteBase, which rewrites the whole state from
+// memory once the log outgrows the base (BaseDue), in one atomic switch:
+// write the new generation's chunks, then in one synced batch point
+// "m"+"base" at it and range-delete the old generation, any v3 log and any
+// v1 records; then remove the change files, all of whose records the base
+// covers. A crash before that batch leaves the old base and log in charge
+// (the half-written generation is ignored and cleared by the next
+// WriteBase); a crash before the removals leaves files that replay skips
+// and the next Open removes.
 package persist
 
 import (
@@ -92,9 +102,9 @@ var (
 	// ErrUnusable means a pebble instance failed and could not be closed
 	// (pebble can leave its commit pipeline locked after a WAL error), so its
 	// lock on the directory cannot be released and no new instance can be
-	// opened in this process. Every later Write fails with it; the process
-	// has to be restarted to make progress durable again. Memory state is
-	// unaffected.
+	// opened in this process. Every later WriteBase and Replay fails with
+	// it, so the log is no longer folded; Writes still append to the change
+	// log. A restart clears it. Memory state is unaffected.
 	ErrUnusable = errors.New("persist: storage engine unusable until restart")
 )
 
@@ -106,9 +116,10 @@ const (
 
 	expiryLen = 8 // bytes of the ExpireAtMs header in a v1 record value
 
-	formatVersion   = "celld-persist-v3"
-	formatVersionV2 = "celld-persist-v2" // opened, then restamped as v3 (v2 has no 't' entries)
-	formatVersionV1 = "celld-persist-v1" // opened, then restamped as v3
+	formatVersion   = "celld-persist-v4"
+	formatVersionV3 = "celld-persist-v3" // opened, then restamped as v4 (v3 has no change files)
+	formatVersionV2 = "celld-persist-v2" // opened, then restamped as v4 (v2 has no 't' entries)
+	formatVersionV1 = "celld-persist-v1" // opened, then restamped as v4
 
 )
 
@@ -241,8 +252,8 @@ type RestoreStats struct {
 // DB is the durable key → (value, expiry) store.
 //
 // Durability contract: after Write returns nil the ops survive kill -9 and
-// power loss (they are committed as one pebble batch with pebble.Sync; a
-// NoSync write would not be). With the Flusher, at most the last Interval of
+// power loss (their record is written and fdatasynced, and a new change
+// file's directory entry is synced before its first record). With the Flusher, at most the last Interval of
 // changes is lost on kill -9 (while writes are failing, everything since the
 // last successful flush: Status.PendingKeys and LastSuccessAt say how much).
 // After Flusher.Stop returns nil nothing is lost.
@@ -252,19 +263,24 @@ type RestoreStats struct {
 // concurrent Write waits for them). A DB is created by Open; the zero value is
 // not usable.
 //
-// Failure handling, as pebble v2.1.7 actually behaves (see fault_test.go):
+// Failure handling (see fault_test.go). A change-log write or fdatasync
+// that fails returns the error and ends the file; the next Write starts a
+// new one (a record the failure may have torn is never appended to). Only
+// WriteBase, Replay and Open use pebble, and there pebble v2.1.7 behaves as
+// follows:
 //
 //   - A WAL write or fsync that fails during a commit makes pebble's log
 //     writer error sticky and the commit path call Logger.Fatalf, whose
 //     default is os.Exit(1). persist installs a logger whose Fatalf panics;
-//     Write recovers the panic, returns an error wrapping ErrPebbleFatal and
-//     closes the failed instance. The next call probes the directory with a
+//     WriteBase recovers the panic, returns an error wrapping ErrPebbleFatal
+//     and closes the failed instance. The next call probes the directory with a
 //     small synced write and, once that succeeds, opens a fresh instance
 //     (replaying the WAL) under the same directory lock, which persist holds
-//     throughout so no other process can slip in. The caller retries its ops.
-//   - A failure while pebble rotates its WAL (when the memtable fills: the
-//     first memtable of an instance is 256 KiB and they double up to
-//     MemTableSize, so a big batch soon after (re)opening rotates) panics after pebble has released a
+//     throughout so no other process can slip in. The Flusher retries the rewrite later; Writes go on meanwhile.
+//   - A failure to create the next WAL while pebble rotates it (when the
+//     memtable fills: the first memtable of an instance is 256 KiB and they
+//     double up to MemTableSize, so a base rewrite soon after (re)opening
+//     rotates) panics after pebble has released a
 //     mutex that a deferred call then unlocks again: the Go runtime aborts
 //     the process ("fatal error: sync: unlock of unlocked mutex"), which no
 //     recover can catch. A failed MANIFEST update in pebble's background
@@ -274,7 +290,7 @@ type RestoreStats struct {
 //     driving pebble into these paths while the disk is known to be failing.
 //   - If a failed instance cannot be closed within Options.CloseTimeout
 //     (pebble panicked while holding its commit lock), the DB becomes
-//     permanently unusable: see ErrUnusable.
+//     unable to rewrite the base: see ErrUnusable. Writes still work.
 type DB struct {
 	dir          string
 	fs           vfs.FS
@@ -321,13 +337,16 @@ type DB struct {
 		// WriteBase regardless of sizes (expired records or v1 records on
 		// disk).
 		legacy, needBase bool
-		// logBatch is Write's reusable batch, valid for instance
-		// logBatchOf only.
-		logBatch    *pebble.Batch
-		logBatchOf  *pebble.DB
-		logBatchCap int // the size logBatch was made with
 		// baseBuf is WriteBase's chunk buffer, kept between calls.
 		baseBuf []byte
+
+		// cur is the change file Writes append to; nil until the next
+		// Write creates one (see changelog.go).
+		cur vfs.File
+		// files lists the change files on disk, oldest first, cur last.
+		files []changeFile
+		// logBuf is Write's reusable record buffer.
+		logBuf []byte
 	}
 }
 
@@ -368,7 +387,7 @@ func Open(dir string, opts Options) (*DB, error) {
 		_ = lock.Close()
 		return nil, err
 	}
-	for _, step := range []func(*pebble.DB) error{db.checkFormat, db.readFlushedAt, db.readBase} {
+	for _, step := range []func(*pebble.DB) error{db.checkFormat, db.readFlushedAt, db.readBase, db.scanChangeFiles} {
 		if err := step(pdb); err != nil {
 			_ = safeClose(pdb)
 			_ = lock.Close()
@@ -457,7 +476,7 @@ func (db *DB) checkFormat(pdb *pebble.DB) error {
 		switch string(v) {
 		case formatVersion:
 			return nil
-		case formatVersionV2:
+		case formatVersionV3, formatVersionV2:
 			if err := pdb.Set(formatKey, []byte(formatVersion), pebble.Sync); err != nil {
 				return fmt.Errorf("persist: open %s: restamp format marker: %w", db.dir, err)
 			}
@@ -509,6 +528,10 @@ func (db *DB) readBase(pdb *pebble.DB) error {
 		return it.Close()
 	})
 }
+
+// scanChangeFiles is scanChangeFilesLocked as an Open step (Open is not
+// shared yet, so no lock is needed).
+func (db *DB) scanChangeFiles(*pebble.DB) error { return db.scanChangeFilesLocked() }
 
 // readFlushedAt loads the "flushed_at" stamp into db.flushedAtMs. A missing
 // stamp (a directory never written to, or written before the stamp existed)
@@ -650,6 +673,7 @@ func (db *DB) Close() error {
 		return ErrClosed
 	}
 	db.mu.closed = true
+	db.endChangeFileLocked()
 	var err error
 	if db.mu.unusable != nil {
 		// The wedged instance still holds a reference on the lock; closing

@@ -310,9 +310,9 @@ func TestFlusherIdle(t *testing.T) {
 	buf := f.buf
 	f.mu.Unlock()
 	db.mu.Lock()
-	batch := db.mu.logBatch
+	logBuf := db.mu.logBuf
 	db.mu.Unlock()
-	if buf != nil || batch != nil {
-		t.Errorf("after Idle: drain buffer %v, log batch %v; want both dropped", cap(buf), batch != nil)
+	if buf != nil || logBuf != nil {
+		t.Errorf("after Idle: drain buffer %v, log buffer %v; want both dropped", cap(buf), cap(logBuf))
 	}
 }

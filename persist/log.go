@@ -28,70 +28,47 @@ func baseChunkKey(gen uint64, idx uint32) []byte {
 	return k
 }
 
-// Write appends ops to the log and commits them, with the "flushed_at"
-// stamp, as one pebble batch with pebble.Sync: when it returns nil all of
-// them are durable, and either all or none of them are applied. Later ops
-// for the same key win. An empty ops is a no-op.
+// Write appends ops to the change log (changelog.go) as one record stamped
+// with the "flushed_at" time, and syncs it: when it returns nil all of them
+// are durable, and (below maxRecord bytes, i.e. always but for a shutdown
+// flush of millions of keys) either all or none of them are applied after a
+// crash. Later ops for the same key win. An empty ops is a no-op.
 //
 // Write is the only durable path for changes. It may be called concurrently
-// with the other methods (calls are serialised). Cost: one fsync plus one
-// pass over the ops' bytes; the batch holds one pebble key per ~16 KiB of
-// ops, not one per op. Write does not retain ops after it returns.
+// with the other methods (calls are serialised). Cost: one pass over the
+// ops' bytes into a reused buffer, one write and one fdatasync; pebble is
+// not involved, so a failing or wedged pebble instance does not stop
+// Writes. Write does not retain ops after it returns.
 //
-// On failure the pebble instance is discarded and the next call (of any
-// method) opens a fresh one; callers retry by calling Write again with the
-// same ops (which is what the Flusher does). A retry gets new seqs: chunks
-// of the failed attempt that did reach the disk are older, so the retry's
-// ops still win on replay.
+// On failure the change file is closed (the next Write starts a new one);
+// callers retry by calling Write again with the same ops (which is what the
+// Flusher does). A retry gets new seqs: a record of the failed attempt that
+// did reach the disk is older, so the retry's ops still win on replay.
 func (db *DB) Write(ops []Op) error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	if len(ops) == 0 {
-		if db.mu.closed {
-			return ErrClosed
-		}
-		return nil
+	if db.mu.closed {
+		return ErrClosed
 	}
-	pdb, err := db.instanceLocked()
-	if err != nil {
-		return err
+	if len(ops) == 0 {
+		return nil
 	}
 	stamp := db.now().UnixMilli()
 	seq := db.mu.nextSeq
-	// The batch is sized once for the window (no growth copies) and, up
-	// to logBatchRetain, kept and reset after each commit, so a steady
-	// load reuses one buffer window after window instead of allocating
-	// one per window. One batch per pebble instance.
-	need := 64
-	for i := range ops {
-		need += entrySize(&ops[i])
-	}
-	need += (need/maxChunk + 1) * 32 // per-chunk key and record overhead
-	b := db.mu.logBatch
-	switch {
-	case need > logBatchRetain:
-		b = pdb.NewBatch(pebble.WithInitialSizeBytes(need)) // one-off (e.g. shutdown)
-	case b == nil || db.mu.logBatchOf != pdb || need > db.mu.logBatchCap:
-		size := min(max(need+need/4, 64<<10), logBatchRetain)
-		b = pdb.NewBatch(pebble.WithInitialSizeBytes(size), pebble.WithMaxRetainedSizeBytes(size))
-		db.mu.logBatch, db.mu.logBatchOf, db.mu.logBatchCap = b, pdb, size
-	}
-	chunks, size, err := commitLog(b, ops, seq, stamp)
-	db.mu.nextSeq = seq + uint64(chunks)
-	if err != nil {
-		// After a failure the commit pipeline may still reference the
-		// batch: never touch it again.
-		db.mu.logBatch, db.mu.logBatchOf, db.mu.logBatchCap = nil, nil, 0
-		err = fmt.Errorf("persist: write %d ops to %s: %w", len(ops), db.dir, err)
-		db.discardLocked(err)
-		return err
-	}
-	if b == db.mu.logBatch {
-		b.Reset()
+	buf, records := appendRecords(db.mu.logBuf[:0], ops, seq, stamp)
+	// Seqs are never reused, even after a failure (its records, or its
+	// file, may have reached the disk).
+	db.mu.nextSeq = seq + uint64(records)
+	err := db.appendLocked(buf, seq)
+	if cap(buf) <= logBufRetain {
+		db.mu.logBuf = buf[:0]
 	} else {
-		_ = b.Close()
+		db.mu.logBuf = nil
 	}
-	db.mu.logBytes += int64(size)
+	if err != nil {
+		return fmt.Errorf("persist: write %d ops to %s: %w", len(ops), db.dir, err)
+	}
+	db.mu.logBytes += int64(len(buf) - records*recordHeaderLen)
 	db.logBytes.Store(db.mu.logBytes)
 	db.flushedAtMs.Store(stamp)
 	return nil
@@ -102,59 +79,13 @@ func (db *DB) Write(ops []Op) error {
 func (db *DB) dropBuffers() {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	if db.mu.logBatch != nil {
-		_ = db.mu.logBatch.Close()
-	}
-	db.mu.logBatch, db.mu.logBatchOf, db.mu.logBatchCap = nil, nil, 0
+	db.mu.logBuf = nil
 	db.mu.baseBuf = nil
 }
 
-// logBatchRetain is the largest batch buffer Write keeps for the next
-// window; a bigger window gets a one-off batch.
-const logBatchRetain = 4 << 20
-
-// commitLog writes ops as log chunks seq, seq+1, … plus the flushed_at
-// stamp into the empty batch b and commits it synced. It returns how many
-// seqs it used and the chunks' total size. Entries are encoded straight
-// into the batch.
-func commitLog(b *pebble.Batch, ops []Op, seq uint64, flushedAtMs int64) (chunks, size int, err error) {
-	err = callPebble(func() error {
-		for start := 0; start < len(ops); {
-			n, end := 0, start
-			for end < len(ops) {
-				sz := entrySize(&ops[end])
-				if n > 0 && n+sz > maxChunk {
-					break
-				}
-				n += sz
-				end++
-			}
-			d := b.SetDeferred(9, n)
-			d.Key[0] = logPrefix
-			binary.BigEndian.PutUint64(d.Key[1:], seq+uint64(chunks))
-			enc := d.Value[:0]
-			for i := start; i < end; i++ {
-				enc = appendEntry(enc, &ops[i])
-			}
-			if len(enc) != n {
-				panic(fmt.Sprintf("persist: encoded %d bytes, sized %d", len(enc), n))
-			}
-			if err := d.Finish(); err != nil {
-				return err
-			}
-			chunks++
-			size += n
-			start = end
-		}
-		var stamp [8]byte
-		binary.BigEndian.PutUint64(stamp[:], uint64(flushedAtMs))
-		if err := b.Set(flushedKey, stamp[:], nil); err != nil {
-			return err
-		}
-		return b.Commit(pebble.Sync)
-	})
-	return chunks, size, err
-}
+// logBufRetain is the largest record buffer Write keeps for the next
+// window; a bigger one (e.g. a shutdown flush) is left to the GC.
+const logBufRetain = 4 << 20
 
 // LogBytes returns the size of the log written since the base, as far as
 // this DB knows (Replay counts what it read; Write adds). Safe for
@@ -187,6 +118,10 @@ type BaseWriter struct {
 	cuts  []int  // ends of the complete chunks in buf
 	bytes int64
 	keys  int64
+	// err is the first pebble failure of Spill: WriteBase treats it as
+	// pebble's, whatever fill makes of it, and Spill does not call pebble
+	// again.
+	err error
 }
 
 // Add appends one live key to the base being written. It only encodes into
@@ -228,12 +163,16 @@ func (w *BaseWriter) cutAt() int {
 // Set per chunk reuses pebble's pooled batches: no buffer the size of the
 // base, or of a batch of chunks, is allocated.
 func (w *BaseWriter) Spill() error {
+	if w.err != nil {
+		return w.err
+	}
 	start := 0
 	for _, end := range w.cuts {
 		chunk := w.buf[start:end]
 		if err := callPebble(func() error {
 			return w.pdb.Set(baseChunkKey(w.gen, w.idx), chunk, pebble.NoSync)
 		}); err != nil {
+			w.err = err
 			return err
 		}
 		w.idx++
@@ -288,6 +227,9 @@ func (db *DB) WriteBase(fill func(w *BaseWriter) error) (BaseStats, error) {
 			return err
 		}
 		if err := fill(w); err != nil {
+			if w.err != nil {
+				return w.err // a Spill inside fill failed: pebble's error
+			}
 			return errFill{err}
 		}
 		if err := w.Spill(); err != nil {
@@ -344,6 +286,10 @@ func (db *DB) WriteBase(fill func(w *BaseWriter) error) (BaseStats, error) {
 		return st, err
 	}
 	db.mu.baseGen, db.mu.baseSeq, db.mu.baseBytes = gen, lastSeq, w.bytes
+	// Every change file holds only records at or below lastSeq, now
+	// covered by the base.
+	db.endChangeFileLocked()
+	db.removeChangeFilesLocked()
 	db.mu.logBytes = 0
 	db.logBytes.Store(0)
 	db.mu.legacy, db.mu.needBase = false, false
@@ -430,8 +376,15 @@ func (db *DB) Replay(nowMs int64, fn func(key, value []byte, expireAtMs int64, d
 				return err
 			}
 		}
+		// Log chunks a v3 directory kept in pebble, older than any
+		// change file.
 		return scan(pdb, logKey(baseSeq+1), []byte{logPrefix + 1}, chunk("log", &st.LogBytes))
 	})
+	if err == nil && !fnPanicky {
+		var n int64
+		n, err = db.replayChangeFilesLocked(apply)
+		st.LogBytes += n
+	}
 	st.Duration = time.Since(start)
 	if fnPanicky {
 		panic(fnPanic)

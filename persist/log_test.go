@@ -31,6 +31,20 @@ func rawKeys(t testing.TB, db *DB, prefix byte) [][]byte {
 	return keys
 }
 
+// changeFileNames returns the change files in db's directory.
+func changeFileNames(t testing.TB, db *DB) []string {
+	t.Helper()
+	files, err := listChangeFiles(db.fs, db.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range files {
+		names = append(names, db.fs.PathBase(f.path))
+	}
+	return names
+}
+
 // model is the expected state: key → record.
 type model map[string]record
 
@@ -57,11 +71,11 @@ func sortRecords(rs []record) {
 	slices.SortFunc(rs, func(a, b record) int { return strings.Compare(a.key, b.key) })
 }
 
-// TestLogAndBase: a Write bigger than one chunk spans several seqs and
-// keeps op order across them (a key set in the first chunk and again in the
-// last ends with the last value); WriteBase folds the log away (no log key
-// at or below the base's seq, one base generation on disk); Writes after
-// the base replay on top of it after a reopen.
+// TestLogAndBase: a big Write keeps op order (a key set first and again
+// last ends with the last value); Writes append to one change file;
+// WriteBase folds the log away (no change file left, one base generation
+// on disk); Writes after the base go to a new change file and replay on
+// top of it after a reopen.
 func TestLogAndBase(t *testing.T) {
 	fs := vfs.NewMem()
 	db := mustOpen(t, "data", Options{FS: fs})
@@ -76,27 +90,30 @@ func TestLogAndBase(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.apply(big)
-	if n := len(rawKeys(t, db, logPrefix)); n < 2 {
-		t.Fatalf("a %d-op Write used %d log chunk(s), want several (~16 KiB each)", len(big), n)
-	}
 	small := []Op{del("user:000000001"), set("new", "5", 4_000_000_000_000), del("never")}
 	if err := db.Write(small); err != nil {
 		t.Fatal(err)
 	}
 	m.apply(small)
+	if names := changeFileNames(t, db); len(names) != 1 || names[0] != changeFileName(1) {
+		t.Fatalf("change files after two Writes: %q, want [%s]", names, changeFileName(1))
+	}
 
 	st := writeBase(t, db, m.sorted())
 	if st.Chunks < 2 {
 		t.Errorf("base of %d keys in %d chunk(s), want several", st.Keys, st.Chunks)
 	}
-	if n := len(rawKeys(t, db, logPrefix)); n != 0 {
-		t.Errorf("%d log chunks left after WriteBase, want 0", n)
+	if names := changeFileNames(t, db); len(names) != 0 {
+		t.Errorf("change files left after WriteBase: %q, want none", names)
 	}
 	after := []Op{set("user:000000002", "9", 0), del("new"), set("post", "3", 0)}
 	if err := db.Write(after); err != nil {
 		t.Fatal(err)
 	}
 	m.apply(after)
+	if names := changeFileNames(t, db); len(names) != 1 || names[0] != changeFileName(3) {
+		t.Errorf("change files after the base and a Write: %q, want [%s]", names, changeFileName(3))
+	}
 	// A second base leaves only its own generation.
 	writeBase(t, db, m.sorted())
 	more := []Op{set("post", "4", 0)}
@@ -190,52 +207,58 @@ func TestWriteBaseIsAtomic(t *testing.T) {
 // pebble key per limiter key) opens, is restamped v2 (so an older celld no
 // longer opens it), replays its records under later log writes, asks for a
 // base, and the first base removes the v1 records.
-// A celld-persist-v2 directory (text set entries only) is read as it is
-// and restamped v3, so that a v2 build, which cannot read 't' entries,
-// refuses it instead of finding a chunk it cannot decode.
+// A celld-persist-v2 directory (text set entries only) or v3 one (log
+// chunks in pebble) is read as it is and restamped v4, so that an older
+// build, which cannot read 't' entries or change files, refuses it instead
+// of finding a chunk it cannot decode or missing the change log.
 func TestV2DirectoryRestamped(t *testing.T) {
-	fs := vfs.NewMem()
-	pdb, err := pebble.Open("data", &pebble.Options{FS: fs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var chunk []byte
-	for _, r := range []record{{"a", "100", 0}, {"b", "200", 4_000_000_000_000}} {
-		chunk = append(chunk, entrySet)
-		chunk = binary.AppendUvarint(chunk, uint64(len(r.key)))
-		chunk = append(chunk, r.key...)
-		chunk = binary.AppendVarint(chunk, r.exp)
-		chunk = binary.AppendUvarint(chunk, uint64(len(r.value)))
-		chunk = append(chunk, r.value...)
-	}
-	if err := pdb.Set(formatKey, []byte(formatVersionV2), nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := pdb.Set(logKey(1), chunk, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := pdb.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db := mustOpen(t, "data", Options{FS: fs})
-	if err := db.Write([]Op{{Key: []byte("c"), TAT: 5, IsTAT: true}}); err != nil {
-		t.Fatal(err)
-	}
-	got, _ := restoreAll(t, db, 1_700_000_000_000)
-	checkRecords(t, got, []record{{"a", "100", 0}, {"b", "200", 4_000_000_000_000}, {"c", "5", 0}})
-	mustClose(t, db)
-	pdb, err = pebble.Open("data", &pebble.Options{FS: fs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pdb.Close()
-	v, closer, err := pdb.Get(formatKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closer.Close()
-	if string(v) != formatVersion {
-		t.Fatalf("format marker %q after opening a v2 directory, want %q", v, formatVersion)
+	for _, marker := range []string{formatVersionV2, formatVersionV3} {
+		t.Run(marker, func(t *testing.T) {
+			fs := vfs.NewMem()
+			pdb, err := pebble.Open("data", &pebble.Options{FS: fs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var chunk []byte
+			for _, r := range []record{{"a", "100", 0}, {"b", "200", 4_000_000_000_000}} {
+				chunk = append(chunk, entrySet)
+				chunk = binary.AppendUvarint(chunk, uint64(len(r.key)))
+				chunk = append(chunk, r.key...)
+				chunk = binary.AppendVarint(chunk, r.exp)
+				chunk = binary.AppendUvarint(chunk, uint64(len(r.value)))
+				chunk = append(chunk, r.value...)
+			}
+			if err := pdb.Set(formatKey, []byte(marker), nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := pdb.Set(logKey(1), chunk, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := pdb.Close(); err != nil {
+				t.Fatal(err)
+			}
+			db := mustOpen(t, "data", Options{FS: fs})
+			// The change log replays after the pebble log: "a" ends at 101.
+			if err := db.Write([]Op{{Key: []byte("c"), TAT: 5, IsTAT: true}, set("a", "101", 0)}); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := restoreAll(t, db, 1_700_000_000_000)
+			checkRecords(t, got, []record{{"a", "101", 0}, {"b", "200", 4_000_000_000_000}, {"c", "5", 0}})
+			mustClose(t, db)
+			pdb, err = pebble.Open("data", &pebble.Options{FS: fs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pdb.Close()
+			v, closer, err := pdb.Get(formatKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer closer.Close()
+			if string(v) != formatVersion {
+				t.Fatalf("format marker %q after opening a v2 directory, want %q", v, formatVersion)
+			}
+		})
 	}
 }
 
