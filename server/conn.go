@@ -71,6 +71,74 @@ type connState struct {
 	pc         *pushConn                     // c.netConn, always from Serve
 	lc         *loopConn                     // non-nil when an event loop serves the connection
 	held       interface{ ReadReady() bool } // the guard, which may hold input read ahead
+	// A batch of parsed commands (parseBatch): their arguments in
+	// flat, each command's span of flat and end offset in cmds, and the
+	// keys of its CL.THROTTLE commands in keys, for the store to
+	// prefetch (hashes is Prefetch's scratch).
+	flat   [][]byte
+	cmds   []parsedCmd
+	keys   [][]byte
+	hashes []uint64
+}
+
+// parsedCmd is one command of a batch: its arguments are
+// connState.flat[off : off+n], and it ends at buf offset end.
+type parsedCmd struct{ off, n, end int }
+
+// maxBatchCmds bounds how many commands are parsed ahead of running them.
+const maxBatchCmds = 32
+
+// parseBatch parses up to maxBatchCmds whole commands from buf[start:end]
+// into st.cmds, st.flat and st.keys (args alias buf, except an inline
+// command's quoted words). It stops early at an incomplete command or
+// a protocol error, which it returns. Nothing runs and st.start does not
+// move: the caller does that per command it runs.
+func (st *connState) parseBatch() error {
+	st.cmds, st.flat, st.keys = st.cmds[:0], st.flat[:0], st.keys[:0]
+	packet := st.buf[st.start:st.end]
+	for len(st.cmds) < maxBatchCmds && len(packet) > 0 {
+		var complete bool
+		var rest []byte
+		var err error
+		if packet[0] == '$' {
+			// redcon's Reader (and Redis) read a line starting with
+			// '$' as an inline command; ReadNextCommand would take it
+			// for Tile38's native protocol.
+			complete, st.args, rest, err = readInline(packet, st.args)
+		} else {
+			complete, st.args, _, rest, err = redcon.ReadNextCommand(packet, st.args)
+		}
+		if err != nil {
+			return err
+		}
+		if !complete {
+			return nil
+		}
+		packet = rest
+		off := len(st.flat)
+		st.flat = append(st.flat, st.args...)
+		st.cmds = append(st.cmds, parsedCmd{off: off, n: len(st.args), end: st.end - len(rest)})
+		if len(st.args) >= 2 && isThrottle(st.args[0]) {
+			st.keys = append(st.keys, st.args[1])
+		}
+	}
+	return nil
+}
+
+// isThrottle reports whether name is CL.THROTTLE in any case (or one of a
+// few non-letter look-alikes, such as "\x0eL.THROTTLE": a false positive
+// only costs a prefetch).
+func isThrottle(name []byte) bool {
+	const want = "cl.throttle"
+	if len(name) != len(want) {
+		return false
+	}
+	for i := range name {
+		if name[i]|0x20 != want[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // newConnState prepares c's connection for pump.
@@ -160,44 +228,45 @@ func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 		read = true
 		ran := false
 		for st.start < st.end && !c.closed {
-			packet := st.buf[st.start:st.end]
-			var complete bool
-			var rest []byte
-			var perr error
-			if packet[0] == '$' {
-				// redcon's Reader (and Redis) read a line starting
-				// with '$' as an inline command; ReadNextCommand
-				// would take it for Tile38's native protocol.
-				complete, st.args, rest, perr = readInline(packet, st.args)
-			} else {
-				complete, st.args, _, rest, perr = redcon.ReadNextCommand(packet, st.args)
+			perr := st.parseBatch()
+			if len(st.keys) > 1 {
+				// Start every key's cache misses before the first
+				// command waits on its own (store/prefetch.go).
+				if cap(st.hashes) < len(st.keys) {
+					st.hashes = make([]uint64, maxBatchCmds)
+				}
+				s.store.Prefetch(st.keys, st.hashes[:len(st.keys)])
 			}
-			if perr != nil {
+			for _, cmd := range st.cmds {
+				if c.closed {
+					break
+				}
+				st.start = cmd.end
+				if cmd.n == 0 {
+					continue // a blank inline line or "*0": nothing runs
+				}
+				ran = true
+				s.execute(c, st.flat[cmd.off:cmd.off+cmd.n:cmd.off+cmd.n])
+				if len(c.out) > maxBatchOut && !c.closed {
+					c.publishCommands()
+					if s.writeOut(c, st.pc, false) != nil {
+						return pumpDone
+					}
+					if st.lc != nil && st.lc.backlogged() {
+						return pumpWrite
+					}
+				}
+			}
+			if perr != nil && !c.closed {
 				// The guard ends an invalid stream before this with
 				// Redis's text; without it, answer as redcon did.
 				c.out = append(c.out, "-ERR "...)
 				c.out = append(c.out, perr.Error()...)
 				c.out = append(c.out, "\r\n"...)
 				c.closed = true
-				break
 			}
-			if !complete {
-				break
-			}
-			st.start = st.end - len(rest)
-			if len(st.args) == 0 {
-				continue // a blank inline line or "*0": nothing runs
-			}
-			ran = true
-			s.execute(c, st.args)
-			if len(c.out) > maxBatchOut && !c.closed {
-				c.publishCommands()
-				if s.writeOut(c, st.pc, false) != nil {
-					return pumpDone
-				}
-				if st.lc != nil && st.lc.backlogged() {
-					return pumpWrite
-				}
+			if len(st.cmds) < maxBatchCmds {
+				break // the rest, if any, is an incomplete command
 			}
 		}
 		if ran || len(c.out) > 0 {
@@ -211,6 +280,9 @@ func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 		}
 		if cap(st.args) > maxKeepArgs {
 			st.args = make([][]byte, 0, 16)
+		}
+		if cap(st.flat) > maxKeepArgs {
+			st.flat = nil
 		}
 		st.compact()
 		if st.lc != nil {
@@ -231,12 +303,12 @@ func (st *connState) compact() {
 	if st.start == st.end {
 		st.start, st.end = 0, 0
 		if len(st.buf) > readBufSize {
-			clear(st.args[:cap(st.args)]) // they point into the old buffer
+			st.dropRefs()
 			st.buf = make([]byte, readBufSize)
 		}
 	} else if st.start > 0 {
 		if len(st.buf) > readBufSize && st.end-st.start <= readBufSize/2 {
-			clear(st.args[:cap(st.args)])
+			st.dropRefs()
 			nb := make([]byte, readBufSize)
 			st.end = copy(nb, st.buf[st.start:st.end])
 			st.buf = nb
@@ -245,6 +317,14 @@ func (st *connState) compact() {
 		}
 		st.start = 0
 	}
+}
+
+// dropRefs clears the parsed arguments, which point into the buffer about
+// to be replaced, so they do not keep it alive.
+func (st *connState) dropRefs() {
+	clear(st.args[:cap(st.args)])
+	clear(st.flat[:cap(st.flat)])
+	clear(st.keys[:cap(st.keys)])
 }
 
 // makeRoom returns a buffer holding buf[start:end] at its front with at

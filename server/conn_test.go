@@ -434,3 +434,45 @@ func TestTrackingPushFollowsLongPipeline(t *testing.T) {
 		t.Errorf("INFO replies total %d bytes: too few for several early writes", size)
 	}
 }
+
+// TestConnBatchesAcrossPipeline: commands are parsed in batches of
+// maxBatchCmds before they run (so the store can prefetch their keys); a
+// pipeline several batches long, mixing RESP and inline commands and
+// CL.THROTTLE calls whose replies depend on the ones before (the same key
+// again and again, so each call must see the previous one's write), is
+// answered in order, and a protocol error in the middle of a batch comes
+// after every command before it and ends the connection.
+func TestConnBatchesAcrossPipeline(t *testing.T) {
+	_, addr := startServer(t, nil)
+	r := dial(t, addr)
+	var in []byte
+	var want []string
+	const n = 3*maxBatchCmds + 7
+	for i := range n {
+		switch i % 3 {
+		case 0:
+			in = append(in, encode("CL.THROTTLE", "batch:k", "100", "1", "3600")...)
+			want = append(want, fmt.Sprintf("[:0 :101 :%d :-1 :%d]", 100-i/3, 3600*(i/3+1)))
+		case 1:
+			in = fmt.Appendf(in, "ECHO inline%d\r\n", i)
+			want = append(want, fmt.Sprintf("inline%d", i))
+		case 2:
+			in = append(in, encode("cl.throttle", fmt.Sprintf("batch:%d", i), "5", "1", "60")...)
+			want = append(want, "[:0 :6 :5 :-1 :60]")
+		}
+	}
+	in = append(in, "*1\r\n$x\r\n"...)
+	in = append(in, encode("PING")...) // after the error: never runs
+	if _, err := r.c.Write(in); err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range want {
+		if got := r.mustReply(); got != w {
+			t.Fatalf("reply %d = %q, want %q", i, got, w)
+		}
+	}
+	if got := r.mustReply(); got != "-ERR Protocol error: invalid bulk length" {
+		t.Fatalf("after %d replies: %q, want the protocol error", n, got)
+	}
+	r.expectEOF()
+}

@@ -103,6 +103,16 @@ func TestConcurrentChaos(t *testing.T) {
 	worker(12, func(r *rand.Rand, _ int) {
 		s.Delete(keys[r.IntN(len(keys))], now())
 	})
+	worker(14, func(r *rand.Rand, _ int) {
+		// Prefetch reads the index without the shard locks, while the
+		// workers above insert, delete, flush and grow it.
+		var batch [8][]byte
+		var hs [8]uint64
+		for j := range batch {
+			batch[j] = keys[r.IntN(len(keys))]
+		}
+		s.Prefetch(batch[:], hs[:])
+	})
 	worker(13, func(r *rand.Rand, i int) {
 		// Load on keys of its own: they are "on disk" already, so the model
 		// ignores them.

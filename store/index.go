@@ -1,6 +1,9 @@
 package store
 
-import "hash/maphash"
+import (
+	"hash/maphash"
+	"sync/atomic"
+)
 
 // The per-shard index: open addressing with linear probing over a []uint64
 // whose words are fingerprint<<32 | slot+1 (0 = empty, tomb = deleted), and
@@ -81,7 +84,7 @@ func (sh *shard) indexAddLocked(h uint64, slot uint32, pos int) {
 	if sh.table[pos] == tombWord {
 		sh.tombs--
 	}
-	sh.table[pos] = fingerprint(h) | uint64(slot+1)
+	atomic.StoreUint64(&sh.table[pos], fingerprint(h)|uint64(slot+1)) // Prefetch reads it
 	sh.used++
 }
 
@@ -89,9 +92,9 @@ func (sh *shard) indexAddLocked(h uint64, slot uint32, pos int) {
 func (sh *shard) indexRemoveLocked(pos int) {
 	mask := len(sh.table) - 1
 	if sh.table[(pos+1)&mask] == emptyWord {
-		sh.table[pos] = emptyWord // end of a probe run: no tombstone needed
+		atomic.StoreUint64(&sh.table[pos], emptyWord) // end of a probe run: no tombstone needed
 	} else {
-		sh.table[pos] = tombWord
+		atomic.StoreUint64(&sh.table[pos], tombWord)
 		sh.tombs++
 	}
 	sh.used--
@@ -113,8 +116,9 @@ func (sh *shard) rehashLocked(size int) {
 		for sh.table[pos] != emptyWord {
 			pos = (pos + 1) & mask
 		}
-		sh.table[pos] = w
+		sh.table[pos] = w // not yet published: plain stores
 	}
+	sh.publishLocked()
 }
 
 func nextPow2(n int) int {

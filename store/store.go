@@ -75,11 +75,12 @@ func (e *entry) alive(nowMs int64) bool { return e.exp == 0 || nowMs <= e.exp }
 // shard is one lock's worth of keys. Fields after mu are guarded by it.
 type shard struct {
 	mu      sync.Mutex
-	table   []uint64 // index: fingerprint<<32 | slot+1 (index.go)
-	used    int      // live words in table
-	tombs   int      // tombstones in table
-	arena   []byte   // key bytes
-	garbage int      // dead bytes in arena
+	view    atomic.Pointer[view] // for Prefetch, which reads it without mu
+	table   []uint64             // index: fingerprint<<32 | slot+1 (index.go); words stored atomically
+	used    int                  // live words in table
+	tombs   int                  // tombstones in table
+	arena   []byte               // key bytes
+	garbage int                  // dead bytes in arena
 	slab    []entry
 	free    []uint32          // free slots, reused LIFO
 	raw     map[uint32]string // verbatim text for slots with flagRaw
@@ -129,6 +130,7 @@ func (sh *shard) reset() {
 	sh.slab, sh.free = nil, nil
 	sh.raw = make(map[uint32]string)
 	sh.sweep, sh.peak = 0, 0
+	sh.publishLocked()
 }
 
 func (s *Store) shardFor(h uint64) *shard { return &s.shards[h>>56] }
@@ -296,8 +298,12 @@ func (sh *shard) insertLocked(key []byte, h uint64, pos int) uint32 {
 		slot = sh.free[n-1]
 		sh.free = sh.free[:n-1]
 	} else {
+		before := cap(sh.slab)
 		sh.slab = append(sh.slab, entry{})
 		slot = uint32(len(sh.slab) - 1)
+		if cap(sh.slab) != before { // reallocated
+			sh.publishLocked()
+		}
 	}
 	e := &sh.slab[slot]
 	*e = entry{klen: uint32(len(key)), flags: flagUsed}

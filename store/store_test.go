@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/celld/celld/gcra"
 )
@@ -1153,4 +1154,66 @@ func TestDumpShardAndUnload(t *testing.T) {
 	if n := s.DirtyKeys(); n != 1 {
 		t.Fatalf("DirtyKeys after DumpShard = %d, want 1 (c, still to drain)", n)
 	}
+}
+
+// TestPrefetchViewFollowsReallocations: Prefetch's lock-free view of each
+// shard is the live index and slab array after every reallocation (growth,
+// a rehash, a shrink, Flush), so its prefetches land on the lines lookups
+// read; and Prefetch changes nothing.
+func TestPrefetchViewFollowsReallocations(t *testing.T) {
+	s := New(Options{})
+	lim := mustLimit(t, 10, 1, 1)
+	check := func(when string) {
+		t.Helper()
+		for i := range s.shards {
+			sh := &s.shards[i]
+			sh.mu.Lock()
+			v := sh.view.Load()
+			if v == nil || unsafe.SliceData(v.table) != unsafe.SliceData(sh.table) || len(v.table) != len(sh.table) ||
+				unsafe.SliceData(v.slab) != unsafe.SliceData(sh.slab) || len(v.slab) != cap(sh.slab) {
+				sh.mu.Unlock()
+				t.Fatalf("%s: shard %d's view is not its live index and slab", when, i)
+			}
+			sh.mu.Unlock()
+		}
+	}
+	check("new store")
+	var keys [][]byte
+	for i := range 20000 {
+		keys = append(keys, []byte("key:"+strconv.Itoa(i)))
+	}
+	// Enough keys in one shard for a shrink to reallocate its slab.
+	for _, k := range keysInShard(s, 3, 2000, "same:") {
+		keys = append(keys, []byte(k))
+	}
+	for _, k := range keys {
+		if _, err := s.Throttle(k, lim, 1, t0ms*1e6); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("after 22000 inserts")
+	before := s.Len()
+	hs := make([]uint64, 64)
+	for i := 0; i+64 <= len(keys); i += 64 {
+		s.Prefetch(keys[i:i+64], hs)
+	}
+	s.Prefetch([][]byte{[]byte("absent"), []byte("")}, hs)
+	if s.Len() != before {
+		t.Fatalf("Prefetch changed the key count: %d -> %d", before, s.Len())
+	}
+	// A few keys survive; the sweeper expires the rest and shrinks.
+	for _, k := range keys[:100] { // early slots: the free tail can go
+		if _, err := s.Throttle(k, lim, 1, (t0ms+500_000)*1e6); err != nil {
+			t.Fatal(err)
+		}
+	}
+	capBefore := cap(s.shards[3].slab)
+	for s.SweepStep(t0ms+500_000, time.Second) > 0 {
+	}
+	if cap(s.shards[3].slab) >= capBefore {
+		t.Fatalf("no shrink of shard 3's slab (cap %d -> %d): the test misses that path", capBefore, cap(s.shards[3].slab))
+	}
+	check("after deletes and sweeps (shrink)")
+	s.Flush()
+	check("after Flush")
 }

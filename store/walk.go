@@ -155,6 +155,7 @@ func (sh *shard) shrinkLocked() {
 	slab := make([]entry, end, end+end/4)
 	copy(slab, sh.slab[:end])
 	sh.slab = slab
+	sh.publishLocked()
 	free := make([]uint32, 0, len(sh.free))
 	for _, f := range sh.free {
 		if int(f) < end {
