@@ -56,9 +56,22 @@ func (s *Store) Prefetch(keys [][]byte, hs []uint64) {
 			continue // empty, or another key: the lookup will probe on
 		}
 		if slot := int(uint32(w) - 1); slot < len(v.slab) {
-			p := uintptr(unsafe.Pointer(&v.slab[slot]))
-			prefetch(p)
-			prefetch(p + unsafe.Sizeof(entry{}) - 1)
+			prefetchEntry(&v.slab[slot])
 		}
+	}
+}
+
+// prefetchEntry starts loading both cache lines entry e may span.
+func prefetchEntry(e *entry) {
+	p := uintptr(unsafe.Pointer(e))
+	prefetch(p)
+	prefetch(p + unsafe.Sizeof(entry{}) - 1)
+}
+
+// prefetchEntryLocked is prefetchEntry for slot, if it exists. Requires
+// sh.mu.
+func (sh *shard) prefetchEntryLocked(slot uint32) {
+	if int(slot) < len(sh.slab) {
+		prefetchEntry(&sh.slab[slot])
 	}
 }
