@@ -47,12 +47,13 @@ const (
 	changeFilePrefix = "changes-"
 	changeFileSuffix = ".log"
 	recordHeaderLen  = 24
-	// maxRecord caps a record's payload. A Write whose changes encode to
-	// more (a shutdown flush of ~10M keys) is several records: a crash
-	// during it can keep a prefix of them, each key then holding either
-	// its old or its new state.
-	maxRecord = 256 << 20
 )
+
+// maxRecord caps a record's payload. A Write whose changes encode to more
+// (a shutdown flush of ~10M keys) is several records: a crash during it can
+// keep a prefix of them, each key then holding either its old or its new
+// state. A variable only so that tests can make it small.
+var maxRecord = 256 << 20
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -155,7 +156,7 @@ func readChangeFile(fs vfs.FS, path string, buf []byte, fn func(seq uint64, stam
 		sum := binary.LittleEndian.Uint32(hdr[4:])
 		seq := binary.LittleEndian.Uint64(hdr[8:])
 		stamp := int64(binary.LittleEndian.Uint64(hdr[16:]))
-		if n == 0 || n > maxRecord || sc.valid+recordHeaderLen+n > sc.size || (sc.records > 0 && seq <= sc.lastSeq) {
+		if n == 0 || n > int64(maxRecord) || sc.valid+recordHeaderLen+n > sc.size || (sc.records > 0 && seq <= sc.lastSeq) {
 			return sc, buf, nil
 		}
 		if int64(cap(buf)) < n {
@@ -185,16 +186,29 @@ func readChangeFile(fs vfs.FS, path string, buf []byte, fn func(seq uint64, stam
 
 // appendRecords encodes ops into buf (after its current contents) as
 // records with seqs seq, seq+1, …, stamped stampMs, and returns buf and
-// the number of records (one, unless the payload exceeds maxRecord).
+// the number of records (one, unless the payload exceeds maxRecord). buf
+// grows once, to the exact size: a shutdown flush of 1M keys is ~28 MB,
+// which growing by doubling copied several times over.
 func appendRecords(buf []byte, ops []Op, seq uint64, stampMs int64) ([]byte, int) {
+	total := 0
+	for i := range ops {
+		total += entrySize(&ops[i])
+	}
+	buf = slices.Grow(buf, total+(total/maxRecord+1)*recordHeaderLen)
 	records := 0
 	for start := 0; start < len(ops); records++ {
 		h := len(buf)
 		buf = append(buf, make([]byte, recordHeaderLen)...)
 		end := start
-		for end < len(ops) && (end == start || len(buf)-h-recordHeaderLen+entrySize(&ops[end]) <= maxRecord) {
-			buf = appendEntry(buf, &ops[end])
-			end++
+		if total <= maxRecord {
+			for ; end < len(ops); end++ {
+				buf = appendEntry(buf, &ops[end])
+			}
+		} else {
+			for end < len(ops) && (end == start || len(buf)-h-recordHeaderLen+entrySize(&ops[end]) <= maxRecord) {
+				buf = appendEntry(buf, &ops[end])
+				end++
+			}
 		}
 		binary.LittleEndian.PutUint32(buf[h:], uint32(len(buf)-h-recordHeaderLen))
 		binary.LittleEndian.PutUint64(buf[h+8:], seq+uint64(records))

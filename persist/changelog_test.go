@@ -228,3 +228,44 @@ func TestLeftoverChangeFileRemoved(t *testing.T) {
 	checkRecords(t, got, []record{{"b", "2", 0}})
 	mustClose(t, db)
 }
+
+// TestChangeLogSplitsHugeWrites: a Write whose changes encode to more than
+// maxRecord is several records, each within the cap, with consecutive
+// seqs; all of them replay, in order (a key set in the first record and
+// again in the last ends with the last value).
+func TestChangeLogSplitsHugeWrites(t *testing.T) {
+	defer func(m int) { maxRecord = m }(maxRecord)
+	maxRecord = 1 << 10
+	fs := vfs.NewMem()
+	db := mustOpen(t, "d", Options{FS: fs})
+	m := model{}
+	ops := []Op{set("first-and-last", "1", 0)}
+	for i := range 500 {
+		ops = append(ops, set(fmt.Sprintf("key%04d", i), fmt.Sprint(i), 0))
+	}
+	ops = append(ops, set("first-and-last", "2", 0))
+	if err := db.Write(ops); err != nil {
+		t.Fatal(err)
+	}
+	m.apply(ops)
+	records := db.mu.nextSeq - 1
+	if records < 5 {
+		t.Fatalf("a %d-op Write used %d record(s), want several of ≤ %d bytes", len(ops), records, maxRecord)
+	}
+	mustClose(t, db)
+	var seqs []uint64
+	_, _, err := readChangeFile(fs, fs.PathJoin("d", changeFileName(1)), nil, func(seq uint64, _ int64, payload []byte) error {
+		if len(payload) > maxRecord {
+			t.Errorf("record %d holds %d bytes, over the %d cap", seq, len(payload), maxRecord)
+		}
+		seqs = append(seqs, seq)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uint64(len(seqs)) != records || seqs[0] != 1 || seqs[len(seqs)-1] != records {
+		t.Errorf("file holds seqs %v, want 1..%d", seqs, records)
+	}
+	checkDir(t, fs, "d", m.sorted())
+}
