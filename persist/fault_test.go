@@ -256,11 +256,13 @@ func pebbleWALWrites(op errorfs.Op) bool {
 // pebble is down, the next WriteBase after the fault clears succeeds, and a
 // reopen restores exactly what was written. (Before the fix, fill's
 // returning Spill's error made it look like fill's own, the failed instance
-// was kept, and the next WriteBase hung in pebble's commit pipeline.)
+// was kept, and the next WriteBase hung in pebble's commit pipeline.) If
+// pebble wedged instead (it can panic holding its commit lock), the next
+// WriteBase reports ErrUnusable rather than hanging, and Writes go on.
 func TestBaseRewriteWALFault(t *testing.T) {
 	mem := vfs.NewMem()
 	sw := &faultySwitch{match: pebbleWALWrites}
-	db := mustOpen(t, "d", Options{FS: errorfs.Wrap(mem, sw)})
+	db := mustOpen(t, "d", Options{FS: errorfs.Wrap(mem, sw), CloseTimeout: 3 * time.Second})
 	m := model{}
 	for i := range 2000 { // ~60 KiB: below the first memtable, no WAL rotation
 		m[fmt.Sprintf("key%06d", i)] = record{fmt.Sprintf("key%06d", i), "1234567890123456789x", 0}
@@ -281,15 +283,34 @@ func TestBaseRewriteWALFault(t *testing.T) {
 	}
 	m.apply(ops)
 	sw.on.Store(false)
-	done := make(chan struct{})
+	done := make(chan error, 1)
 	go func() {
-		defer close(done)
-		writeBase(t, db, m.sorted())
+		_, err := db.WriteBase(func(w *BaseWriter) error {
+			for _, r := range m.sorted() {
+				w.Add([]byte(r.key), []byte(r.value), r.exp)
+			}
+			return nil
+		})
+		done <- err
 	}()
 	select {
-	case <-done:
+	case err = <-done:
 	case <-time.After(30 * time.Second):
 		t.Fatal("WriteBase after the fault cleared hung")
+	}
+	if errors.Is(err, ErrUnusable) {
+		// pebble panicked while holding its commit lock, so the failed
+		// instance could not be closed (timing-dependent; seen under
+		// -race): the documented wedge. Writes must still work.
+		t.Logf("pebble wedged: %v", err)
+		if err := db.Write([]Op{set("key000003", "8", 0)}); err != nil {
+			t.Fatalf("Write with pebble wedged: %v", err)
+		}
+		_ = db.Close()
+		return
+	}
+	if err != nil {
+		t.Fatalf("WriteBase after the fault cleared: %v", err)
 	}
 	if db.Reopens() < 1 {
 		t.Errorf("Reopens = %d, want ≥ 1", db.Reopens())
