@@ -23,4 +23,5 @@ func newEventLoop(*Server) (*eventLoop, error)  { return &eventLoop{}, nil }
 func (*eventLoop) run()                         {}
 func (*eventLoop) add(*client, *loopConn) error { return nil }
 func (*eventLoop) shutdown()                    {}
+func (*eventLoop) post(func()) bool             { return false }
 func (*eventLoop) shutdownIdle()                {}
