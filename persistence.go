@@ -351,10 +351,7 @@ func (p *persistence) release([]persist.Op) {
 // mark phase is short.
 func (p *persistence) idle() {
 	p.mu.Lock()
-	p.spare, p.preSpare = nil, nil
-	if len(p.pre) == 0 {
-		p.pre = nil // up to maxKeepPre ops (~9 MB) kept from the burst
-	}
+	p.spare = nil
 	p.mu.Unlock()
 	// Two collections: buffers put back into sync.Pools (pebble's batches
 	// among them) survive the first one in the pools' victim caches, and
