@@ -189,9 +189,6 @@ func run(args []string) int {
 		return 1
 	}
 	mx.attach(srv, p)
-	if p != nil {
-		p.setLoopRunner(srv.RunOnLoop)
-	}
 	lns, err := openListeners(cfg.addr, cfg.access)
 	if err != nil {
 		log.Error("cannot start", "err", err)

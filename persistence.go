@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/celld/celld/persist"
@@ -39,58 +38,6 @@ type persistence struct {
 	// whose ops persist has released, handed to the next drain for reuse.
 	// Guarded by mu.
 	block, spare []byte
-	// pre holds ops the event loop drained at the start of the window
-	// (predrain), preBlock their keys' bytes; preHeld is the block of
-	// the pre ops the latest drain handed to persist, preSpare one persist
-	// has released, for the next predrain. Guarded by mu.
-	pre                         []persist.Op
-	preBlock, preHeld, preSpare []byte
-
-	// runOnLoop is the server's RunOnLoop, once the server exists.
-	runOnLoop atomic.Pointer[func(fn func(), wait time.Duration) bool]
-}
-
-// predrainWait bounds how long the flusher waits for the event loop's
-// predrain before draining everything itself.
-const predrainWait = 20 * time.Millisecond
-
-// setLoopRunner gives the flusher the server's RunOnLoop. main, once.
-func (p *persistence) setLoopRunner(run func(fn func(), wait time.Duration) bool) {
-	p.runOnLoop.Store(&run)
-}
-
-// beforeDrain runs at the start of every flush window (the flusher's
-// goroutine, no lock held): it has the event loop drain the store's
-// changes itself (predrain). The store's entries changed in the window
-// were written by the loop's core; read there, they are cache hits, while
-// the flusher reading (and un-marking) them from the other core moved
-// each one's cache line across and back, which cost the request path more
-// than the drain itself (measured: 4-7% more CL.THROTTLE/s with it, four
-// alternating pairs). Without a single event loop nothing happens and
-// drain reads everything, as before.
-func (p *persistence) beforeDrain() {
-	if run := p.runOnLoop.Load(); run != nil {
-		(*run)(p.predrain, predrainWait)
-	}
-}
-
-// predrain drains the store's changes into p.pre; drain hands them to
-// persist ahead of whatever changed since. Called on the event loop; it
-// skips the window rather than make the loop wait for a drain in progress.
-func (p *persistence) predrain() {
-	if !p.mu.TryLock() {
-		return
-	}
-	defer p.mu.Unlock()
-	if p.preBlock == nil {
-		p.preBlock, p.preSpare = p.preSpare, nil
-		if p.preBlock == nil {
-			p.preBlock = make([]byte, 0, maxSpareBlock)
-		}
-	}
-	p.preBlock = p.st.DrainFunc(time.Now().UnixMilli(), p.preBlock, func(c store.Change) {
-		p.pre = append(p.pre, persist.Op{Key: c.Key, Value: c.Text, TAT: c.TAT, IsTAT: c.IsTAT, ExpireAtMs: c.ExpireAtMs, Delete: c.Deleted})
-	})
 }
 
 // openPersistence opens the data directory, restores it into st and starts
@@ -134,13 +81,12 @@ func openPersistence(cfg config, st *store.Store, log *slog.Logger) (*persistenc
 		}
 	}
 	p.fl = persist.NewFlusher(p.db, persist.FlusherConfig{
-		Interval:    cfg.flushInterval,
-		Drain:       p.drain,
-		BeforeDrain: p.beforeDrain,
-		Snapshot:    p.snapshot,
-		Release:     p.release,
-		Idle:        p.idle,
-		Logger:      log,
+		Interval: cfg.flushInterval,
+		Drain:    p.drain,
+		Snapshot: p.snapshot,
+		Release:  p.release,
+		Idle:     p.idle,
+		Logger:   log,
 	})
 	p.fl.Start()
 	return p, nil
@@ -285,20 +231,6 @@ func (p *persistence) drain(nowMs int64, buf []persist.Op) []persist.Op {
 	if p.spare == nil {
 		p.spare = make([]byte, 0, maxSpareBlock)
 	}
-	// The loop's predrain first: what changed after it comes later and
-	// wins.
-	buf = append(buf, p.pre...)
-	clear(p.pre)
-	if cap(p.pre) > maxKeepPre {
-		p.pre = nil
-	} else {
-		p.pre = p.pre[:0]
-	}
-	if p.preBlock != nil {
-		// Its ops now belong to persist until release; a block still
-		// held from a window whose write failed is left to the GC.
-		p.preHeld, p.preBlock = p.preBlock, nil
-	}
 	n := len(buf)
 	// Sized up front: growing a 1M-entry slice by doubling copies it ~20
 	// times, which is most of a shutdown's drain.
@@ -316,31 +248,16 @@ func (p *persistence) drain(nowMs int64, buf []persist.Op) []persist.Op {
 	return buf
 }
 
-// maxKeepPre is the largest pre op slice kept between windows.
-const maxKeepPre = 128 << 10
-
-// preLen is how many changes the loop has pre-drained and the flusher not
-// yet taken.
-func (p *persistence) preLen() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.pre)
-}
-
 // release is the flusher's word that the latest drain's ops are durable
 // and unreferenced: their block becomes the next drain's (unless a huge
 // window, e.g. a bulk load, grew it past maxSpareBlock).
 func (p *persistence) release([]persist.Op) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.block != nil && cap(p.block) <= maxSpareBlock {
+	if cap(p.block) <= maxSpareBlock {
 		p.spare = p.block[:0]
 	}
 	p.block = nil
-	if p.preHeld != nil && cap(p.preHeld) <= maxSpareBlock {
-		p.preSpare = p.preHeld[:0]
-	}
-	p.preHeld = nil
 }
 
 // idle runs when changes stop after a busy period (the flusher's Idle):
@@ -397,7 +314,7 @@ func (p *persistence) InfoPersistence() []string {
 		"last_flush_age_ms:" + strconv.FormatInt(age, 10),
 		"last_flush_keys:" + strconv.Itoa(s.LastFlushKeys),
 		"last_flush_duration_us:" + strconv.FormatInt(s.LastFlushDuration.Microseconds(), 10),
-		"dirty_keys:" + strconv.Itoa(p.st.DirtyKeys()+p.preLen()+s.PendingKeys),
+		"dirty_keys:" + strconv.Itoa(p.st.DirtyKeys()+s.PendingKeys),
 		"flushes:" + strconv.FormatInt(s.Flushes, 10),
 		"flush_errors:" + strconv.FormatInt(s.FlushErrors, 10),
 		"rdb_last_save_time:" + strconv.FormatInt(unixOrZero(s.LastSuccessAt), 10),

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -247,74 +246,5 @@ func TestDrainDeleteBeforeWrite(t *testing.T) {
 		if onDisk[k] != w {
 			t.Errorf("%s on disk = %+v, want %+v", k, onDisk[k], w)
 		}
-	}
-}
-
-// TestPredrainComesFirst: what the event loop pre-drained at the start of a
-// window is handed to persist ahead of what changed after it, so a key
-// changed again wins with its latest state; the pre-drained keys' bytes
-// stay intact until persist releases them, even while the next predrain
-// runs; and the result on disk is the store's state.
-func TestPredrainComesFirst(t *testing.T) {
-	dir := t.TempDir()
-	db, err := persist.Open(dir, persist.Options{Logger: quietLog()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := store.New(store.Options{TrackDirty: true})
-	p := &persistence{db: db, st: st, log: quietLog()}
-	p.fl = persist.NewFlusher(db, persist.FlusherConfig{Interval: time.Hour, Drain: p.drain, Release: p.release, Logger: quietLog()})
-	const nowMs = 1_800_000_000_000
-	put := func(k, v string) {
-		st.Update([]byte(k), nowMs, func(store.Value, bool) (store.Value, store.Action) {
-			nv, _ := store.NewValue([]byte(v))
-			return nv, store.Put
-		})
-	}
-	for i := range 100 {
-		put(fmt.Sprintf("key:%03d", i), "1")
-	}
-	p.predrain()
-	if n := p.preLen(); n != 100 {
-		t.Fatalf("predrain took %d changes, want 100", n)
-	}
-	put("key:007", "2") // changed again after the predrain
-	put("late", "3")
-	ops := p.drain(nowMs, nil)
-	var keys []string
-	for _, op := range ops {
-		keys = append(keys, string(op.Key))
-	}
-	if len(ops) != 102 {
-		t.Fatalf("drained %d ops %v, want the 100 pre-drained then 2", len(ops), keys)
-	}
-	if last7 := slices.Index(keys[100:], "key:007"); last7 < 0 || slices.Index(keys, "key:007") >= 100 {
-		t.Fatalf("key:007 must appear in the predrain and again after it: %v", keys)
-	}
-	if p.preLen() != 0 {
-		t.Fatal("pre-drained ops left behind after drain")
-	}
-	snapshot := append([]string(nil), keys...)
-	// The next window's predrain must not write over bytes persist holds.
-	for i := range 100 {
-		put(fmt.Sprintf("other:%03d", i), "4")
-	}
-	p.predrain()
-	for i, op := range ops {
-		if string(op.Key) != snapshot[i] {
-			t.Fatalf("op %d's key changed from %q to %q before release", i, snapshot[i], op.Key)
-		}
-	}
-	if err := db.Write(ops); err != nil {
-		t.Fatal(err)
-	}
-	p.release(ops)
-	if err := p.Close(); err != nil { // the final flush takes the second predrain
-		t.Fatal(err)
-	}
-	onDisk, _ := readDir(t, dir)
-	if len(onDisk) != 201 || onDisk["key:007"].value != "2" || onDisk["late"].value != "3" || onDisk["other:050"].value != "4" {
-		t.Fatalf("on disk: %d keys, key:007=%v late=%v other:050=%v; want 201 keys with the latest values",
-			len(onDisk), onDisk["key:007"], onDisk["late"], onDisk["other:050"])
 	}
 }

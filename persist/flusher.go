@@ -34,12 +34,6 @@ type FlusherConfig struct {
 	//
 	// Ownership of the returned ops' Key and Value passes to persist (see Op).
 	Drain func(nowMs int64, buf []Op) []Op
-	// BeforeDrain, when set, is called by the loop at the start of each
-	// window, before Drain and without any persist lock held (FlushNow does
-	// not call it). The server uses it to have its event loop pre-drain
-	// the store (see persistence.go); whatever it does, Drain must still
-	// return every change.
-	BeforeDrain func()
 	// Release, when set, is called with the ops of a Drain once they are
 	// durable and persist keeps no reference to them, so their memory may
 	// be reused. It is not called for ops that a failed write merged into
@@ -143,7 +137,6 @@ type Flusher struct {
 	interval   time.Duration
 	maxBackoff time.Duration
 	drain      func(nowMs int64, buf []Op) []Op
-	before     func()
 	snapshot   func(nowMs int64, w *BaseWriter) error
 	release    func(ops []Op)
 	onIdle     func()
@@ -207,7 +200,6 @@ func NewFlusher(db *DB, cfg FlusherConfig) *Flusher {
 		interval:   cfg.Interval,
 		maxBackoff: cfg.MaxBackoff,
 		drain:      cfg.Drain,
-		before:     cfg.BeforeDrain,
 		snapshot:   cfg.Snapshot,
 		release:    cfg.Release,
 		onIdle:     cfg.Idle,
@@ -251,9 +243,6 @@ func (f *Flusher) loop() {
 // tick is one window of the loop: always drain, write unless backing off,
 // then fold the log into a new base if it is due.
 func (f *Flusher) tick() {
-	if f.before != nil {
-		f.before()
-	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.drainLocked()

@@ -348,10 +348,9 @@ type eventLoop struct {
 	wakefd int // an eventfd: other goroutines wake the loop through it
 	woken  atomic.Bool
 
-	mu        sync.Mutex // guards adds, kicks, tasks, stop and closedFds
+	mu        sync.Mutex // guards adds, kicks, stop and closedFds
 	adds      []*loopConn
 	kicks     []*loopConn
-	tasks     []func() // posted by RunOnLoop
 	stop      bool
 	closedFds bool // epfd and wakefd are closed
 	stopped   chan struct{}
@@ -411,20 +410,6 @@ func (l *eventLoop) add(c *client, lc *loopConn) error {
 	l.mu.Unlock()
 	l.wake()
 	return nil
-}
-
-// post queues fn to run on the loop at its next wake-up, and reports
-// whether it was queued (not once the loop is stopping). Any goroutine.
-func (l *eventLoop) post(fn func()) bool {
-	l.mu.Lock()
-	if l.stop || l.closedFds {
-		l.mu.Unlock()
-		return false
-	}
-	l.tasks = append(l.tasks, fn)
-	l.mu.Unlock()
-	l.wake()
-	return true
 }
 
 // kick makes the loop look at lc's flags (closed, readStop). Any goroutine.
@@ -488,12 +473,9 @@ func (l *eventLoop) handleWake() bool {
 	unix.Read(l.wakefd, buf[:])
 	l.woken.Store(false)
 	l.mu.Lock()
-	adds, kicks, tasks, stop := l.adds, l.kicks, l.tasks, l.stop
-	l.adds, l.kicks, l.tasks = nil, nil, nil
+	adds, kicks, stop := l.adds, l.kicks, l.stop
+	l.adds, l.kicks = nil, nil
 	l.mu.Unlock()
-	for _, fn := range tasks {
-		fn()
-	}
 	for _, lc := range adds {
 		lc.st = l.s.newConnState(lc.c)
 		lc.events = unix.EPOLLIN | unix.EPOLLRDHUP

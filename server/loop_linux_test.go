@@ -2,11 +2,9 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -164,58 +162,5 @@ func TestLoopTrickledInput(t *testing.T) {
 				t.Fatalf("cut at %d: %q, want %q", cut, got, want)
 			}
 		}
-	}
-}
-
-// RunOnLoop runs a function on the event loop only when exactly one loop
-// serves the connections, waits for it, and refuses once the loop stopped.
-func TestRunOnLoop(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		loops int
-		want  bool
-	}{{"one loop", 0, true}, {"two loops", 2, false}, {"goroutine per connection", -1, false}} {
-		t.Run(tc.name, func(t *testing.T) {
-			s, addr := startServerConfig(t, nil, Config{IOLoops: tc.loops})
-			r := dial(t, addr)
-			r.send([]string{"PING"}) // the loops start with the first Serve
-			if got := r.mustReply(); got != "+PONG" {
-				t.Fatalf("PING: %q", got)
-			}
-			var ran atomic.Int32
-			if got := s.RunOnLoop(func() { ran.Add(1) }, 10*time.Second); got != tc.want || (ran.Load() == 1) != tc.want {
-				t.Fatalf("RunOnLoop = %v, ran %d times; want %v", got, ran.Load(), tc.want)
-			}
-			if !tc.want {
-				return
-			}
-			// Commands and posted functions interleave on the one loop.
-			for i := range 50 {
-				r.send([]string{"ECHO", fmt.Sprint(i)})
-				if !s.RunOnLoop(func() { ran.Add(1) }, 10*time.Second) {
-					t.Fatal("RunOnLoop failed while serving")
-				}
-				if got := r.mustReply(); got != fmt.Sprint(i) {
-					t.Fatalf("ECHO %d: %q", i, got)
-				}
-			}
-			r.c.Close()
-			waitFor(t, func() bool { return s.clientCount() == 0 })
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if err := s.Shutdown(ctx); err != nil {
-				t.Fatal(err)
-			}
-			start := time.Now()
-			if s.RunOnLoop(func() { ran.Add(1) }, 10*time.Second) {
-				t.Fatal("RunOnLoop succeeded after Shutdown")
-			}
-			if d := time.Since(start); d > 5*time.Second {
-				t.Fatalf("RunOnLoop after Shutdown waited %v instead of refusing", d)
-			}
-			if n := ran.Load(); n != 51 {
-				t.Fatalf("ran %d times, want 51", n)
-			}
-		})
 	}
 }

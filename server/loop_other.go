@@ -23,5 +23,4 @@ func newEventLoop(*Server) (*eventLoop, error)  { return &eventLoop{}, nil }
 func (*eventLoop) run()                         {}
 func (*eventLoop) add(*client, *loopConn) error { return nil }
 func (*eventLoop) shutdown()                    {}
-func (*eventLoop) post(func()) bool             { return false }
 func (*eventLoop) shutdownIdle()                {}

@@ -352,36 +352,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// RunOnLoop runs fn on the event loop when exactly one serves the plain TCP
-// connections, between two batches of its work, and waits up to wait for
-// it to finish. It reports whether fn finished in time; when it returns
-// false fn may not have run at all (no loop, several loops, the loop is
-// stopping) or may still run later (the loop was busy past wait), so fn
-// must be harmless at any time. Used by persistence to read the keys changed
-// in a window on the core that wrote them (see persistence.go). Safe for
-// concurrent use; never call it from the loop itself (it would wait out
-// wait). Cost: one wake-up of the loop and one small allocation.
-func (s *Server) RunOnLoop(fn func(), wait time.Duration) bool {
-	s.mu.Lock()
-	loops := s.loops
-	s.mu.Unlock()
-	if len(loops) != 1 {
-		return false
-	}
-	done := make(chan struct{})
-	if !loops[0].post(func() { fn(); close(done) }) {
-		return false
-	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-done:
-		return true
-	case <-t.C:
-		return false
-	}
-}
-
 // stopLoops stops the event loops, whose connections are gone. Shutdown.
 func (s *Server) stopLoops() {
 	s.mu.Lock()
