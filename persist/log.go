@@ -35,8 +35,9 @@ func baseChunkKey(gen uint64, idx uint32) []byte {
 // crash. Later ops for the same key win. An empty ops is a no-op.
 //
 // Write is the only durable path for changes. It may be called concurrently
-// with the other methods (calls are serialised). Cost: one pass over the
-// ops' bytes into a reused buffer, one write and one fdatasync; pebble is
+// with the other methods (calls are serialised). Cost: a sizing pass and an
+// encoding pass over the ops into a reused buffer, a CRC-32C, one write and
+// one fdatasync; pebble is
 // not involved, so a failing or wedged pebble instance does not stop
 // Writes. Write does not retain ops after it returns.
 //
