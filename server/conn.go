@@ -72,25 +72,30 @@ type connState struct {
 	lc         *loopConn                     // non-nil when an event loop serves the connection
 	held       interface{ ReadReady() bool } // the guard, which may hold input read ahead
 	// A batch of parsed commands (parseBatch): their arguments in
-	// flat, each command's span of flat and end offset in cmds, and the
-	// keys of its CL.THROTTLE commands in keys, for the store to
-	// prefetch (hashes is Prefetch's scratch).
+	// flat, each command's table entry, span of flat and end offset in
+	// cmds, and the first key of each keyed command in keys, for the
+	// store to prefetch (hashes is Prefetch's scratch).
 	flat   [][]byte
 	cmds   []parsedCmd
 	keys   [][]byte
 	hashes []uint64
 }
 
-// parsedCmd is one command of a batch: its arguments are
+// parsedCmd is one command of a batch: cmd is its dispatch table entry
+// (nil: unknown, or no arguments), its arguments are
 // connState.flat[off : off+n], and it ends at buf offset end.
-type parsedCmd struct{ off, n, end int }
+type parsedCmd struct {
+	cmd         *command
+	off, n, end int
+}
 
 // maxBatchCmds bounds how many commands are parsed ahead of running them.
 const maxBatchCmds = 32
 
 // parseBatch parses up to maxBatchCmds whole commands from buf[start:end]
 // into st.cmds, st.flat and st.keys (args alias buf, except an inline
-// command's quoted words). It stops early at an incomplete command or
+// command's quoted words), looking each command up once: dispatch uses
+// the entry, and its key position says which argument to prefetch. It stops early at an incomplete command or
 // a protocol error, which it returns. Nothing runs and st.start does not
 // move: the caller does that per command it runs.
 func (st *connState) parseBatch() error {
@@ -117,28 +122,16 @@ func (st *connState) parseBatch() error {
 		packet = rest
 		off := len(st.flat)
 		st.flat = append(st.flat, st.args...)
-		st.cmds = append(st.cmds, parsedCmd{off: off, n: len(st.args), end: st.end - len(rest)})
-		if len(st.args) >= 2 && isThrottle(st.args[0]) {
-			st.keys = append(st.keys, st.args[1])
+		var cmd *command
+		if len(st.args) > 0 {
+			cmd = lookup(commands, st.args[0])
+		}
+		st.cmds = append(st.cmds, parsedCmd{cmd: cmd, off: off, n: len(st.args), end: st.end - len(rest)})
+		if cmd != nil && cmd.firstKey > 0 && cmd.firstKey < len(st.args) {
+			st.keys = append(st.keys, st.args[cmd.firstKey])
 		}
 	}
 	return nil
-}
-
-// isThrottle reports whether name is CL.THROTTLE in any case (or one of a
-// few non-letter look-alikes, such as "\x0eL.THROTTLE": a false positive
-// only costs a prefetch).
-func isThrottle(name []byte) bool {
-	const want = "cl.throttle"
-	if len(name) != len(want) {
-		return false
-	}
-	for i := range name {
-		if name[i]|0x20 != want[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // newConnState prepares c's connection for pump.
@@ -246,7 +239,7 @@ func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 					continue // a blank inline line or "*0": nothing runs
 				}
 				ran = true
-				s.execute(c, st.flat[cmd.off:cmd.off+cmd.n:cmd.off+cmd.n])
+				s.execute(c, cmd.cmd, st.flat[cmd.off:cmd.off+cmd.n:cmd.off+cmd.n])
 				if len(c.out) > maxBatchOut && !c.closed {
 					c.publishCommands()
 					if s.writeOut(c, st.pc, false) != nil {
@@ -358,10 +351,11 @@ func (s *Server) writeOut(c *client, pc *pushConn, done bool) error {
 // execute runs one command read from c's connection and appends its reply
 // to c.out. A panic is recovered and logged; the command's partial reply is
 // replaced by an error and c.closed is set, so that nothing more runs on
-// the connection, as after QUIT. args alias the read buffer (see dispatch).
+// the connection, as after QUIT. args alias the read buffer (see dispatch);
+// cmd is lookup(commands, args[0]), done once by parseBatch.
 // c's connection goroutine only; cost beyond dispatch: a deferred recover
 // (no allocation) and the afterDispatch checks.
-func (s *Server) execute(c *client, args [][]byte) {
+func (s *Server) execute(c *client, cmd *command, args [][]byte) {
 	if c.closed {
 		return
 	}
@@ -375,7 +369,7 @@ func (s *Server) execute(c *client, args [][]byte) {
 			c.out = append(c.out[:start], "-ERR internal error\r\n"...)
 		}
 	}()
-	s.dispatch(c, args)
+	s.dispatch(c, cmd, args)
 	s.afterDispatch(c, args, start) // cmdstats.go
 	if c.closeAfterReply {
 		c.closed = true

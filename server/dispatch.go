@@ -97,12 +97,13 @@ func wrongArity(name string) string {
 // alias the connection's read buffer: they are valid only until dispatch
 // returns, so anything kept longer (the MULTI queue below, WATCH keys,
 // names, tracking keys and prefixes) is copied.
-func (s *Server) dispatch(c *client, args [][]byte) {
+// cmd is lookup(commands, args[0]), which the caller has already done
+// (parseBatch) to know which key to prefetch; nil for an unknown name.
+func (s *Server) dispatch(c *client, cmd *command, args [][]byte) {
 	if len(args) == 0 {
 		return
 	}
 	c.pending++ // total_commands_processed: see client.publishCommands
-	cmd := lookup(commands, args[0])
 	switch {
 	case cmd == nil:
 		c.reject(unknownCommandError(args))

@@ -51,7 +51,7 @@ func throttleArgs(key string) [][]byte {
 func BenchmarkDispatchThrottle(b *testing.B) {
 	s, c := newDispatchFixture(b)
 	args := throttleArgs("bench:key")
-	s.dispatch(c, args)
+	s.dispatchLookup(c, args)
 	if c.out[0] != '*' {
 		b.Fatalf("reply %q", c.out)
 	}
@@ -59,7 +59,7 @@ func BenchmarkDispatchThrottle(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		c.out = c.out[:0]
-		s.dispatch(c, args)
+		s.dispatchLookup(c, args)
 	}
 	b.StopTimer()
 	if c.out[0] != '*' || c.out[5] != '0' {
@@ -82,7 +82,7 @@ func BenchmarkDispatchThrottleParallel(b *testing.B) {
 		i := 0
 		for pb.Next() {
 			c.out = c.out[:0]
-			s.dispatch(c, keys[i%len(keys)])
+			s.dispatchLookup(c, keys[i%len(keys)])
 			i++
 		}
 	})
@@ -94,14 +94,14 @@ func BenchmarkDispatchThrottleParallel(b *testing.B) {
 func TestDispatchThrottleZeroAllocs(t *testing.T) {
 	s, c := newDispatchFixture(t)
 	args := throttleArgs("alloc:key")
-	s.dispatch(c, args)
+	s.dispatchLookup(c, args)
 	if want := "*5\r\n:0\r\n:1000000000001\r\n"; string(c.out[:len(want)]) != want {
 		t.Fatalf("first reply %q", c.out)
 	}
 	ver0, _ := s.store.Version([]byte("alloc:key"), s.nowMs())
 	n := testing.AllocsPerRun(10_000, func() {
 		c.out = c.out[:0]
-		s.dispatch(c, args)
+		s.dispatchLookup(c, args)
 	})
 	if n != 0 {
 		t.Errorf("dispatch CL.THROTTLE (allowed, existing key) = %v allocs/op, want 0", n)
@@ -111,15 +111,15 @@ func TestDispatchThrottleZeroAllocs(t *testing.T) {
 	}
 
 	denied := bargs("cl.throttle", "alloc:tight", "0", "1", "3600")
-	s.dispatch(c, denied)
+	s.dispatchLookup(c, denied)
 	c.out = c.out[:0]
-	s.dispatch(c, denied)
+	s.dispatchLookup(c, denied)
 	if want := "*5\r\n:1\r\n"; string(c.out[:len(want)]) != want {
 		t.Fatalf("second tight call not denied: %q", c.out)
 	}
 	n = testing.AllocsPerRun(10_000, func() {
 		c.out = c.out[:0]
-		s.dispatch(c, denied)
+		s.dispatchLookup(c, denied)
 	})
 	if n != 0 {
 		t.Errorf("dispatch CL.THROTTLE (denied) = %v allocs/op, want 0", n)
@@ -130,7 +130,7 @@ func TestDispatchThrottleZeroAllocs(t *testing.T) {
 // a few other hot commands.
 func TestDispatchOtherCommandsAllocs(t *testing.T) {
 	s, c := newDispatchFixture(t)
-	s.dispatch(c, throttleArgs("k"))
+	s.dispatchLookup(c, throttleArgs("k"))
 	for _, args := range [][][]byte{
 		bargs("PING"),
 		bargs("GET", "k"),
@@ -140,7 +140,7 @@ func TestDispatchOtherCommandsAllocs(t *testing.T) {
 	} {
 		n := testing.AllocsPerRun(1000, func() {
 			c.out = c.out[:0]
-			s.dispatch(c, args)
+			s.dispatchLookup(c, args)
 		})
 		t.Logf("%s: %v allocs/op", args[0], n)
 	}

@@ -352,11 +352,11 @@ func TestExecuteAfterCloseRunsNothing(t *testing.T) {
 
 	// QUIT, then SET on the same connection in the same batch.
 	c := newFakeClient(t, s)
-	s.execute(c, bargs("QUIT"))
+	s.executeLookup(c, bargs("QUIT"))
 	if !c.closed || string(c.out) != "+OK\r\n" {
 		t.Fatalf("after QUIT: closed %v, out %q", c.closed, c.out)
 	}
-	s.execute(c, bargs("SET", "after:quit", "1"))
+	s.executeLookup(c, bargs("SET", "after:quit", "1"))
 	if _, ok := s.store.Get([]byte("after:quit"), s.nowMs()); ok {
 		t.Errorf("SET after QUIT (same pipeline) was executed; replies written: %q", c.out)
 	}
@@ -364,12 +364,12 @@ func TestExecuteAfterCloseRunsNothing(t *testing.T) {
 	// A panic, then SET. The panicking command's reply so far is replaced
 	// by the error; the replies before it stay.
 	c = newFakeClient(t, s)
-	s.execute(c, bargs("PING"))
-	s.execute(c, bargs("TEST.PANIC"))
+	s.executeLookup(c, bargs("PING"))
+	s.executeLookup(c, bargs("TEST.PANIC"))
 	if !c.closed || string(c.out) != "+PONG\r\n-ERR internal error\r\n" {
 		t.Fatalf("after panic: closed %v, out %q", c.closed, c.out)
 	}
-	s.execute(c, bargs("SET", "after:panic", "1"))
+	s.executeLookup(c, bargs("SET", "after:panic", "1"))
 	if _, ok := s.store.Get([]byte("after:panic"), s.nowMs()); ok {
 		t.Errorf("SET after a panic (same pipeline) was executed; replies written: %q", c.out)
 	}
@@ -382,7 +382,7 @@ func TestExecutePanicReleasesIsolationReadLock(t *testing.T) {
 	lastID := registerPanicCommand(t)
 	s, _ := newDispatchFixture(t)
 	c := newFakeClient(t, s)
-	s.execute(c, bargs("TEST.PANIC"))
+	s.executeLookup(c, bargs("TEST.PANIC"))
 	if string(c.out) != "-ERR internal error\r\n" {
 		t.Fatalf("out %q", c.out)
 	}

@@ -163,23 +163,23 @@ func TestUnknownCommandError(t *testing.T) {
 // command name become spaces; the trailing space of the args list stays).
 func TestUnknownCommandReply(t *testing.T) {
 	s, c := newDispatchFixture(t)
-	s.dispatch(c, bargs("a\r\nb", "x\ny"))
+	s.dispatchLookup(c, bargs("a\r\nb", "x\ny"))
 	want := "-ERR unknown command 'a  b', with args beginning with: 'x y' \r\n"
 	if string(c.out) != want {
 		t.Errorf("got %q\nwant %q", c.out, want)
 	}
 	c.out = c.out[:0]
-	s.dispatch(c, bargs("nosuch"))
+	s.dispatchLookup(c, bargs("nosuch"))
 	want = "-ERR unknown command 'nosuch', with args beginning with: \r\n"
 	if string(c.out) != want {
 		t.Errorf("got %q\nwant %q", c.out, want)
 	}
 	// Inside MULTI an unknown command flags the transaction.
 	c.out = c.out[:0]
-	s.dispatch(c, bargs("MULTI"))
-	s.dispatch(c, bargs("nosuch", "a"))
-	s.dispatch(c, bargs("PING"))
-	s.dispatch(c, bargs("EXEC"))
+	s.dispatchLookup(c, bargs("MULTI"))
+	s.dispatchLookup(c, bargs("nosuch", "a"))
+	s.dispatchLookup(c, bargs("PING"))
+	s.dispatchLookup(c, bargs("EXEC"))
 	want = "+OK\r\n-ERR unknown command 'nosuch', with args beginning with: 'a' \r\n+QUEUED\r\n" +
 		"-EXECABORT Transaction discarded because of previous errors.\r\n"
 	if string(c.out) != want {
@@ -189,7 +189,7 @@ func TestUnknownCommandReply(t *testing.T) {
 
 func TestWrongArityAndLookup(t *testing.T) {
 	s, c := newDispatchFixture(t)
-	s.dispatch(c, bargs("GET"))
+	s.dispatchLookup(c, bargs("GET"))
 	if want := "-ERR wrong number of arguments for 'get' command\r\n"; string(c.out) != want {
 		t.Errorf("got %q want %q", c.out, want)
 	}
@@ -214,4 +214,23 @@ func TestWrongArityAndLookup(t *testing.T) {
 			}
 		}
 	}
+}
+
+// dispatchLookup is dispatch with the table lookup that parseBatch does
+// for commands read from a connection.
+func (s *Server) dispatchLookup(c *client, args [][]byte) {
+	var cmd *command
+	if len(args) > 0 {
+		cmd = lookup(commands, args[0])
+	}
+	s.dispatch(c, cmd, args)
+}
+
+// executeLookup is execute with parseBatch's table lookup.
+func (s *Server) executeLookup(c *client, args [][]byte) {
+	var cmd *command
+	if len(args) > 0 {
+		cmd = lookup(commands, args[0])
+	}
+	s.execute(c, cmd, args)
 }

@@ -46,7 +46,7 @@ func scriptArgs(ss ...string) [][]byte {
 // send dispatches one command and returns its reply.
 func send(s *Server, c *client, args ...string) string {
 	c.out = c.out[:0]
-	s.dispatch(c, scriptArgs(args...))
+	s.dispatchLookup(c, scriptArgs(args...))
 	return string(c.out)
 }
 
@@ -314,7 +314,7 @@ func BenchmarkEvalSpringRatio(b *testing.B) {
 	cmds := [5][][]byte{direct, eval, evalsha, vm, excl}
 	for _, args := range cmds {
 		c.out = c.out[:0]
-		s.dispatch(c, args)
+		s.dispatchLookup(c, args)
 	}
 	const block = 256
 	b.ReportAllocs()
@@ -324,7 +324,7 @@ func BenchmarkEvalSpringRatio(b *testing.B) {
 			start := time.Now()
 			for i := 0; i < block; i++ {
 				c.out = c.out[:0]
-				s.dispatch(c, args)
+				s.dispatchLookup(c, args)
 			}
 			spent[k] += time.Since(start)
 		}
@@ -339,7 +339,7 @@ func BenchmarkEvalSpringRatio(b *testing.B) {
 func benchDispatch(b *testing.B, s *Server, c *client, args [][]byte) {
 	b.Helper()
 	c.out = c.out[:0]
-	s.dispatch(c, args) // creates the key (and caches the script)
+	s.dispatchLookup(c, args) // creates the key (and caches the script)
 	if !strings.HasPrefix(string(c.out), "*5\r\n:0\r\n") {
 		b.Fatalf("reply %q", c.out)
 	}
@@ -347,7 +347,7 @@ func benchDispatch(b *testing.B, s *Server, c *client, args [][]byte) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		c.out = c.out[:0]
-		s.dispatch(c, args)
+		s.dispatchLookup(c, args)
 	}
 	b.StopTimer()
 	if !strings.HasPrefix(string(c.out), "*5\r\n:0\r\n") {

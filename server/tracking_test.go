@@ -13,7 +13,7 @@ func trackingFixture(tb testing.TB, key string) (*Server, *client) {
 	tr := &client{srv: s, id: 99, proto: 3, resp3: true, multiLen: -1, authed: true}
 	for _, args := range [][]string{{"CLIENT", "TRACKING", "ON"}, {"GET", key}} {
 		tr.out = tr.out[:0]
-		s.dispatch(tr, bargs(args...))
+		s.dispatchLookup(tr, bargs(args...))
 		if strings.HasPrefix(string(tr.out), "-") {
 			tb.Fatalf("%v: %q", args, tr.out)
 		}
@@ -30,12 +30,12 @@ func trackingFixture(tb testing.TB, key string) (*Server, *client) {
 func BenchmarkDispatchThrottleWhileTracking(b *testing.B) {
 	s, c := trackingFixture(b, "tracked")
 	args := throttleArgs("bench:key")
-	s.dispatch(c, args)
+	s.dispatchLookup(c, args)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		c.out = c.out[:0]
-		s.dispatch(c, args)
+		s.dispatchLookup(c, args)
 	}
 }
 
@@ -44,14 +44,14 @@ func BenchmarkDispatchThrottleWhileTracking(b *testing.B) {
 func TestTrackingWriteAllocs(t *testing.T) {
 	s, c := trackingFixture(t, "tracked")
 	args := throttleArgs("other")
-	s.dispatch(c, args)
+	s.dispatchLookup(c, args)
 	if n := testing.AllocsPerRun(1000, func() {
 		c.out = c.out[:0]
-		s.dispatch(c, args)
+		s.dispatchLookup(c, args)
 	}); n != 0 {
 		t.Errorf("CL.THROTTLE while tracking = %v allocs/op, want 0", n)
 	}
-	s.dispatch(c, throttleArgs("tracked"))
+	s.dispatchLookup(c, throttleArgs("tracked"))
 	if n := s.ext.trk.numKeys(); n != 0 {
 		t.Errorf("tracked key still remembered after a write (%d keys)", n)
 	}
@@ -110,10 +110,10 @@ func TestErrorKind(t *testing.T) {
 func TestCommandStatsPerServer(t *testing.T) {
 	s1, c1 := newDispatchFixture(t)
 	s2, _ := newDispatchFixture(t)
-	s1.dispatch(c1, throttleArgs("a"))
-	s1.dispatch(c1, bargs("GET", "a"))
-	s1.dispatch(c1, bargs("GET", "nope"))
-	s1.dispatch(c1, bargs("CLIENT", "GETREDIR"))
+	s1.dispatchLookup(c1, throttleArgs("a"))
+	s1.dispatchLookup(c1, bargs("GET", "a"))
+	s1.dispatchLookup(c1, bargs("GET", "nope"))
+	s1.dispatchLookup(c1, bargs("CLIENT", "GETREDIR"))
 	find := func(st Stats, name string) CommandStats {
 		for _, cs := range st.Commands {
 			if cs.Name == name {
@@ -139,7 +139,7 @@ func TestCommandStatsPerServer(t *testing.T) {
 		t.Errorf("second server sees the first's counters: %+v", got)
 	}
 	c1.out = c1.out[:0]
-	s1.dispatch(c1, bargs("INFO", "commandstats"))
+	s1.dispatchLookup(c1, bargs("INFO", "commandstats"))
 	if !strings.Contains(string(c1.out), "cmdstat_cl.throttle:calls=1,usec=") ||
 		!strings.Contains(string(c1.out), "cmdstat_client|getredir:calls=1,") {
 		t.Errorf("INFO commandstats:\n%s", c1.out)
