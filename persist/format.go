@@ -75,22 +75,15 @@ func appendTAT(b, key []byte, tat uint64, exp int64) []byte {
 // canonicalUint parses text that strconv.FormatUint would have written
 // (no sign, no leading zero, fits 64 bits), so that a 't' entry gives the
 // same text back.
+// strconv.ParseUint already refuses signs, non-digits and overflow; only
+// leading zeros are left to refuse. Not on the hot path: the drain and the
+// base writer hand TATs over as numbers.
 func canonicalUint(text []byte) (uint64, bool) {
-	if len(text) == 0 || len(text) > 20 || (text[0] == '0' && len(text) > 1) {
+	if len(text) > 1 && text[0] == '0' {
 		return 0, false
 	}
-	var v uint64
-	for _, c := range text {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		d := uint64(c - '0')
-		if v > (^uint64(0)-d)/10 {
-			return 0, false
-		}
-		v = v*10 + d
-	}
-	return v, true
+	v, err := strconv.ParseUint(string(text), 10, 64)
+	return v, err == nil
 }
 
 // appendSet appends a set entry to b: a 't' entry when value is a
