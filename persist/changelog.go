@@ -117,13 +117,6 @@ func listChangeFiles(fs vfs.FS, dir string) ([]changeFile, error) {
 	return files, nil
 }
 
-// errBadPayload marks a record whose CRC matched but whose payload fn
-// rejected as undecodable: corruption, not a torn tail.
-type errBadPayload struct{ err error }
-
-func (e errBadPayload) Error() string { return e.err.Error() }
-func (e errBadPayload) Unwrap() error { return e.err }
-
 // readChangeFile calls fn for each valid record of the file at path, in
 // order, and stops at the end of the file or at the first record that is
 // short, fails its CRC or does not increase the seq (a torn tail: see
@@ -364,17 +357,15 @@ func (db *DB) replayChangeFilesLocked(apply func(k, v []byte, exp int64, deleted
 			bytes += int64(len(payload))
 			cbErr, formatErr := decodeChunk(payload, apply)
 			if formatErr != nil {
-				return errBadPayload{fmt.Errorf("%w: %s: %s record %d: %v", ErrCorrupt, db.dir, db.fs.PathBase(cf.path), seq, formatErr)}
+				// The CRC matched, so this was written: corruption,
+				// not a torn tail.
+				return fmt.Errorf("%w: %s: %s record %d: %v", ErrCorrupt, db.dir, db.fs.PathBase(cf.path), seq, formatErr)
 			}
 			return cbErr
 		})
 		if err != nil {
 			if errors.Is(err, iofs.ErrNotExist) {
 				continue // listed before its create succeeded
-			}
-			var bad errBadPayload
-			if errors.As(err, &bad) {
-				return bytes, bad.err
 			}
 			return bytes, err
 		}
