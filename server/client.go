@@ -23,6 +23,9 @@ type client struct {
 	created time.Time
 
 	authed bool // AUTH done, or no password configured
+	// isoHeld: runBatch holds this client's isolation read lock across a
+	// batch of ordinary commands, so dispatch does not take it per command.
+	isoHeld bool
 	// out holds the replies of the pipeline being answered: serveConn
 	// writes it once per batch of commands read (conn.go); commands
 	// append to it, each reply starting at the length it found.

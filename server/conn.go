@@ -79,6 +79,14 @@ type connState struct {
 	cmds   []parsedCmd
 	keys   [][]byte
 	hashes []uint64
+	// memo is the last command name parseBatch looked up, as sent, and
+	// its entry (see lookup).
+	memo struct {
+		name [maxNameLen]byte
+		n    int
+		cmd  *command
+		set  bool
+	}
 }
 
 // parsedCmd is one command of a batch: cmd is its dispatch table entry
@@ -124,7 +132,7 @@ func (st *connState) parseBatch() error {
 		st.flat = append(st.flat, st.args...)
 		var cmd *command
 		if len(st.args) > 0 {
-			cmd = lookup(commands, st.args[0])
+			cmd = st.lookup(st.args[0])
 		}
 		st.cmds = append(st.cmds, parsedCmd{cmd: cmd, off: off, n: len(st.args), end: st.end - len(rest)})
 		if cmd != nil && cmd.firstKey > 0 && cmd.firstKey < len(st.args) {
@@ -132,6 +140,23 @@ func (st *connState) parseBatch() error {
 		}
 	}
 	return nil
+}
+
+// lookup is lookup(commands, name), remembering the last name looked up:
+// a client's pipeline usually repeats one command, and comparing its bytes
+// costs less than lower-casing and hashing them. The table is read-only
+// after init, so the memo never goes stale.
+func (st *connState) lookup(name []byte) *command {
+	m := &st.memo
+	if m.set && string(name) == string(m.name[:m.n]) {
+		return m.cmd
+	}
+	cmd := lookup(commands, name)
+	if len(name) <= maxNameLen {
+		m.n = copy(m.name[:], name)
+		m.cmd, m.set = cmd, true
+	}
+	return cmd
 }
 
 // newConnState prepares c's connection for pump.
@@ -230,26 +255,11 @@ func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 				}
 				s.store.Prefetch(st.keys, st.hashes[:len(st.keys)])
 			}
-			for _, cmd := range st.cmds {
-				if c.closed {
-					break
-				}
-				st.start = cmd.end
-				if cmd.n == 0 {
-					continue // a blank inline line or "*0": nothing runs
-				}
-				ran = true
-				s.execute(c, cmd.cmd, st.flat[cmd.off:cmd.off+cmd.n:cmd.off+cmd.n])
-				if len(c.out) > maxBatchOut && !c.closed {
-					c.publishCommands()
-					if s.writeOut(c, st.pc, false) != nil {
-						return pumpDone
-					}
-					if st.lc != nil && st.lc.backlogged() {
-						return pumpWrite
-					}
-				}
+			r, any, stop := s.runBatch(c, st)
+			if stop {
+				return r
 			}
+			ran = ran || any
 			if perr != nil && !c.closed {
 				// The guard ends an invalid stream before this with
 				// Redis's text; without it, answer as redcon did.
@@ -286,6 +296,60 @@ func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 				return pumpRead // level-triggered: the loop calls again
 			}
 		}
+	}
+}
+
+// runBatch runs the commands parseBatch parsed, in order, advancing
+// st.start past each. Output that outgrows maxBatchOut is written out
+// between commands. ran reports whether any command ran; stop is true when
+// pump must return r (the connection failed, or its output is backlogged).
+//
+// Isolation: consecutive commands that dispatch would run under the
+// client's isolation read lock (everything but MULTI/EXEC-style immediate
+// commands and scripts, which manage isolation themselves) share one
+// hold of it, taken before the first and released before any other
+// command, any write to the socket and the return: an EXEC elsewhere
+// waits for at most one batch, never for a client's socket.
+func (s *Server) runBatch(c *client, st *connState) (r pumpResult, ran, stop bool) {
+	defer s.releaseIso(c)
+	for _, cmd := range st.cmds {
+		if c.closed {
+			break
+		}
+		st.start = cmd.end
+		if cmd.n == 0 {
+			continue // a blank inline line or "*0": nothing runs
+		}
+		ran = true
+		if shared := cmd.cmd != nil && !cmd.cmd.immediate && !cmd.cmd.script; shared != c.isoHeld {
+			if shared {
+				s.iso.rlock(c.id)
+				c.isoHeld = true
+			} else {
+				s.releaseIso(c)
+			}
+		}
+		s.execute(c, cmd.cmd, st.flat[cmd.off:cmd.off+cmd.n:cmd.off+cmd.n])
+		if len(c.out) > maxBatchOut && !c.closed {
+			s.releaseIso(c)
+			c.publishCommands()
+			if s.writeOut(c, st.pc, false) != nil {
+				return pumpDone, ran, true
+			}
+			if st.lc != nil && st.lc.backlogged() {
+				return pumpWrite, ran, true
+			}
+		}
+	}
+	return 0, ran, false
+}
+
+// releaseIso releases the isolation read lock runBatch holds for c, if
+// it does.
+func (s *Server) releaseIso(c *client) {
+	if c.isoHeld {
+		c.isoHeld = false
+		s.iso.runlock(c.id)
 	}
 }
 

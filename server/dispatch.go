@@ -138,8 +138,10 @@ func (s *Server) dispatch(c *client, cmd *command, args [][]byte) {
 		s.runScript(c, cmd, args) // cmd_script.go
 		return
 	}
-	s.iso.rlock(c.id)
-	defer s.iso.runlock(c.id) // released even if the handler panics
+	if !c.isoHeld { // else runBatch holds it for the batch
+		s.iso.rlock(c.id)
+		defer s.iso.runlock(c.id) // released even if the handler panics
+	}
 	s.run(c, cmd, args)
 }
 
@@ -149,7 +151,9 @@ func (s *Server) run(c *client, cmd *command, args [][]byte) {
 		c.out = appendError(c.out, "LOADING celld is loading the dataset in memory")
 		return
 	}
-	c.lastCmd.Store(cmd)
+	if c.lastCmd.Load() != cmd { // a store is a barrier; a pipeline repeats one command
+		c.lastCmd.Store(cmd)
+	}
 	s.call(c, cmd, args) // cmdstats.go: counts, tracking hooks, then cmd.run
 }
 

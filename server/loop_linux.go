@@ -355,7 +355,42 @@ type eventLoop struct {
 	closedFds bool // epfd and wakefd are closed
 	stopped   chan struct{}
 
-	conns map[int]*loopConn // by fd; the loop goroutine's
+	conns fdTable // the loop goroutine's
+}
+
+// fdTable maps a file descriptor to its connection: a slice indexed by
+// fd, since the kernel hands out the lowest free numbers (a map lookup per
+// ready event cost ~0.7% of the server's CPU under pipelined load). Loop
+// goroutine only. Its length follows the highest fd seen.
+type fdTable struct{ byFd []*loopConn }
+
+func (t *fdTable) get(fd int) *loopConn {
+	if fd < 0 || fd >= len(t.byFd) {
+		return nil
+	}
+	return t.byFd[fd]
+}
+
+func (t *fdTable) set(fd int, lc *loopConn) {
+	if fd >= len(t.byFd) {
+		t.byFd = append(t.byFd, make([]*loopConn, fd+1-len(t.byFd))...)
+	}
+	t.byFd[fd] = lc
+}
+
+func (t *fdTable) del(fd int) {
+	if fd >= 0 && fd < len(t.byFd) {
+		t.byFd[fd] = nil
+	}
+}
+
+// each calls fn with every connection; fn may del any of them.
+func (t *fdTable) each(fn func(*loopConn)) {
+	for _, lc := range t.byFd {
+		if lc != nil {
+			fn(lc)
+		}
+	}
 }
 
 // newEventLoop creates a loop; start it with run.
@@ -374,7 +409,7 @@ func newEventLoop(s *Server) (*eventLoop, error) {
 		unix.Close(wfd)
 		return nil, err
 	}
-	return &eventLoop{s: s, epfd: epfd, wakefd: wfd, conns: make(map[int]*loopConn), stopped: make(chan struct{})}, nil
+	return &eventLoop{s: s, epfd: epfd, wakefd: wfd, stopped: make(chan struct{})}, nil
 }
 
 // wake interrupts the loop's wait. Any goroutine; one write per wait at
@@ -449,7 +484,7 @@ func (l *eventLoop) run() {
 				}
 				continue
 			}
-			lc := l.conns[fd]
+			lc := l.conns.get(fd)
 			if lc == nil || lc.done {
 				continue
 			}
@@ -483,7 +518,7 @@ func (l *eventLoop) handleWake() bool {
 			l.s.log.Warn("event loop: cannot watch connection", "err", err)
 			lc.closed.Store(true)
 		}
-		l.conns[lc.fd] = lc
+		l.conns.set(lc.fd, lc)
 		if lc.closed.Load() || lc.readStop.Load() {
 			kicks = append(kicks, lc)
 		}
@@ -498,10 +533,10 @@ func (l *eventLoop) handleWake() bool {
 		}
 	}
 	if stop {
-		for _, lc := range l.conns {
+		l.conns.each(func(lc *loopConn) {
 			lc.closed.Store(true)
 			l.finish(lc)
-		}
+		})
 		l.closeFds()
 	}
 	return stop
@@ -573,12 +608,12 @@ func (l *eventLoop) end(lc *loopConn) {
 // expireBacklogs closes connections whose output has waited past its
 // write deadline.
 func (l *eventLoop) expireBacklogs(now time.Time) {
-	for _, lc := range l.conns {
+	l.conns.each(func(lc *loopConn) {
 		if dl := lc.wdl.Load(); dl != 0 && now.UnixNano() > dl && lc.backlogged() {
 			lc.closed.Store(true)
 			l.finish(lc)
 		}
-	}
+	})
 }
 
 // finish closes lc's connection and unregisters its client: what
@@ -589,7 +624,7 @@ func (l *eventLoop) finish(lc *loopConn) {
 	}
 	lc.done = true
 	lc.closed.Store(true)
-	delete(l.conns, lc.fd)
+	l.conns.del(lc.fd)
 	c := lc.c
 	c.netConn.Close() // stops pushes, frees the guard's client slot
 	lc.mu.Lock()
