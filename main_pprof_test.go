@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/celld/celld/server"
 	"io"
 	"net/http"
 	"strings"
@@ -83,5 +84,32 @@ func TestIOLoopsFlag(t *testing.T) {
 	t.Setenv("CELLD_IO_LOOPS", "x")
 	if _, err := parseFlags(nil); err == nil || !strings.Contains(err.Error(), "CELLD_IO_LOOPS") {
 		t.Errorf("a bad CELLD_IO_LOOPS: %v, want an error naming it", err)
+	}
+}
+
+// TestBusyPollFlag: --busy-poll defaults to server.DefaultBusyPoll, reads
+// CELLD_BUSY_POLL, takes 0 (never) and refuses negatives, over 1s and
+// garbage.
+func TestBusyPollFlag(t *testing.T) {
+	if c, err := parseFlags(nil); err != nil || c.busyPoll != server.DefaultBusyPoll {
+		t.Fatalf("default: %v, %v", c.busyPoll, err)
+	}
+	for _, ok := range []string{"0", "10us", "1s"} {
+		if _, err := parseFlags([]string{"--busy-poll", ok}); err != nil {
+			t.Errorf("--busy-poll %s: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"-1us", "2s", "soon"} {
+		if _, err := parseFlags([]string{"--busy-poll", bad}); err == nil {
+			t.Errorf("--busy-poll %s accepted", bad)
+		}
+	}
+	t.Setenv("CELLD_BUSY_POLL", "0")
+	if c, err := parseFlags(nil); err != nil || c.busyPoll != 0 {
+		t.Fatalf("CELLD_BUSY_POLL=0: %v, %v", c.busyPoll, err)
+	}
+	t.Setenv("CELLD_BUSY_POLL", "x")
+	if _, err := parseFlags(nil); err == nil || !strings.Contains(err.Error(), "CELLD_BUSY_POLL") {
+		t.Errorf("a bad CELLD_BUSY_POLL: %v, want an error naming it", err)
 	}
 }

@@ -239,6 +239,7 @@ func (s *Server) infoStats(now time.Time) []string {
 		errs += s.ext.errors[i].Load()
 	}
 	tk, ti, tp := s.ext.trk.counts()
+	polls, pollHits := s.busyPollCounts()
 	return []string{
 		"total_connections_received:" + itoa(s.stats.connections.Load()),
 		"total_commands_processed:" + itoa(cmds),
@@ -267,6 +268,8 @@ func (s *Server) infoStats(now time.Time) []string {
 		"throttle_allowed:" + itoa(s.stats.allowed.Load()),
 		"throttle_denied:" + itoa(s.stats.denied.Load()),
 		"handler_panics:" + itoa(s.stats.panics.Load()),
+		"busy_polls:" + itoa(polls),
+		"busy_poll_hits:" + itoa(pollHits),
 	}
 }
 

@@ -355,7 +355,12 @@ type eventLoop struct {
 	closedFds bool // epfd and wakefd are closed
 	stopped   chan struct{}
 
-	conns fdTable // the loop goroutine's
+	conns fdTable  // the loop goroutine's
+	poll  busyPoll // the loop goroutine's
+
+	// polls counts waits that busy-polled first, pollHits those of them
+	// that found events by polling (INFO stats). Written by the loop.
+	polls, pollHits atomic.Int64
 }
 
 // fdTable maps a file descriptor to its connection: a slice indexed by
@@ -409,7 +414,9 @@ func newEventLoop(s *Server) (*eventLoop, error) {
 		unix.Close(wfd)
 		return nil, err
 	}
-	return &eventLoop{s: s, epfd: epfd, wakefd: wfd, stopped: make(chan struct{})}, nil
+	l := &eventLoop{s: s, epfd: epfd, wakefd: wfd, stopped: make(chan struct{})}
+	l.poll.budget = max(s.cfg.BusyPoll, 0)
+	return l, nil
 }
 
 // wake interrupts the loop's wait. Any goroutine; one write per wait at
@@ -470,12 +477,20 @@ func (l *eventLoop) run() {
 	defer close(l.stopped)
 	events := make([]unix.EpollEvent, 256)
 	lastCheck := time.Now()
+	idleFrom := lastCheck
 	for {
-		n, err := unix.EpollWait(l.epfd, events, 1000)
+		n, err := 0, error(nil)
+		if l.poll.spinning() {
+			n = l.busyWait(events, idleFrom)
+		}
+		if n == 0 {
+			n, err = unix.EpollWait(l.epfd, events, 1000)
+		}
 		if err != nil && err != unix.EINTR {
 			l.s.log.Error("event loop: epoll_wait failed", "err", err)
 			time.Sleep(10 * time.Millisecond)
 		}
+		busyFrom := time.Now()
 		for i := 0; i < n; i++ {
 			fd := int(events[i].Fd)
 			if fd == l.wakefd {
@@ -494,9 +509,38 @@ func (l *eventLoop) run() {
 				l.serve(lc, true)
 			}
 		}
-		if now := time.Now(); now.Sub(lastCheck) >= time.Second {
+		now := time.Now()
+		l.poll.observe(now.Sub(busyFrom), busyFrom.Sub(idleFrom))
+		idleFrom = now
+		if now.Sub(lastCheck) >= time.Second {
 			lastCheck = now
 			l.expireBacklogs(now)
+		}
+	}
+}
+
+// pollCounts returns how many waits busy-polled first and how many of
+// those found events by polling. Any goroutine.
+func (l *eventLoop) pollCounts() (polls, hits int64) {
+	return l.polls.Load(), l.pollHits.Load()
+}
+
+// busyWait polls for events without sleeping until some arrive or the
+// busy-poll budget, counted from since, is spent; it returns how many it
+// found (0: go to sleep in epoll_wait). Each poll is a non-blocking
+// epoll_pwait made as a raw system call: it cannot block, so it skips the
+// runtime's syscall bookkeeping.
+func (l *eventLoop) busyWait(events []unix.EpollEvent, since time.Time) int {
+	l.polls.Add(1)
+	for {
+		r, _, errno := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(l.epfd),
+			uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
+		if n := int(r); errno == 0 && n > 0 {
+			l.pollHits.Add(1)
+			return n
+		}
+		if time.Since(since) >= l.poll.budget {
+			return 0
 		}
 	}
 }

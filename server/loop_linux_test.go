@@ -1,9 +1,11 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -162,5 +164,78 @@ func TestLoopTrickledInput(t *testing.T) {
 				t.Fatalf("cut at %d: %q, want %q", cut, got, want)
 			}
 		}
+	}
+}
+
+// A loop serving sparse requests never busy-polls (a sidecar burns no CPU
+// waiting for traffic); under pipelined load from many connections it
+// does, and every reply is still right. BusyPoll < 0 turns it off.
+func TestLoopBusyPollFollowsLoad(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		poll time.Duration
+	}{{"default", 0}, {"off", -1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, addr := startServerConfig(t, nil, Config{BusyPoll: tc.poll})
+			r := dial(t, addr)
+			for i := 0; i < 40; i++ {
+				r.send([]string{"PING"})
+				if got := r.mustReply(); got != "+PONG" {
+					t.Fatalf("got %q", got)
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			if polls, _ := s.busyPollCounts(); polls != 0 {
+				t.Fatalf("%d busy polls while serving one PING per 2 ms", polls)
+			}
+			const conns, rounds, depth = 16, 60, 32
+			errs := make(chan error, conns)
+			for i := 0; i < conns; i++ {
+				go func() {
+					c, err := net.Dial("tcp", addr)
+					if err != nil {
+						errs <- err
+						return
+					}
+					defer c.Close()
+					var req []byte
+					for j := 0; j < depth; j++ {
+						req = append(req, "*5\r\n$11\r\nCL.THROTTLE\r\n$3\r\nbpk\r\n$7\r\n1000000\r\n$1\r\n1\r\n$1\r\n1\r\n"...)
+					}
+					br := bufio.NewReader(c)
+					for k := 0; k < rounds; k++ {
+						if _, err := c.Write(req); err != nil {
+							errs <- err
+							return
+						}
+						for j := 0; j < depth*6; j++ { // *5 and five integers per reply
+							line, err := br.ReadString('\n')
+							if err != nil {
+								errs <- err
+								return
+							}
+							if j%6 == 1 && line != ":0\r\n" {
+								errs <- fmt.Errorf("reply line %q, want :0 (allowed)", line)
+								return
+							}
+						}
+					}
+					errs <- nil
+				}()
+			}
+			for i := 0; i < conns; i++ {
+				if err := <-errs; err != nil {
+					t.Fatal(err)
+				}
+			}
+			polls, hits := s.busyPollCounts()
+			if tc.poll < 0 && polls != 0 {
+				t.Fatalf("%d busy polls with BusyPoll off", polls)
+			}
+			if tc.poll >= 0 && hits == 0 {
+				t.Fatalf("no busy poll found events under pipelined load from %d connections (%d polls)", conns, polls)
+			}
+			t.Logf("busy polls %d, hits %d", polls, hits)
+		})
 	}
 }

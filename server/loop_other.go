@@ -19,8 +19,9 @@ func loopConnOf(net.Conn) *loopConn { return nil }
 
 type eventLoop struct{}
 
-func newEventLoop(*Server) (*eventLoop, error)  { return &eventLoop{}, nil }
-func (*eventLoop) run()                         {}
-func (*eventLoop) add(*client, *loopConn) error { return nil }
-func (*eventLoop) shutdown()                    {}
-func (*eventLoop) shutdownIdle()                {}
+func newEventLoop(*Server) (*eventLoop, error)     { return &eventLoop{}, nil }
+func (*eventLoop) run()                            {}
+func (*eventLoop) add(*client, *loopConn) error    { return nil }
+func (*eventLoop) shutdown()                       {}
+func (*eventLoop) shutdownIdle()                   {}
+func (*eventLoop) pollCounts() (polls, hits int64) { return 0, 0 }

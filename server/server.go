@@ -88,7 +88,14 @@ type Config struct {
 	// serves each connection on a goroutine of its own, as TLS
 	// connections always are.
 	IOLoops int
+	// BusyPoll is how long an event loop that has been busy polls for
+	// more events before it sleeps in epoll_wait (busypoll.go). 0 means
+	// DefaultBusyPoll; negative, never.
+	BusyPoll time.Duration
 }
+
+// DefaultBusyPoll is Config.BusyPoll's default.
+const DefaultBusyPoll = 50 * time.Microsecond
 
 // Validate reports a configuration that cannot work.
 func (c Config) Validate() error {
@@ -122,6 +129,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.IOLoops == 0 {
 		c.IOLoops = 1
+	}
+	if c.BusyPoll == 0 {
+		c.BusyPoll = DefaultBusyPoll
 	}
 }
 
@@ -350,6 +360,19 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		dl.release() // lets the accept loop return
 	}
 	return err
+}
+
+// busyPollCounts sums the event loops' busy-poll counters (INFO stats).
+func (s *Server) busyPollCounts() (polls, hits int64) {
+	s.mu.Lock()
+	loops := s.loops
+	s.mu.Unlock()
+	for _, l := range loops {
+		p, h := l.pollCounts()
+		polls += p
+		hits += h
+	}
+	return polls, hits
 }
 
 // stopLoops stops the event loops, whose connections are gone. Shutdown.
