@@ -61,11 +61,13 @@ func (s *Store) Prefetch(keys [][]byte, hs []uint64) {
 	}
 }
 
-// prefetchEntry starts loading both cache lines entry e may span.
+// prefetchEntry starts loading both cache lines entry e may span, for
+// writing: a Throttle that finds its key writes the entry, and so does the
+// drain (it clears the dirty flag).
 func prefetchEntry(e *entry) {
 	p := uintptr(unsafe.Pointer(e))
-	prefetch(p)
-	prefetch(p + unsafe.Sizeof(entry{}) - 1)
+	prefetchw(p)
+	prefetchw(p + unsafe.Sizeof(entry{}) - 1)
 }
 
 // prefetchEntryLocked is prefetchEntry for slot, if it exists. Requires
