@@ -70,7 +70,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.dir, "dir", envOr("CELLD_DIR", "./data"), "data directory for persisted state (env CELLD_DIR)")
 	fs.BoolVar(&c.persist, "persist", persistDef, "persist limiter state in --dir (env CELLD_PERSIST)")
 	fs.DurationVar(&c.flushInterval, "flush-interval", flushDef, "how often changes are synced to disk; at most this much is lost on kill -9 (env CELLD_FLUSH_INTERVAL)")
-	fs.Int64Var(&c.foldMinBytes, "log-fold-min-bytes", foldDef, "the on-disk log is folded into a new base once it is half the base's size and at least this many bytes (env CELLD_LOG_FOLD_MIN_BYTES)")
+	fs.Int64Var(&c.foldMinBytes, "log-fold-min-bytes", foldDef, "the on-disk log is folded into a new base once it is as big as the base and at least this many bytes (env CELLD_LOG_FOLD_MIN_BYTES)")
 	loopsDef, err := strconv.Atoi(envOr("CELLD_IO_LOOPS", "1"))
 	if err != nil {
 		return c, fmt.Errorf("CELLD_IO_LOOPS: %w", err)

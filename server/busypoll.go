@@ -9,9 +9,10 @@ import "time"
 // send keeps running out of events for a few microseconds. Sleeping then
 // costs a context switch and, on a virtual machine, an idle vCPU's wake-up
 // through the hypervisor: on the 2-core VM bench/run.sh runs on, the loop
-// slept ~12-25 times per 1000 CL.THROTTLE calls and Redis, CPU-bound,
-// about 0.5 times. Polling for 50 µs first cut that to ~4 and raised
-// pipelined throughput 5-10% (closing note of issue 4).
+// slept 6-25 times per 1000 CL.THROTTLE calls and Redis, CPU-bound, about
+// 0.5 times. Polling first cut that to 3-5, raised bare PING at pipeline
+// 16 by 8-12% and CL.THROTTLE (persistence on) by a median 6% (README,
+// Performance).
 //
 // When: only while the loop has been busy, i.e. its moving average share of
 // time spent handling events (rather than waiting) is at least
