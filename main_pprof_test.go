@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/celld/celld/persist"
 )
@@ -61,55 +62,57 @@ func TestPersistTuningFlags(t *testing.T) {
 	}
 }
 
+// flagCase is one flag's contract: its default, values it takes and
+// refuses, and an environment value that sets it.
+type flagCase struct {
+	flag, env string
+	get       func(config) any
+	def       any
+	ok, bad   []string
+	envVal    string
+	envWant   any
+}
+
+// check parses with no arguments (the default), each ok and bad value, the
+// environment value, and garbage in the environment, which must be an
+// error naming the variable.
+func (fc flagCase) check(t *testing.T) {
+	t.Helper()
+	if c, err := parseFlags(nil); err != nil || fc.get(c) != fc.def {
+		t.Fatalf("default: %v, %v; want %v", fc.get(c), err, fc.def)
+	}
+	for _, v := range fc.ok {
+		if _, err := parseFlags([]string{fc.flag, v}); err != nil {
+			t.Errorf("%s %s: %v", fc.flag, v, err)
+		}
+	}
+	for _, v := range fc.bad {
+		if _, err := parseFlags([]string{fc.flag, v}); err == nil {
+			t.Errorf("%s %s accepted", fc.flag, v)
+		}
+	}
+	t.Setenv(fc.env, fc.envVal)
+	if c, err := parseFlags(nil); err != nil || fc.get(c) != fc.envWant {
+		t.Fatalf("%s=%s: %v, %v", fc.env, fc.envVal, fc.get(c), err)
+	}
+	t.Setenv(fc.env, "x")
+	if _, err := parseFlags(nil); err == nil || !strings.Contains(err.Error(), fc.env) {
+		t.Errorf("a bad %s: %v, want an error naming it", fc.env, err)
+	}
+}
+
 // TestIOLoopsFlag: --io-loops defaults to 1, reads CELLD_IO_LOOPS, takes 0
 // (a goroutine per connection) and refuses negatives, over 64 and garbage.
 func TestIOLoopsFlag(t *testing.T) {
-	if c, err := parseFlags(nil); err != nil || c.ioLoops != 1 {
-		t.Fatalf("default: %d, %v", c.ioLoops, err)
-	}
-	for _, ok := range []string{"0", "2", "64"} {
-		if _, err := parseFlags([]string{"--io-loops", ok}); err != nil {
-			t.Errorf("--io-loops %s: %v", ok, err)
-		}
-	}
-	for _, bad := range []string{"-1", "65", "many"} {
-		if _, err := parseFlags([]string{"--io-loops", bad}); err == nil {
-			t.Errorf("--io-loops %s accepted", bad)
-		}
-	}
-	t.Setenv("CELLD_IO_LOOPS", "0")
-	if c, err := parseFlags(nil); err != nil || c.ioLoops != 0 {
-		t.Fatalf("CELLD_IO_LOOPS=0: %d, %v", c.ioLoops, err)
-	}
-	t.Setenv("CELLD_IO_LOOPS", "x")
-	if _, err := parseFlags(nil); err == nil || !strings.Contains(err.Error(), "CELLD_IO_LOOPS") {
-		t.Errorf("a bad CELLD_IO_LOOPS: %v, want an error naming it", err)
-	}
+	flagCase{flag: "--io-loops", env: "CELLD_IO_LOOPS", get: func(c config) any { return c.ioLoops },
+		def: 1, ok: []string{"0", "2", "64"}, bad: []string{"-1", "65", "many"}, envVal: "0", envWant: 0}.check(t)
 }
 
 // TestBusyPollFlag: --busy-poll defaults to server.DefaultBusyPoll, reads
 // CELLD_BUSY_POLL, takes 0 (never) and refuses negatives, over 1s and
 // garbage.
 func TestBusyPollFlag(t *testing.T) {
-	if c, err := parseFlags(nil); err != nil || c.busyPoll != server.DefaultBusyPoll {
-		t.Fatalf("default: %v, %v", c.busyPoll, err)
-	}
-	for _, ok := range []string{"0", "10us", "1s"} {
-		if _, err := parseFlags([]string{"--busy-poll", ok}); err != nil {
-			t.Errorf("--busy-poll %s: %v", ok, err)
-		}
-	}
-	for _, bad := range []string{"-1us", "2s", "soon"} {
-		if _, err := parseFlags([]string{"--busy-poll", bad}); err == nil {
-			t.Errorf("--busy-poll %s accepted", bad)
-		}
-	}
-	t.Setenv("CELLD_BUSY_POLL", "0")
-	if c, err := parseFlags(nil); err != nil || c.busyPoll != 0 {
-		t.Fatalf("CELLD_BUSY_POLL=0: %v, %v", c.busyPoll, err)
-	}
-	t.Setenv("CELLD_BUSY_POLL", "x")
-	if _, err := parseFlags(nil); err == nil || !strings.Contains(err.Error(), "CELLD_BUSY_POLL") {
-		t.Errorf("a bad CELLD_BUSY_POLL: %v, want an error naming it", err)
-	}
+	flagCase{flag: "--busy-poll", env: "CELLD_BUSY_POLL", get: func(c config) any { return c.busyPoll },
+		def: server.DefaultBusyPoll, ok: []string{"0", "10us", "1s"}, bad: []string{"-1us", "2s", "soon"},
+		envVal: "0", envWant: time.Duration(0)}.check(t)
 }
