@@ -255,11 +255,11 @@ func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 				}
 				s.store.Prefetch(st.keys, st.hashes[:len(st.keys)])
 			}
-			r, any, stop := s.runBatch(c, st)
+			r, batchRan, stop := s.runBatch(c, st)
 			if stop {
 				return r
 			}
-			ran = ran || any
+			ran = ran || batchRan
 			if perr != nil && !c.closed {
 				// The guard ends an invalid stream before this with
 				// Redis's text; without it, answer as redcon did.
