@@ -344,7 +344,7 @@ func TestBatchIsolationWithConcurrentWriter(t *testing.T) {
 	s, c := newDispatchFixture(t)
 	var in []byte
 	for i := 0; i < maxBatchCmds; i++ {
-		in = append(in, "*5\r\n$11\r\nCL.THROTTLE\r\n$1\r\nn\r\n$6\r\n100000\r\n$1\r\n1\r\n$4\r\n3600\r\n"...)
+		in = append(in, "*5\r\n$11\r\nCL.THROTTLE\r\n$1\r\nn\r\n$10\r\n1000000000\r\n$1\r\n1\r\n$1\r\n1\r\n"...)
 	}
 	stop := make(chan struct{})
 	var writes atomic.Int64
@@ -360,9 +360,12 @@ func TestBatchIsolationWithConcurrentWriter(t *testing.T) {
 			s.iso.unlock()
 		}
 	}()
+	// Run batches until the writer has taken the write lock many times
+	// in between (at least 300 batches), so the two really interleave.
 	deadline := time.After(20 * time.Second)
 	st := &connState{args: make([][]byte, 0, 16)}
-	for round := 0; round < 300; round++ {
+	rounds := 0
+	for ; rounds < 300 || writes.Load() < 100; rounds++ {
 		st.buf, st.start, st.end = in, 0, len(in)
 		c.out = c.out[:0]
 		if err := st.parseBatch(); err != nil {
@@ -371,18 +374,15 @@ func TestBatchIsolationWithConcurrentWriter(t *testing.T) {
 		s.runBatch(c, st)
 		select {
 		case <-deadline:
-			t.Fatal("no progress")
+			t.Fatalf("after %d batches the writer got the lock %d times", rounds, writes.Load())
 		default:
 		}
 	}
 	close(stop)
 	c.out = c.out[:0]
-	s.dispatchLookup(c, bargs("CL.THROTTLE", "n", "100000", "1", "3600"))
-	// Every call of the 300 batches counted: 100001 − 9601 left.
-	if want := "*5\r\n:0\r\n:100001\r\n:90400\r\n"; !strings.HasPrefix(string(c.out), want) {
+	s.dispatchLookup(c, bargs("CL.THROTTLE", "n", "1000000000", "1", "1"))
+	// Every call of every batch counted: 1000000001 − (32·rounds + 1) left.
+	if want := fmt.Sprintf("*5\r\n:0\r\n:1000000001\r\n:%d\r\n", 1000000001-(maxBatchCmds*rounds+1)); !strings.HasPrefix(string(c.out), want) {
 		t.Errorf("last call %q, want prefix %q", c.out, want)
-	}
-	if writes.Load() == 0 {
-		t.Error("the writer never ran")
 	}
 }
