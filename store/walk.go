@@ -253,13 +253,9 @@ func (s *Store) DrainFunc(nowMs int64, block []byte, fn func(Change)) []byte {
 				fn(Change{Key: key, Deleted: true})
 				continue
 			}
-			if e.flags&(flagRaw|flagInvalid) == 0 {
-				fn(Change{Key: key, TAT: e.tat, IsTAT: true, ExpireAtMs: e.exp})
-				continue
-			}
-			start = len(blk)
-			blk = sh.valueLocked(slot).AppendText(blk)
-			fn(Change{Key: key, Text: blk[start:len(blk):len(blk)], ExpireAtMs: e.exp})
+			var c Change
+			c, blk = sh.changeLocked(slot, key, blk)
+			fn(c)
 		}
 		if shared {
 			block = blk
@@ -305,10 +301,21 @@ func (s *Store) DumpShard(i int, nowMs int64, fn func(Change)) {
 		if e.flags&flagUsed == 0 || !e.alive(nowMs) {
 			continue
 		}
-		if e.flags&(flagRaw|flagInvalid) == 0 {
-			fn(Change{Key: sh.keyOf(e), TAT: e.tat, IsTAT: true, ExpireAtMs: e.exp})
-			continue
-		}
-		fn(Change{Key: sh.keyOf(e), Text: sh.valueLocked(uint32(j)).AppendText(scratch[:0]), ExpireAtMs: e.exp})
+		c, _ := sh.changeLocked(uint32(j), sh.keyOf(e), scratch[:0])
+		fn(c)
 	}
+}
+
+// changeLocked is the live slot's state as a Change with key: a plain TAT
+// as TAT, any other value as its text (GET's), appended to buf, which it
+// returns. Requires sh.mu. DrainFunc and DumpShard describe entries through
+// it, so the drain and the base rewrite agree on what a plain TAT is.
+func (sh *shard) changeLocked(slot uint32, key, buf []byte) (Change, []byte) {
+	e := &sh.slab[slot]
+	if e.flags&(flagRaw|flagInvalid) == 0 {
+		return Change{Key: key, TAT: e.tat, IsTAT: true, ExpireAtMs: e.exp}, buf
+	}
+	start := len(buf)
+	buf = sh.valueLocked(slot).AppendText(buf)
+	return Change{Key: key, Text: buf[start:len(buf):len(buf)], ExpireAtMs: e.exp}, buf
 }
