@@ -52,7 +52,8 @@ const (
 	maxKeepOut = 2 * maxBatchOut
 	// initialOut is a new connection's reply buffer.
 	initialOut = 4 << 10
-	// maxKeepArgs is the largest argument slice kept between pipelines.
+	// maxKeepArgs is the largest argument buffer (connState.flat) kept
+	// between pipelines.
 	maxKeepArgs = 1024
 )
 
@@ -61,13 +62,12 @@ var errProtocolInline = errors.New("Protocol error: unbalanced quotes in request
 
 // connState is a connection's request side between pumps: the read
 // buffer, the part of it read but not parsed yet (at most one partial
-// command after a pump that did not stop early), and the reused argument
-// slice. Owned by whoever runs the connection: its goroutine, or its
-// event loop.
+// command after a pump that did not stop early), and the batch of commands
+// parsed from it. Owned by whoever runs the connection: its goroutine, or
+// its event loop.
 type connState struct {
 	buf        []byte
-	start, end int // buf[start:end]: read, not parsed yet
-	args       [][]byte
+	start, end int                           // buf[start:end]: read, not parsed yet
 	pc         *pushConn                     // c.netConn, always from Serve
 	lc         *loopConn                     // non-nil when an event loop serves the connection
 	held       interface{ ReadReady() bool } // the guard, which may hold input read ahead
@@ -103,23 +103,29 @@ const maxBatchCmds = 32
 // parseBatch parses up to maxBatchCmds whole commands from buf[start:end]
 // into st.cmds, st.flat and st.keys (args alias buf, except an inline
 // command's quoted words), looking each command up once: dispatch uses
-// the entry, and its key position says which argument to prefetch. It stops early at an incomplete command or
-// a protocol error, which it returns. Nothing runs and st.start does not
+// the entry, and its key position says which argument to prefetch. It
+// stops early at an incomplete command or a protocol error, which it
+// returns. Nothing runs and st.start does not
 // move: the caller does that per command it runs.
 func (st *connState) parseBatch() error {
 	st.cmds, st.flat, st.keys = st.cmds[:0], st.flat[:0], st.keys[:0]
 	packet := st.buf[st.start:st.end]
 	for len(st.cmds) < maxBatchCmds && len(packet) > 0 {
 		var complete bool
+		var argv [][]byte
 		var rest []byte
 		var err error
+		off := len(st.flat)
+		// The parsers append the arguments to the argument buffer they
+		// are given: st.flat's spare capacity, so that they land in
+		// place; only a command that outgrows it is copied.
 		if packet[0] == '$' {
 			// redcon's Reader (and Redis) read a line starting with
 			// '$' as an inline command; ReadNextCommand would take it
 			// for Tile38's native protocol.
-			complete, st.args, rest, err = readInline(packet, st.args)
+			complete, argv, rest, err = readInline(packet, st.flat[off:])
 		} else {
-			complete, st.args, _, rest, err = redcon.ReadNextCommand(packet, st.args)
+			complete, argv, _, rest, err = redcon.ReadNextCommand(packet, st.flat[off:])
 		}
 		if err != nil {
 			return err
@@ -128,15 +134,18 @@ func (st *connState) parseBatch() error {
 			return nil
 		}
 		packet = rest
-		off := len(st.flat)
-		st.flat = append(st.flat, st.args...)
-		var cmd *command
-		if len(st.args) > 0 {
-			cmd = st.lookup(st.args[0])
+		if n := len(argv); n > 0 && off+n <= cap(st.flat) && &st.flat[:off+1][off] == &argv[0] {
+			st.flat = st.flat[:off+n]
+		} else {
+			st.flat = append(st.flat, argv...)
 		}
-		st.cmds = append(st.cmds, parsedCmd{cmd: cmd, off: off, n: len(st.args), end: st.end - len(rest)})
-		if cmd != nil && cmd.firstKey > 0 && cmd.firstKey < len(st.args) {
-			st.keys = append(st.keys, st.args[cmd.firstKey])
+		var cmd *command
+		if len(argv) > 0 {
+			cmd = st.lookup(argv[0])
+		}
+		st.cmds = append(st.cmds, parsedCmd{cmd: cmd, off: off, n: len(argv), end: st.end - len(rest)})
+		if cmd != nil && cmd.firstKey > 0 && cmd.firstKey < len(argv) {
+			st.keys = append(st.keys, argv[cmd.firstKey])
 		}
 	}
 	return nil
@@ -161,7 +170,7 @@ func (st *connState) lookup(name []byte) *command {
 
 // newConnState prepares c's connection for pump.
 func (s *Server) newConnState(c *client) *connState {
-	st := &connState{buf: make([]byte, readBufSize), args: make([][]byte, 0, 16)}
+	st := &connState{buf: make([]byte, readBufSize), flat: make([][]byte, 0, 4*maxBatchCmds)}
 	st.pc, _ = c.netConn.(*pushConn)
 	st.lc = loopConnOf(c.netConn)
 	st.held, _ = unwrapConn[interface{ ReadReady() bool }](c.netConn)
@@ -281,11 +290,8 @@ func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 		if c.closed || rerr != nil {
 			return pumpDone
 		}
-		if cap(st.args) > maxKeepArgs {
-			st.args = make([][]byte, 0, 16)
-		}
 		if cap(st.flat) > maxKeepArgs {
-			st.flat = nil
+			st.flat = make([][]byte, 0, 4*maxBatchCmds)
 		}
 		st.compact()
 		if st.lc != nil {
@@ -379,7 +385,6 @@ func (st *connState) compact() {
 // dropRefs clears the parsed arguments, which point into the buffer about
 // to be replaced, so they do not keep it alive.
 func (st *connState) dropRefs() {
-	clear(st.args[:cap(st.args)])
 	clear(st.flat[:cap(st.flat)])
 	clear(st.keys[:cap(st.keys)])
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -258,7 +259,7 @@ func BenchmarkBatchThrottle(b *testing.B) {
 		c.out = c.out[:0]
 		s.dispatchLookup(c, bargs("CL.THROTTLE", fmt.Sprintf("ok:%012d", k), "15", "30", "60"))
 	}
-	st := &connState{args: make([][]byte, 0, 16), hashes: make([]uint64, maxBatchCmds)}
+	st := &connState{hashes: make([]uint64, maxBatchCmds)}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i += depth {
@@ -299,7 +300,7 @@ func TestBatchIsolationAroundScriptsAndExec(t *testing.T) {
 			in = fmt.Appendf(in, "$%d\r\n%s\r\n", len(a), a)
 		}
 	}
-	st := &connState{buf: in, end: len(in), args: make([][]byte, 0, 16)}
+	st := &connState{buf: in, end: len(in)}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -363,7 +364,7 @@ func TestBatchIsolationWithConcurrentWriter(t *testing.T) {
 	// Run batches until the writer has taken the write lock many times
 	// in between (at least 300 batches), so the two really interleave.
 	deadline := time.After(20 * time.Second)
-	st := &connState{args: make([][]byte, 0, 16)}
+	st := &connState{}
 	rounds := 0
 	for ; rounds < 300 || writes.Load() < 100; rounds++ {
 		st.buf, st.start, st.end = in, 0, len(in)
@@ -384,5 +385,52 @@ func TestBatchIsolationWithConcurrentWriter(t *testing.T) {
 	// Every call of every batch counted: 1000000001 − (32·rounds + 1) left.
 	if want := fmt.Sprintf("*5\r\n:0\r\n:1000000001\r\n:%d\r\n", 1000000001-(maxBatchCmds*rounds+1)); !strings.HasPrefix(string(c.out), want) {
 		t.Errorf("last call %q, want prefix %q", c.out, want)
+	}
+}
+
+// parseBatch has the parsers append arguments straight into st.flat's
+// spare room, so a warmed buffer is used in place; a command that does not
+// fit is copied in, and every command's arguments come out right either
+// way (RESP, inline with a quoted word, and a '$' inline line).
+func TestParseBatchArgumentsInPlace(t *testing.T) {
+	in := []byte("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\nECHO \"a b\" c\r\n$x y\r\n")
+	big := []byte("*40\r\n")
+	var bigWant []string
+	for i := 0; i < 40; i++ {
+		a := strconv.Itoa(i)
+		big = fmt.Appendf(big, "$%d\r\n%s\r\n", len(a), a)
+		bigWant = append(bigWant, a)
+	}
+	st := &connState{flat: make([][]byte, 0, 8)}
+	flatArgs := func(i int) []string {
+		var out []string
+		for _, a := range st.flat[st.cmds[i].off : st.cmds[i].off+st.cmds[i].n] {
+			out = append(out, string(a))
+		}
+		return out
+	}
+	array := &st.flat[:1][0]
+	st.buf, st.start, st.end = in, 0, len(in)
+	if err := st.parseBatch(); err != nil || len(st.cmds) != 3 {
+		t.Fatalf("parsed %d commands, err %v", len(st.cmds), err)
+	}
+	if &st.flat[:1][0] != array {
+		t.Error("arguments that fit were copied into a new buffer")
+	}
+	for i, want := range [][]string{{"SET", "k", "v"}, {"ECHO", "a b", "c"}, {"$x", "y"}} {
+		if got := flatArgs(i); !slices.Equal(got, want) {
+			t.Errorf("command %d: %q, want %q", i, got, want)
+		}
+	}
+	both := append(append([]byte(nil), in...), big...)
+	st.buf, st.start, st.end = both, 0, len(both)
+	if err := st.parseBatch(); err != nil || len(st.cmds) != 4 {
+		t.Fatalf("parsed %d commands, err %v", len(st.cmds), err)
+	}
+	if got := flatArgs(3); !slices.Equal(got, bigWant) {
+		t.Errorf("command that outgrew the buffer: %q", got)
+	}
+	if got := flatArgs(0); !slices.Equal(got, []string{"SET", "k", "v"}) {
+		t.Errorf("first command after the buffer grew: %q", got)
 	}
 }
