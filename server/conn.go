@@ -327,7 +327,7 @@ func (s *Server) runBatch(c *client, st *connState) (r pumpResult, ran, stop boo
 			continue // a blank inline line or "*0": nothing runs
 		}
 		ran = true
-		if shared := cmd.cmd != nil && !cmd.cmd.immediate && !cmd.cmd.script; shared != c.isoHeld {
+		if shared := cmd.cmd != nil && cmd.cmd.sharesIsolation(); shared != c.isoHeld {
 			if shared {
 				s.iso.rlock(c.id)
 				c.isoHeld = true

@@ -130,12 +130,12 @@ func (s *Server) dispatch(c *client, cmd *command, args [][]byte) {
 		c.out = append(c.out, "+QUEUED\r\n"...)
 		return
 	}
-	if cmd.immediate {
-		s.run(c, cmd, args) // MULTI/EXEC/WATCH/... manage isolation themselves
-		return
-	}
-	if cmd.script {
-		s.runScript(c, cmd, args) // cmd_script.go
+	if !cmd.sharesIsolation() {
+		if cmd.script {
+			s.runScript(c, cmd, args) // cmd_script.go
+		} else {
+			s.run(c, cmd, args) // MULTI/EXEC/WATCH/... manage isolation themselves
+		}
 		return
 	}
 	if !c.isoHeld { // else runBatch holds it for the batch
@@ -144,6 +144,12 @@ func (s *Server) dispatch(c *client, cmd *command, args [][]byte) {
 	}
 	s.run(c, cmd, args)
 }
+
+// sharesIsolation reports whether cmd runs under its client's isolation
+// read lock, as every command does but the immediate ones (MULTI, EXEC,
+// WATCH, ...) and scripts, which take the locks they need themselves.
+// dispatch and runBatch both decide by it.
+func (cmd *command) sharesIsolation() bool { return !cmd.immediate && !cmd.script }
 
 // run executes a known command whose arity has been checked.
 func (s *Server) run(c *client, cmd *command, args [][]byte) {
