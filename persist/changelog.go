@@ -2,6 +2,7 @@ package persist
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -105,15 +106,7 @@ func listChangeFiles(fs vfs.FS, dir string) ([]changeFile, error) {
 			files = append(files, changeFile{path: fs.PathJoin(dir, name), first: first})
 		}
 	}
-	slices.SortFunc(files, func(a, b changeFile) int {
-		switch {
-		case a.first < b.first:
-			return -1
-		case a.first > b.first:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(files, func(a, b changeFile) int { return cmp.Compare(a.first, b.first) })
 	return files, nil
 }
 
