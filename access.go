@@ -4,90 +4,56 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/celld/celld/config"
 	"github.com/celld/celld/guard"
 	"github.com/celld/celld/server"
 )
 
-// accessConfig is the network-facing part of the configuration: the
-// protocol guard's limits, authentication, protected mode and TLS.
-type accessConfig struct {
-	requirePassFile string
-	protectedMode   string
-	maxClients      int
-	maxBulk         int64
-	tlsCert         string
-	tlsKey          string
-	tlsCA           string
-	tlsPort         int
-}
-
-func registerAccessFlags(fs *flag.FlagSet, a *accessConfig) {
-	maxClients, _ := strconv.Atoi(envOr("CELLD_MAXCLIENTS", "10000"))
-	maxBulk, _ := strconv.ParseInt(envOr("CELLD_PROTO_MAX_BULK_LEN", "524288"), 10, 64)
-	tlsPort, _ := strconv.Atoi(envOr("CELLD_TLS_PORT", "0"))
-	fs.StringVar(&a.requirePassFile, "requirepass-file", envOr("CELLD_REQUIREPASS_FILE", ""), "file holding the default user's password (or set env CELLD_REQUIREPASS; never a plain flag, which ps would show)")
-	fs.StringVar(&a.protectedMode, "protected-mode", envOr("CELLD_PROTECTED_MODE", "yes"), "yes: with no password, refuse clients that are not on loopback (env CELLD_PROTECTED_MODE)")
-	fs.IntVar(&a.maxClients, "maxclients", maxClients, "maximum simultaneous connections (env CELLD_MAXCLIENTS)")
-	fs.Int64Var(&a.maxBulk, "proto-max-bulk-len", maxBulk, "largest bulk string accepted, bytes, up to 512 MB (env CELLD_PROTO_MAX_BULK_LEN)")
-	fs.StringVar(&a.tlsCert, "tls-cert", envOr("CELLD_TLS_CERT", ""), "TLS certificate file (PEM) (env CELLD_TLS_CERT)")
-	fs.StringVar(&a.tlsKey, "tls-key", envOr("CELLD_TLS_KEY", ""), "TLS private key file (PEM) (env CELLD_TLS_KEY)")
-	fs.StringVar(&a.tlsCA, "tls-ca", envOr("CELLD_TLS_CA", ""), "CA file (PEM): when set, clients must present a certificate it signed (env CELLD_TLS_CA)")
-	fs.IntVar(&a.tlsPort, "tls-port", tlsPort, "TLS port on --addr's host; 0 = no TLS. With --addr '' only TLS is served (env CELLD_TLS_PORT)")
-}
-
 // applyAccess fills the server config's access settings and returns the
 // guard limits to wrap listeners with.
-func applyAccess(a accessConfig, sc *server.Config, log *slog.Logger) (guard.Limits, error) {
-	pass := os.Getenv("CELLD_REQUIREPASS")
-	if a.requirePassFile != "" {
-		b, err := os.ReadFile(a.requirePassFile)
+func applyAccess(a *config.Config, sc *server.Config, log *slog.Logger) (guard.Limits, error) {
+	pass := a.RequirePass
+	if a.RequirePassFile != "" {
+		b, err := os.ReadFile(a.RequirePassFile)
 		if err != nil {
 			return guard.Limits{}, fmt.Errorf("--requirepass-file: %w", err)
 		}
 		pass = strings.TrimRight(string(b), "\r\n")
 	}
 	sc.RequirePass = pass
-	switch a.protectedMode {
-	case "yes":
-		sc.ProtectedMode = true
-	case "no":
-	default:
-		return guard.Limits{}, fmt.Errorf("--protected-mode must be yes or no, not %q", a.protectedMode)
-	}
-	if a.tlsPort != 0 {
-		if a.tlsCert == "" || a.tlsKey == "" {
+	sc.ProtectedMode = a.ProtectedMode
+	if a.TLSPort != 0 {
+		if a.TLSCert == "" || a.TLSKey == "" {
 			return guard.Limits{}, errors.New("--tls-port needs --tls-cert and --tls-key")
 		}
-		cert, err := tls.LoadX509KeyPair(a.tlsCert, a.tlsKey)
+		cert, err := tls.LoadX509KeyPair(a.TLSCert, a.TLSKey)
 		if err != nil {
 			return guard.Limits{}, fmt.Errorf("TLS key pair: %w", err)
 		}
 		tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-		if a.tlsCA != "" {
-			pem, err := os.ReadFile(a.tlsCA)
+		if a.TLSCA != "" {
+			pem, err := os.ReadFile(a.TLSCA)
 			if err != nil {
 				return guard.Limits{}, fmt.Errorf("--tls-ca: %w", err)
 			}
 			pool := x509.NewCertPool()
 			if !pool.AppendCertsFromPEM(pem) {
-				return guard.Limits{}, fmt.Errorf("--tls-ca %s: no certificates found", a.tlsCA)
+				return guard.Limits{}, fmt.Errorf("--tls-ca %s: no certificates found", a.TLSCA)
 			}
 			tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
 		}
 		sc.TLSConfig = tc
 	}
 	lim := guard.DefaultLimits()
-	lim.MaxBulk = a.maxBulk
+	lim.MaxBulk = a.MaxBulk
 	// Zero: the guard derives it from MaxBulk (twice it, at least 1 MiB).
 	// DefaultLimits' fixed value would refuse any --proto-max-bulk-len
 	// above it at start-up, and a bulk of exactly that size at run time.
@@ -98,7 +64,7 @@ func applyAccess(a accessConfig, sc *server.Config, log *slog.Logger) (guard.Lim
 	sec := &securityLog{log: log, now: time.Now}
 	opts := []guard.Option{
 		guard.RequireAuth(pass != ""),
-		guard.MaxClients(a.maxClients),
+		guard.MaxClients(a.MaxClients),
 		// One count for the plain and the TLS port: --maxclients bounds
 		// the server, as Redis's maxclients does, not each port.
 		guard.ShareClients(new(guard.Clients)),
@@ -154,39 +120,33 @@ func (l listener) serve(srv *server.Server) error {
 	return srv.Serve(l.ln)
 }
 
-// openListeners opens the plain port (unless --addr is empty) and the TLS
-// port (when --tls-port is set).
-func openListeners(addr string, a accessConfig) ([]listener, error) {
+// openListeners binds the plain port (unless cfg serves none: --addr ”
+// or port 0) and the TLS port (when --tls-port is set, on --addr's host,
+// 127.0.0.1 when --addr is ”).
+func openListeners(cfg *config.Config) ([]listener, error) {
 	var out []listener
 	closeAll := func() {
 		for _, l := range out {
 			l.ln.Close()
 		}
 	}
-	if addr != "" {
-		ln, err := net.Listen("tcp", addr)
+	if cfg.PlainEnabled() {
+		ln, err := net.Listen("tcp", cfg.Addr)
 		if err != nil {
-			return nil, fmt.Errorf("listen %s: %w", addr, err)
+			return nil, fmt.Errorf("listen %s: %w", cfg.Addr, err)
 		}
 		out = append(out, listener{ln: ln})
 	}
-	if a.tlsPort != 0 {
-		host := "127.0.0.1"
-		if addr != "" {
-			if h, _, err := net.SplitHostPort(addr); err == nil {
-				host = h
-			}
-		}
-		taddr := net.JoinHostPort(host, strconv.Itoa(a.tlsPort))
+	if taddr := cfg.TLSAddr(); taddr != "" {
 		ln, err := net.Listen("tcp", taddr)
 		if err != nil {
 			closeAll()
-			return nil, fmt.Errorf("listen %s: %w", taddr, err)
+			return nil, fmt.Errorf("listen %s (--tls-port): %w", taddr, err)
 		}
 		out = append(out, listener{ln: ln, tls: true})
 	}
 	if len(out) == 0 {
-		return nil, errors.New("nothing to listen on: --addr is empty and --tls-port is 0")
+		return nil, errors.New("nothing to listen on: no plain port (--addr) and --tls-port is 0")
 	}
 	return out, nil
 }

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/celld/celld/config"
 	"github.com/celld/celld/server"
 	"github.com/celld/celld/store"
 	"github.com/redis/go-redis/v9"
@@ -30,13 +31,13 @@ import (
 // access.go: the flags and environment that configure authentication,
 // protected mode, the guard's limits and TLS, and their wiring.
 
-func defaultAccess(t *testing.T) accessConfig {
+func defaultAccess(t *testing.T) *config.Config {
 	t.Helper()
 	c, err := parseFlags(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c.access
+	return c
 }
 
 func TestAccessFlagDefaults(t *testing.T) {
@@ -46,7 +47,7 @@ func TestAccessFlagDefaults(t *testing.T) {
 		os.Unsetenv(name)
 	}
 	a := defaultAccess(t)
-	if a.maxClients != 10000 || a.maxBulk != 512<<10 || a.protectedMode != "yes" || a.tlsPort != 0 || a.requirePassFile != "" {
+	if a.MaxClients != 10000 || a.MaxBulk != 512<<10 || !a.ProtectedMode || a.TLSPort != 0 || a.RequirePassFile != "" {
 		t.Fatalf("defaults: %+v", a)
 	}
 	var sc server.Config
@@ -85,14 +86,14 @@ func TestAccessPasswordSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc = server.Config{}
-	if _, err := applyAccess(c.access, &sc, quietLog()); err != nil {
+	if _, err := applyAccess(c, &sc, quietLog()); err != nil {
 		t.Fatal(err)
 	}
 	if sc.RequirePass != "from file" {
 		t.Fatalf("file: RequirePass = %q", sc.RequirePass)
 	}
-	c.access.requirePassFile = filepath.Join(t.TempDir(), "missing")
-	if _, err := applyAccess(c.access, &sc, quietLog()); err == nil {
+	c.RequirePassFile = filepath.Join(t.TempDir(), "missing")
+	if _, err := applyAccess(c, &sc, quietLog()); err == nil {
 		t.Fatal("a missing --requirepass-file was accepted")
 	}
 }
@@ -104,24 +105,23 @@ func TestAccessRejectsBadSettings(t *testing.T) {
 	os.WriteFile(notPEM, []byte("not a certificate"), 0o600)
 	for _, tc := range []struct {
 		name string
-		mod  func(*accessConfig)
+		mod  func(*config.Config)
 	}{
-		{"protected-mode maybe", func(a *accessConfig) { a.protectedMode = "maybe" }},
-		{"tls-port without cert", func(a *accessConfig) { a.tlsPort = 6380 }},
-		{"tls-port without key", func(a *accessConfig) { a.tlsPort, a.tlsCert = 6380, certFile }},
-		{"bad key pair", func(a *accessConfig) { a.tlsPort, a.tlsCert, a.tlsKey = 6380, certFile, notPEM }},
-		{"missing tls-ca", func(a *accessConfig) {
-			a.tlsPort, a.tlsCert, a.tlsKey, a.tlsCA = 6380, certFile, keyFile, filepath.Join(dir, "nope")
+		{"tls-port without cert", func(a *config.Config) { a.TLSPort = 6380 }},
+		{"tls-port without key", func(a *config.Config) { a.TLSPort, a.TLSCert = 6380, certFile }},
+		{"bad key pair", func(a *config.Config) { a.TLSPort, a.TLSCert, a.TLSKey = 6380, certFile, notPEM }},
+		{"missing tls-ca", func(a *config.Config) {
+			a.TLSPort, a.TLSCert, a.TLSKey, a.TLSCA = 6380, certFile, keyFile, filepath.Join(dir, "nope")
 		}},
-		{"tls-ca without certificates", func(a *accessConfig) {
-			a.tlsPort, a.tlsCert, a.tlsKey, a.tlsCA = 6380, certFile, keyFile, notPEM
+		{"tls-ca without certificates", func(a *config.Config) {
+			a.TLSPort, a.TLSCert, a.TLSKey, a.TLSCA = 6380, certFile, keyFile, notPEM
 		}},
-		{"proto-max-bulk-len over 512 MB", func(a *accessConfig) { a.maxBulk = 512<<20 + 1 }},
-		{"negative proto-max-bulk-len", func(a *accessConfig) { a.maxBulk = -1 }},
+		{"proto-max-bulk-len over 512 MB", func(a *config.Config) { a.MaxBulk = 512<<20 + 1 }},
+		{"negative proto-max-bulk-len", func(a *config.Config) { a.MaxBulk = -1 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := defaultAccess(t)
-			tc.mod(&a)
+			tc.mod(a)
 			var sc server.Config
 			if _, err := applyAccess(a, &sc, quietLog()); err == nil {
 				t.Fatal("accepted")
@@ -129,7 +129,7 @@ func TestAccessRejectsBadSettings(t *testing.T) {
 		})
 	}
 	a := defaultAccess(t)
-	a.tlsPort, a.tlsCert, a.tlsKey, a.tlsCA = 6380, certFile, keyFile, caFile
+	a.TLSPort, a.TLSCert, a.TLSKey, a.TLSCA = 6380, certFile, keyFile, caFile
 	var sc server.Config
 	if _, err := applyAccess(a, &sc, quietLog()); err != nil {
 		t.Fatal(err)
@@ -143,7 +143,7 @@ func TestAccessRejectsBadSettings(t *testing.T) {
 // buffer limit follows it, so a bulk of exactly that size is accepted.
 func TestProtoMaxBulkLenRaised(t *testing.T) {
 	a := defaultAccess(t)
-	a.maxBulk = 4 << 20
+	a.MaxBulk = 4 << 20
 	lns := serveAccess(t, a, freeAddr(t), io.Discard)
 	rdb := redis.NewClient(&redis.Options{Addr: lns[0].ln.Addr().String(), MaxRetries: -1})
 	defer rdb.Close()
@@ -196,8 +196,9 @@ func writeTestCert(t *testing.T, dir string) (certFile, keyFile, caFile string) 
 
 // serveAccess runs a server configured by applyAccess on the listeners
 // openListeners opens, the way run does, until the test ends.
-func serveAccess(t *testing.T, a accessConfig, addr string, logw io.Writer) []listener {
+func serveAccess(t *testing.T, a *config.Config, addr string, logw io.Writer) []listener {
 	t.Helper()
+	a.Addr = addr
 	log := slog.New(slog.NewTextHandler(logw, nil))
 	sc := server.Config{Addr: addr, Logger: log}
 	if _, err := applyAccess(a, &sc, log); err != nil {
@@ -207,7 +208,7 @@ func serveAccess(t *testing.T, a accessConfig, addr string, logw io.Writer) []li
 	if err != nil {
 		t.Fatal(err)
 	}
-	lns, err := openListeners(addr, a)
+	lns, err := openListeners(a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,10 +235,10 @@ func TestMaxClientsAcrossPlainAndTLS(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile, caFile := writeTestCert(t, dir)
 	a := defaultAccess(t)
-	a.maxClients = 2
-	a.tlsCert, a.tlsKey = certFile, keyFile
+	a.MaxClients = 2
+	a.TLSCert, a.TLSKey = certFile, keyFile
 	_, port, _ := net.SplitHostPort(freeAddr(t))
-	a.tlsPort = atoi(t, port)
+	a.TLSPort = atoi(t, port)
 	lns := serveAccess(t, a, freeAddr(t), io.Discard)
 	if len(lns) != 2 || lns[0].tls || !lns[1].tls {
 		t.Fatalf("listeners: %+v", lns)

@@ -5,29 +5,25 @@ import (
 	"log/slog"
 
 	"github.com/celld/celld/cluster"
+	"github.com/celld/celld/config"
 )
 
-// setupCluster builds the static topology from --cluster-nodes (nil, nil
-// when the flag is empty: standalone). This node is the entry equal to
-// --cluster-announce, or to --addr. With persistence on, the node id is
-// recorded in <dir>/cluster-myid; a different id recorded there means the
-// data directory last served another address, which is logged, because the
-// keys it holds may now belong to other nodes' slots (they stay readable by
-// SCAN/KEYS here, and clients are sent to their new owner, which starts them
-// from a full bucket: at most one bucket more granted, as after a restart
-// that lost state).
-func setupCluster(cfg config, log *slog.Logger) (*cluster.Topology, error) {
-	if cfg.clusterNodes == "" {
-		if cfg.clusterAnnounce != "" {
+// clusterTopology builds the static topology from --cluster-nodes (nil,
+// nil when the flag is empty: standalone). This node is the entry equal to
+// --cluster-announce, or to --addr. It reads no file, so main runs it with
+// the other checks, before the data directory is opened.
+func clusterTopology(cfg *config.Config) (*cluster.Topology, error) {
+	if cfg.ClusterNodes == "" {
+		if cfg.ClusterAnnounce != "" {
 			return nil, fmt.Errorf("--cluster-announce needs --cluster-nodes")
 		}
 		return nil, nil
 	}
-	addrs, err := cluster.ParseNodes(cfg.clusterNodes)
+	addrs, err := cluster.ParseNodes(cfg.ClusterNodes)
 	if err != nil {
 		return nil, fmt.Errorf("--cluster-nodes: %w", err)
 	}
-	self, err := cluster.FindSelf(addrs, cfg.clusterAnnounce, cfg.addr)
+	self, err := cluster.FindSelf(addrs, cfg.ClusterAnnounce, cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("--cluster-nodes: %w", err)
 	}
@@ -35,11 +31,22 @@ func setupCluster(cfg config, log *slog.Logger) (*cluster.Topology, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--cluster-nodes: %w", err)
 	}
+	return topo, nil
+}
+
+// recordClusterID logs the cluster mode and, with persistence on, records
+// the node id in <dir>/cluster-myid. A different id recorded there means
+// the data directory last served another address, which is logged, because
+// the keys it holds may now belong to other nodes' slots (they stay
+// readable by SCAN/KEYS here, and clients are sent to their new owner,
+// which starts them from a full bucket: at most one bucket more granted,
+// as after a restart that lost state).
+func recordClusterID(cfg *config.Config, topo *cluster.Topology, log *slog.Logger) error {
 	me := topo.Self()
-	if cfg.persist {
-		prev, err := cluster.PersistID(cfg.dir, me.ID)
+	if cfg.Persist {
+		prev, err := cluster.PersistID(cfg.Dir, me.ID)
 		if err != nil {
-			return nil, fmt.Errorf("node id: %w", err)
+			return fmt.Errorf("node id: %w", err)
 		}
 		if prev != "" && prev != me.ID {
 			log.Warn("this data directory last served another cluster node (its announced address changed): keys of slots this node does not own stay unused until they expire",
@@ -47,7 +54,7 @@ func setupCluster(cfg config, log *slog.Logger) (*cluster.Topology, error) {
 		}
 	}
 	r := me.Slots[0]
-	log.Info("cluster mode", "nodes", len(addrs), "self", self, "announce", me.Addr(), "id", me.ID,
+	log.Info("cluster mode", "nodes", len(topo.Nodes()), "self", topo.SelfIndex(), "announce", me.Addr(), "id", me.ID,
 		"slots", fmt.Sprintf("%d-%d", r.First, r.Last))
-	return topo, nil
+	return nil
 }

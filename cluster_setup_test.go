@@ -20,8 +20,11 @@ func TestSetupCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	topo, err := setupCluster(cfg, log)
+	topo, err := clusterTopology(cfg)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := recordClusterID(cfg, topo, log); err != nil {
 		t.Fatal(err)
 	}
 	if topo.SelfIndex() != 1 || topo.Self().Slots[0] != (cluster.SlotRange{First: 5461, Last: 10921}) {
@@ -39,7 +42,7 @@ func TestSetupCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if topo, err = setupCluster(cfg, log); err != nil || topo.SelfIndex() != 2 {
+	if topo, err = clusterTopology(cfg); err != nil || topo.SelfIndex() != 2 {
 		t.Fatalf("announce: %v %v", topo, err)
 	}
 
@@ -52,7 +55,7 @@ func TestSetupCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := setupCluster(cfg, log); err == nil {
+		if _, err := clusterTopology(cfg); err == nil {
 			t.Errorf("%v: accepted", bad)
 		}
 	}
@@ -60,11 +63,11 @@ func TestSetupCluster(t *testing.T) {
 	// Standalone: no topology; an announce address alone is a mistake.
 	t.Setenv("CELLD_CLUSTER_NODES", "")
 	cfg, _ = parseFlags([]string{"--persist=false"})
-	if topo, err := setupCluster(cfg, log); topo != nil || err != nil {
+	if topo, err := clusterTopology(cfg); topo != nil || err != nil {
 		t.Fatalf("standalone: %v %v", topo, err)
 	}
-	cfg.clusterAnnounce = "127.0.0.1:7001"
-	if _, err := setupCluster(cfg, log); err == nil {
+	cfg.ClusterAnnounce = "127.0.0.1:7001"
+	if _, err := clusterTopology(cfg); err == nil {
 		t.Fatal("--cluster-announce without --cluster-nodes accepted")
 	}
 }

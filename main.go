@@ -4,20 +4,14 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"runtime/debug"
-	"strconv"
 	"syscall"
-	"time"
 
-	"github.com/celld/celld/persist"
+	"github.com/celld/celld/config"
 	"github.com/celld/celld/server"
 	"github.com/celld/celld/store"
 )
@@ -25,95 +19,9 @@ import (
 // version is celld's release, reported by --version and INFO.
 const version = "0.1.0"
 
-// config is everything main reads from flags and the environment.
-type config struct {
-	addr          string
-	dir           string
-	persist       bool
-	flushInterval time.Duration
-	foldMinBytes  int64
-	ioLoops       int
-	busyPoll      time.Duration
-	recoverMode   string
-	shutdownGrace time.Duration
-	logFormat     string
-	healthcheck   bool
-	access        accessConfig
-	metrics       metricsConfig // main_metrics.go
-	pprofAddr     string        // main_pprof.go
-	// Cluster mode (cluster_setup.go).
-	clusterNodes    string
-	clusterAnnounce string
-}
-
-// envOr returns the CELLD_* environment value for name, or def.
-func envOr(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok {
-		return v
-	}
-	return def
-}
-
-func parseFlags(args []string) (config, error) {
-	var c config
-	fs := flag.NewFlagSet("celld", flag.ContinueOnError)
-	persistDef, _ := strconv.ParseBool(envOr("CELLD_PERSIST", "true"))
-	flushDef, err := time.ParseDuration(envOr("CELLD_FLUSH_INTERVAL", "100ms"))
-	if err != nil {
-		return c, fmt.Errorf("CELLD_FLUSH_INTERVAL: %w", err)
-	}
-	foldDef, err := strconv.ParseInt(envOr("CELLD_LOG_FOLD_MIN_BYTES", strconv.Itoa(persist.DefaultFoldMinBytes)), 10, 64)
-	if err != nil {
-		return c, fmt.Errorf("CELLD_LOG_FOLD_MIN_BYTES: %w", err)
-	}
-	fs.StringVar(&c.addr, "addr", envOr("CELLD_ADDR", "127.0.0.1:6379"), "TCP address to listen on (env CELLD_ADDR)")
-	fs.StringVar(&c.dir, "dir", envOr("CELLD_DIR", "./data"), "data directory for persisted state (env CELLD_DIR)")
-	fs.BoolVar(&c.persist, "persist", persistDef, "persist limiter state in --dir (env CELLD_PERSIST)")
-	fs.DurationVar(&c.flushInterval, "flush-interval", flushDef, "how often changes are synced to disk; at most this much is lost on kill -9 (env CELLD_FLUSH_INTERVAL)")
-	fs.Int64Var(&c.foldMinBytes, "log-fold-min-bytes", foldDef, "the on-disk log is folded into a new base once it is as big as the base and at least this many bytes (env CELLD_LOG_FOLD_MIN_BYTES)")
-	loopsDef, err := strconv.Atoi(envOr("CELLD_IO_LOOPS", "1"))
-	if err != nil {
-		return c, fmt.Errorf("CELLD_IO_LOOPS: %w", err)
-	}
-	fs.IntVar(&c.ioLoops, "io-loops", loopsDef, "event loops (epoll, one goroutine each) serving plain TCP clients; 0 = a goroutine per connection instead (env CELLD_IO_LOOPS)")
-	pollDef, err := time.ParseDuration(envOr("CELLD_BUSY_POLL", server.DefaultBusyPoll.String()))
-	if err != nil {
-		return c, fmt.Errorf("CELLD_BUSY_POLL: %w", err)
-	}
-	fs.DurationVar(&c.busyPoll, "busy-poll", pollDef, "how long a busy event loop polls for more events before sleeping (more throughput under load, no cost when idle); 0 = never (env CELLD_BUSY_POLL)")
-	fs.StringVar(&c.recoverMode, "recover", envOr("CELLD_RECOVER", "fail"), "on an unreadable data directory: fail, or skip (start empty) (env CELLD_RECOVER)")
-	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 10*time.Second, "how long SIGTERM waits for connections to drain")
-	fs.StringVar(&c.logFormat, "log-format", envOr("CELLD_LOG_FORMAT", "text"), "log format: text or json (env CELLD_LOG_FORMAT)")
-	fs.StringVar(&c.clusterNodes, "cluster-nodes", envOr("CELLD_CLUSTER_NODES", ""), "Redis Cluster mode: the announced host:port of every node, in order, comma-separated; node i of N owns slots [i*16384/N, (i+1)*16384/N) (env CELLD_CLUSTER_NODES)")
-	fs.StringVar(&c.clusterAnnounce, "cluster-announce", envOr("CELLD_CLUSTER_ANNOUNCE", ""), "this node's host:port in --cluster-nodes, when --addr is not it (e.g. 0.0.0.0:6379) (env CELLD_CLUSTER_ANNOUNCE)")
-	registerAccessFlags(fs, &c.access)
-	registerMetricsFlags(fs, &c.metrics)
-	registerPprofFlags(fs, &c.pprofAddr)
-	showVersion := fs.Bool("version", false, "print the version and exit")
-	fs.BoolVar(&c.healthcheck, "healthcheck", false, "PING the server at --addr and exit 0 if it answers PONG (for container health checks)")
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
-	if *showVersion {
-		fmt.Println("celld", version)
-		os.Exit(0)
-	}
-	if c.recoverMode != "fail" && c.recoverMode != "skip" {
-		return c, fmt.Errorf("--recover must be fail or skip, not %q", c.recoverMode)
-	}
-	if c.ioLoops < 0 || c.ioLoops > 64 {
-		return c, errors.New("--io-loops must be 0 to 64")
-	}
-	if c.foldMinBytes <= 0 {
-		return c, errors.New("--log-fold-min-bytes must be positive")
-	}
-	if c.flushInterval <= 0 {
-		return c, errors.New("--flush-interval must be positive")
-	}
-	if c.busyPoll < 0 || c.busyPoll > time.Second {
-		return c, errors.New("--busy-poll must be 0 to 1s")
-	}
-	return c, nil
+// parseFlags reads the command line and the environment (config.Parse).
+func parseFlags(args []string) (*config.Config, error) {
+	return config.Parse(args, os.LookupEnv)
 }
 
 func main() {
@@ -123,67 +31,90 @@ func main() {
 func run(args []string) int {
 	cfg, err := parseFlags(args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
 		fmt.Fprintln(os.Stderr, "celld:", err)
 		return 2
 	}
-	if cfg.healthcheck {
-		return healthcheck(cfg.addr)
+	switch {
+	case cfg.Help:
+		config.Usage(os.Stdout)
+		return 0
+	case cfg.Version:
+		fmt.Println("celld", version)
+		return 0
+	case cfg.Healthcheck:
+		return healthcheck(cfg)
 	}
-	var h slog.Handler = slog.NewTextHandler(os.Stderr, nil)
-	if cfg.logFormat == "json" {
-		h = slog.NewJSONHandler(os.Stderr, nil)
-	}
-	log := slog.New(h)
+	log := newLogger(cfg)
 	slog.SetDefault(log)
 	tuneRuntime()
 
-	// Metrics start first, so that /healthz answers 503 during the restore.
-	mx, err := startMetrics(cfg.metrics, log)
+	// Everything that can be refused without the data directory is
+	// checked first: the cluster list (exit 2, like a bad flag), then the
+	// password and TLS files, then every port is bound, so that a port in
+	// use fails start-up before a restore that may take seconds.
+	topo, err := clusterTopology(cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "celld:", err)
+		return 2
+	}
+	srvCfg := server.Config{Addr: cfg.Addr, Logger: log, Version: version, IOLoops: cfg.IOLoops, Cluster: topo}
+	if cfg.IOLoops == 0 {
+		srvCfg.IOLoops = -1 // the flag's 0: no loop
+	}
+	srvCfg.BusyPoll = cfg.BusyPoll
+	if cfg.BusyPoll == 0 {
+		srvCfg.BusyPoll = -1 // the flag's 0: never
+	}
+	if _, err := applyAccess(cfg, &srvCfg, log); err != nil {
+		log.Error("cannot start", "err", err)
+		return 1
+	}
+	// Metrics start before the restore, so that /readyz answers 503
+	// "loading" while it runs and /livez answers at once.
+	mx, err := startMetrics(cfg.MetricsAddr, log)
 	if err != nil {
 		log.Error("cannot start", "err", err)
 		return 1
 	}
 	defer mx.stop()
-	if pl, err := startPprof(cfg.pprofAddr, log); err != nil {
+	if pl, err := startPprof(cfg.PprofAddr, log); err != nil {
 		log.Error("cannot start", "err", fmt.Errorf("--pprof-addr: %w", err))
 		return 1
 	} else if pl != nil {
 		defer pl.Close()
 	}
-
-	st := store.New(store.Options{TrackDirty: cfg.persist})
-	p, err := openPersistence(cfg, st, log)
+	// Bound now, served after the restore: a client that connects during
+	// it waits in the accept queue, as for Redis while it loads.
+	lns, err := openListeners(cfg)
 	if err != nil {
 		log.Error("cannot start", "err", err)
 		return 1
 	}
-	srvCfg := server.Config{Addr: cfg.addr, Logger: log, Version: version, IOLoops: cfg.ioLoops}
-	if cfg.ioLoops == 0 {
-		srvCfg.IOLoops = -1 // the flag's 0: no loop
-	}
-	srvCfg.BusyPoll = cfg.busyPoll
-	if cfg.busyPoll == 0 {
-		srvCfg.BusyPoll = -1 // the flag's 0: never
-	}
-	if srvCfg.Cluster, err = setupCluster(cfg, log); err != nil {
-		log.Error("cannot start", "err", err)
-		if p != nil {
-			p.Close()
+	closeListeners := func() {
+		for _, l := range lns {
+			l.ln.Close()
 		}
+	}
+
+	st := store.New(store.Options{TrackDirty: cfg.Persist})
+	p, err := openPersistence(cfg, st, log)
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		closeListeners()
 		return 1
+	}
+	if topo != nil {
+		if err := recordClusterID(cfg, topo, log); err != nil {
+			log.Error("cannot start", "err", err)
+			closeListeners()
+			if p != nil {
+				p.Close()
+			}
+			return 1
+		}
 	}
 	if p != nil {
 		srvCfg.Persister = p
-	}
-	if _, err := applyAccess(cfg.access, &srvCfg, log); err != nil {
-		log.Error("cannot start", "err", err)
-		if p != nil {
-			p.Close()
-		}
-		return 1
 	}
 	// SHUTDOWN asks for the same ordered stop as SIGTERM; the signal channel
 	// exists only later, so the hook reaches it through shutdownCmd.
@@ -199,20 +130,16 @@ func run(args []string) int {
 	srv, err := server.New(srvCfg, st)
 	if err != nil {
 		log.Error("cannot start", "err", err)
-		return 1
-	}
-	mx.attach(srv, p)
-	lns, err := openListeners(cfg.addr, cfg.access)
-	if err != nil {
-		log.Error("cannot start", "err", err)
+		closeListeners()
 		if p != nil {
 			p.Close()
 		}
 		return 1
 	}
+	mx.attach(srv, p)
 	for _, l := range lns {
 		log.Info("celld listening", "addr", l.ln.Addr().String(), "tls", l.tls, "version", version,
-			"persist", cfg.persist, "dir", cfg.dir, "auth", srvCfg.RequirePass != "")
+			"persist", cfg.Persist, "dir", cfg.Dir, "auth", srvCfg.RequirePass != "")
 	}
 
 	sig := make(chan os.Signal, 1)
@@ -231,7 +158,7 @@ func run(args []string) int {
 		log.Error("server stopped", "err", err)
 		code = 1
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownGrace)
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
 	if err := srv.Shutdown(ctx); err != nil {
 		log.Warn("connections did not drain in time", "err", err)
 	}
@@ -246,35 +173,15 @@ func run(args []string) int {
 	return code
 }
 
-// healthcheck sends PING to addr (0.0.0.0 means this host) and reports
-// whether PONG came back: exit code 0 healthy, 1 not.
-func healthcheck(addr string) int {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "celld: healthcheck:", err)
-		return 1
+// newLogger is the process's logger: --log-format, --log-level, stderr.
+func newLogger(cfg *config.Config) *slog.Logger {
+	var lvl slog.Level
+	lvl.UnmarshalText([]byte(cfg.LogLevel)) // config admits only debug, info, warn, error
+	opts := &slog.HandlerOptions{Level: lvl}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
 	}
-	if host == "" || host == "0.0.0.0" || host == "::" {
-		host = "127.0.0.1"
-	}
-	conn, err := net.DialTimeout("tcp", net.JoinHostPort(host, port), 2*time.Second)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "celld: healthcheck:", err)
-		return 1
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
-		return 1
-	}
-	// "+PONG", or "-NOAUTH" when a password is set: either way the server
-	// is up and answering.
-	buf := make([]byte, 7)
-	if _, err := io.ReadFull(conn, buf); err != nil || (string(buf) != "+PONG\r\n" && string(buf) != "-NOAUTH") {
-		fmt.Fprintln(os.Stderr, "celld: healthcheck: no PONG")
-		return 1
-	}
-	return 0
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
 }
 
 // tuneRuntime sets a garbage-collection target that suits a sidecar: the

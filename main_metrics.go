@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -12,16 +11,6 @@ import (
 	"github.com/celld/celld/metrics"
 	"github.com/celld/celld/server"
 )
-
-// metricsConfig is the Prometheus exporter's part of the configuration.
-type metricsConfig struct {
-	addr string // "" = off
-}
-
-func registerMetricsFlags(fs *flag.FlagSet, m *metricsConfig) {
-	fs.StringVar(&m.addr, "metrics-addr", envOr("CELLD_METRICS_ADDR", ""),
-		"serve Prometheus /metrics and /healthz over HTTP on this address (e.g. 127.0.0.1:9121); empty = off (env CELLD_METRICS_ADDR)")
-}
 
 // metricsService is the running exporter. A nil *metricsService (metrics
 // off) accepts every method and does nothing.
@@ -35,11 +24,11 @@ type metricsService struct {
 // startMetrics listens on m.addr and starts serving, before the restore:
 // until attach, /healthz answers 503 "loading". It returns nil, nil when
 // metrics are off.
-func startMetrics(m metricsConfig, log *slog.Logger) (*metricsService, error) {
-	if m.addr == "" {
+func startMetrics(addr string, log *slog.Logger) (*metricsService, error) {
+	if addr == "" {
 		return nil, nil
 	}
-	ln, err := net.Listen("tcp", m.addr)
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr: %w", err)
 	}

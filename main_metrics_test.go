@@ -19,7 +19,7 @@ func TestMetricsServiceLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ms, err := startMetrics(cfg.metrics, log)
+	ms, err := startMetrics(cfg.MetricsAddr, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestMetricsServiceLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if off, err := startMetrics(cfg.metrics, log); off != nil || err != nil {
+	if off, err := startMetrics(cfg.MetricsAddr, log); off != nil || err != nil {
 		t.Fatalf("metrics on without --metrics-addr: %v %v", off, err)
 	}
 }

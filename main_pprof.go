@@ -1,20 +1,11 @@
 package main
 
 import (
-	"flag"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
 )
-
-// registerPprofFlags adds --pprof-addr: Go's runtime profiles (CPU, heap,
-// goroutines, mutex) over HTTP, off by default. Only for operators chasing a
-// performance problem; never expose it beyond loopback.
-func registerPprofFlags(fs *flag.FlagSet, addr *string) {
-	fs.StringVar(addr, "pprof-addr", envOr("CELLD_PPROF_ADDR", ""),
-		"serve Go's /debug/pprof/ profiles over HTTP on this address (e.g. 127.0.0.1:6060); empty = off (env CELLD_PPROF_ADDR)")
-}
 
 // startPprof serves net/http/pprof on addr in the background. It returns
 // the listener (nil when addr is empty) so the caller can close it.

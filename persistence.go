@@ -11,9 +11,11 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/celld/celld/config"
 	"github.com/celld/celld/persist"
 	"github.com/celld/celld/store"
 )
@@ -42,18 +44,19 @@ type persistence struct {
 
 // openPersistence opens the data directory, restores it into st and starts
 // the flusher. It returns nil, nil when persistence is off. With
-// --recover=skip an unreadable directory is moved aside and celld starts
-// empty, saying so; otherwise the error names the directory and stops start-up.
-func openPersistence(cfg config, st *store.Store, log *slog.Logger) (*persistence, error) {
-	if !cfg.persist {
+// --recover=skip an unreadable directory's contents are moved aside (see
+// moveAside) and celld starts empty, saying so; otherwise the error names
+// the directory and stops start-up.
+func openPersistence(cfg *config.Config, st *store.Store, log *slog.Logger) (*persistence, error) {
+	if !cfg.Persist {
 		log.Info("persistence off: state is memory-only")
 		return nil, nil
 	}
-	if err := os.MkdirAll(cfg.dir, 0o755); err != nil {
-		return nil, fmt.Errorf("data directory %s: %w", cfg.dir, err)
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("data directory %s: %w", cfg.Dir, err)
 	}
 	p := &persistence{st: st, log: log}
-	db, err := persist.Open(cfg.dir, persist.Options{Logger: log, FoldMinBytes: cfg.foldMinBytes})
+	db, err := persist.Open(cfg.Dir, persist.Options{Logger: log, FoldMinBytes: cfg.FoldMinBytes})
 	if err == nil {
 		p.db = db
 		err = p.load(time.Now())
@@ -62,26 +65,23 @@ func openPersistence(cfg config, st *store.Store, log *slog.Logger) (*persistenc
 		}
 	}
 	if err != nil {
-		if errors.Is(err, persist.ErrLocked) || cfg.recoverMode != "skip" {
-			return nil, fmt.Errorf("data directory %s: %w", cfg.dir, err)
+		if errors.Is(err, persist.ErrLocked) || cfg.Recover != "skip" {
+			return nil, fmt.Errorf("data directory %s: %w", cfg.Dir, err)
 		}
-		aside := cfg.dir + ".unreadable-" + strconv.FormatInt(time.Now().Unix(), 10)
-		log.Error("data directory unreadable; --recover=skip: moving it aside and starting EMPTY",
-			"dir", cfg.dir, "moved_to", aside, "err", err)
 		st.Flush()
 		st.Drain(0, nil)
-		if rerr := os.Rename(cfg.dir, aside); rerr != nil {
-			return nil, fmt.Errorf("data directory %s: cannot move aside: %w", cfg.dir, rerr)
+		aside, rerr := moveAside(cfg.Dir, time.Now())
+		if rerr != nil {
+			return nil, fmt.Errorf("data directory %s: cannot move its contents aside: %w (restore error: %v)", cfg.Dir, rerr, err)
 		}
-		if err := os.MkdirAll(filepath.Clean(cfg.dir), 0o755); err != nil {
-			return nil, err
-		}
-		if p.db, err = persist.Open(cfg.dir, persist.Options{Logger: log, FoldMinBytes: cfg.foldMinBytes}); err != nil {
-			return nil, fmt.Errorf("data directory %s: %w", cfg.dir, err)
+		log.Error("data directory unreadable; --recover=skip: moved its contents aside and starting EMPTY",
+			"dir", cfg.Dir, "moved_to", aside, "err", err)
+		if p.db, err = persist.Open(cfg.Dir, persist.Options{Logger: log, FoldMinBytes: cfg.FoldMinBytes}); err != nil {
+			return nil, fmt.Errorf("data directory %s: %w", cfg.Dir, err)
 		}
 	}
 	p.fl = persist.NewFlusher(p.db, persist.FlusherConfig{
-		Interval: cfg.flushInterval,
+		Interval: cfg.FlushInterval,
 		Drain:    p.drain,
 		Snapshot: p.snapshot,
 		Release:  p.release,
@@ -90,6 +90,43 @@ func openPersistence(cfg config, st *store.Store, log *slog.Logger) (*persistenc
 	})
 	p.fl.Start()
 	return p, nil
+}
+
+// asidePrefix names the directories --recover=skip moves unreadable
+// contents into, inside the data directory.
+const asidePrefix = "unreadable-"
+
+// moveAside moves every entry of dir into a new directory
+// dir/unreadable-<unix seconds> and returns its path. It renames entries
+// within dir and never dir itself, so it works when dir is a mount point
+// (a container's /data volume), where renaming dir fails with EBUSY.
+// Directories an earlier skip made stay where they are. An entry that
+// cannot be moved stops it with an error; the entries moved so far stay in
+// the new directory.
+func moveAside(dir string, now time.Time) (string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return "", err
+	}
+	aside := filepath.Join(dir, asidePrefix+strconv.FormatInt(now.Unix(), 10))
+	for n := 1; ; n++ { // two skips within a second
+		if _, err := os.Lstat(aside); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		aside = filepath.Join(dir, asidePrefix+strconv.FormatInt(now.Unix(), 10)+"-"+strconv.Itoa(n))
+	}
+	if err := os.Mkdir(aside, 0o755); err != nil {
+		return "", err
+	}
+	for _, e := range ents {
+		if e.IsDir() && strings.HasPrefix(e.Name(), asidePrefix) {
+			continue
+		}
+		if err := os.Rename(filepath.Join(dir, e.Name()), filepath.Join(aside, e.Name())); err != nil {
+			return aside, err
+		}
+	}
+	return aside, nil
 }
 
 // load restores the stored state into the store, as of the wall clock now.

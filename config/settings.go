@@ -1,0 +1,197 @@
+package config
+
+import (
+	"math"
+	"time"
+)
+
+// Config is everything celld reads from its command line and environment.
+// The zero value is not useful: Parse starts from the table's defaults.
+// A Config is a plain value: read it from any goroutine once Parse has
+// returned; nothing changes it afterwards.
+type Config struct {
+	// Network.
+
+	// Addr is the plain-TCP listen address (host:port). "" or port 0
+	// serves no plain port (TLS only, on --tls-port).
+	Addr string
+	// TLSPort is the TLS port on Addr's host (127.0.0.1 when Addr is "");
+	// 0 = no TLS.
+	TLSPort int
+	// MaxClients bounds simultaneous connections, all ports together.
+	MaxClients int
+	// MaxBulk is the largest bulk string accepted, bytes.
+	MaxBulk int64
+
+	// Persistence.
+
+	Dir           string        // data directory
+	Persist       bool          // keep state in Dir
+	FlushInterval time.Duration // sync window (> 0)
+	Recover       string        // "fail" or "skip"
+	FoldMinBytes  int64         // fold the log into a new base from this size (> 0)
+
+	// Security.
+
+	// RequirePass is the default user's password, from CELLD_REQUIREPASS
+	// (never a flag: ps would show it). RequirePassFile, when set, wins:
+	// main reads the file.
+	RequirePass     string
+	RequirePassFile string
+	ProtectedMode   bool
+	TLSCert         string
+	TLSKey          string
+	TLSCA           string
+
+	// Cluster.
+
+	ClusterNodes    string
+	ClusterAnnounce string
+
+	// Observability.
+
+	LogFormat   string // "text" or "json"
+	LogLevel    string // "debug", "info", "warn" or "error"
+	MetricsAddr string // "" = off
+	PprofAddr   string // "" = off
+
+	// Tuning.
+
+	IOLoops       int           // event loops; 0 = a goroutine per connection
+	BusyPoll      time.Duration // 0 = never
+	ShutdownGrace time.Duration // how long SIGTERM waits for connections
+
+	// Actions: what to do instead of serving. No environment variable
+	// sets these (CELLD_HEALTHCHECK=yes in an image would turn every start
+	// into a health check).
+
+	Help        bool // --help, -h or `celld help`: print Usage, exit 0
+	Version     bool // --version
+	Healthcheck bool // --healthcheck: PING the running server, exit 0/1
+}
+
+// Group is a heading of --help.
+type Group int
+
+const (
+	Network Group = iota
+	Persistence
+	Security
+	Cluster
+	Observability
+	Tuning
+	numGroups
+)
+
+var groupNames = [numGroups]string{"Network", "Persistence", "Security", "Cluster", "Observability", "Tuning"}
+
+func (g Group) String() string { return groupNames[g] }
+
+// setting is one row of the table: a flag (--Name) and its environment
+// variable (CELLD_ + Name upper-cased, '-' → '_', unless Env says
+// otherwise), its group in --help, its default as an operator would write
+// it (parsed by the same parser as flag and variable), a one-line usage,
+// and bind, which points the parser at the Config field.
+type setting struct {
+	Name    string // "" for a variable with no flag (CELLD_REQUIREPASS)
+	Env     string // "" = derived from Name
+	Group   Group
+	Default string
+	Usage   string
+	bind    func(*Config) value
+}
+
+// maxDuration is "no upper bound" for durationValue.
+const maxDuration = time.Duration(math.MaxInt64)
+
+// table is every setting celld reads, in --help order within each group.
+// See the package comment for how to add one.
+var table = []setting{
+	// Network.
+	{Name: "addr", Group: Network, Default: "127.0.0.1:6379",
+		Usage: "plain-TCP listen address; '' or port 0 = no plain port (TLS only, see --tls-port)",
+		bind:  func(c *Config) value { return stringValue{p: &c.Addr, m: "HOST:PORT", check: hostPort(true)} }},
+	{Name: "tls-port", Group: Network, Default: "0",
+		Usage: "TLS port on --addr's host (127.0.0.1 when --addr is ''); 0 = no TLS; needs --tls-cert and --tls-key",
+		bind:  func(c *Config) value { return intValue{p: &c.TLSPort, min: 0, max: 65535} }},
+	{Name: "maxclients", Group: Network, Default: "10000",
+		Usage: "maximum simultaneous connections, all ports together",
+		bind:  func(c *Config) value { return intValue{p: &c.MaxClients, min: 1, max: 1 << 24} }},
+	{Name: "proto-max-bulk-len", Group: Network, Default: "524288",
+		Usage: "largest bulk string accepted (Redis units: 512kb, 1mb; at most 512mb)",
+		bind:  func(c *Config) value { return bytesValue{p: &c.MaxBulk, min: 1, max: 512 << 20} }},
+
+	// Persistence.
+	{Name: "dir", Group: Persistence, Default: "./data",
+		Usage: "data directory for persisted state",
+		bind:  func(c *Config) value { return stringValue{p: &c.Dir, m: "PATH"} }},
+	{Name: "persist", Group: Persistence, Default: "yes",
+		Usage: "keep limiter state in --dir across restarts; no = memory only",
+		bind:  func(c *Config) value { return boolValue{&c.Persist} }},
+	{Name: "flush-interval", Group: Persistence, Default: "100ms",
+		Usage: "how often changes are synced to disk: at most this much is lost on kill -9",
+		bind: func(c *Config) value {
+			return durationValue{p: &c.FlushInterval, min: time.Millisecond, max: 24 * time.Hour}
+		}},
+	{Name: "recover", Group: Persistence, Default: "fail",
+		Usage: "on an unreadable data directory: fail (refuse to start), or skip (move its contents aside, start empty)",
+		bind:  func(c *Config) value { return enumValue{&c.Recover, []string{"fail", "skip"}} }},
+	{Name: "log-fold-min-bytes", Group: Persistence, Default: "33554432",
+		Usage: "fold the on-disk log into a new base once it is as big as the base and at least this big",
+		bind:  func(c *Config) value { return bytesValue{p: &c.FoldMinBytes, min: 1, max: math.MaxInt64} }},
+
+	// Security.
+	{Env: "CELLD_REQUIREPASS", Group: Security, Default: "",
+		Usage: "the default user's password (environment only: a flag would show in ps)",
+		bind:  func(c *Config) value { return stringValue{p: &c.RequirePass, m: "PASSWORD"} }},
+	{Name: "requirepass-file", Group: Security, Default: "",
+		Usage: "file holding the default user's password (wins over CELLD_REQUIREPASS)",
+		bind:  func(c *Config) value { return stringValue{p: &c.RequirePassFile, m: "PATH"} }},
+	{Name: "protected-mode", Group: Security, Default: "yes",
+		Usage: "with no password, refuse clients that are not on loopback",
+		bind:  func(c *Config) value { return boolValue{&c.ProtectedMode} }},
+	{Name: "tls-cert", Group: Security, Default: "",
+		Usage: "TLS certificate file (PEM)",
+		bind:  func(c *Config) value { return stringValue{p: &c.TLSCert, m: "PATH"} }},
+	{Name: "tls-key", Group: Security, Default: "",
+		Usage: "TLS private key file (PEM)",
+		bind:  func(c *Config) value { return stringValue{p: &c.TLSKey, m: "PATH"} }},
+	{Name: "tls-ca", Group: Security, Default: "",
+		Usage: "CA file (PEM): when set, TLS clients must present a certificate it signed",
+		bind:  func(c *Config) value { return stringValue{p: &c.TLSCA, m: "PATH"} }},
+
+	// Cluster.
+	{Name: "cluster-nodes", Group: Cluster, Default: "",
+		Usage: "Redis Cluster mode: every node's announced host:port, in order, comma-separated; node i of N owns slots [i*16384/N, (i+1)*16384/N)",
+		bind:  func(c *Config) value { return stringValue{p: &c.ClusterNodes, m: "HOST:PORT,..."} }},
+	{Name: "cluster-announce", Group: Cluster, Default: "",
+		Usage: "this node's entry in --cluster-nodes, when --addr is not it (e.g. --addr 0.0.0.0:6379)",
+		bind: func(c *Config) value {
+			return stringValue{p: &c.ClusterAnnounce, m: "HOST:PORT", check: hostPort(true)}
+		}},
+
+	// Observability.
+	{Name: "log-format", Group: Observability, Default: "text",
+		Usage: "log format",
+		bind:  func(c *Config) value { return enumValue{&c.LogFormat, []string{"text", "json"}} }},
+	{Name: "log-level", Group: Observability, Default: "info",
+		Usage: "least severe log level written",
+		bind:  func(c *Config) value { return enumValue{&c.LogLevel, []string{"debug", "info", "warn", "error"}} }},
+	{Name: "metrics-addr", Group: Observability, Default: "",
+		Usage: "serve Prometheus /metrics and /livez, /readyz, /healthz over HTTP here (e.g. 127.0.0.1:9121); '' = off",
+		bind:  func(c *Config) value { return stringValue{p: &c.MetricsAddr, m: "HOST:PORT", check: hostPort(true)} }},
+	{Name: "pprof-addr", Group: Observability, Default: "",
+		Usage: "serve Go's /debug/pprof/ profiles here (keep it on loopback); '' = off",
+		bind:  func(c *Config) value { return stringValue{p: &c.PprofAddr, m: "HOST:PORT", check: hostPort(true)} }},
+
+	// Tuning.
+	{Name: "io-loops", Group: Tuning, Default: "1",
+		Usage: "epoll event loops (one goroutine each) serving plain-TCP clients; 0 = a goroutine per connection",
+		bind:  func(c *Config) value { return intValue{p: &c.IOLoops, min: 0, max: 64} }},
+	{Name: "busy-poll", Group: Tuning, Default: "50us",
+		Usage: "how long a busy event loop polls for more events before sleeping; 0 = never",
+		bind:  func(c *Config) value { return durationValue{p: &c.BusyPoll, min: 0, max: time.Second} }},
+	{Name: "shutdown-grace", Group: Tuning, Default: "10s",
+		Usage: "how long SIGTERM waits for connections to drain before the final flush",
+		bind:  func(c *Config) value { return durationValue{p: &c.ShutdownGrace, min: 0, max: maxDuration} }},
+}
