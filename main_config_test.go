@@ -110,7 +110,7 @@ func TestProcessHelp(t *testing.T) {
 }
 
 // TestHealthcheckTLSOnly: --healthcheck PINGs over TLS when no plain port
-// is served (--addr with port 0, or ''), with and without client
+// is served (--addr with port 0, or ”), with and without client
 // certificates, and fails on a port nothing answers.
 func TestHealthcheckTLSOnly(t *testing.T) {
 	dir := t.TempDir()
