@@ -158,6 +158,7 @@ func run(args []string) int {
 		log.Error("server stopped", "err", err)
 		code = 1
 	}
+	mx.shuttingDown()
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
 	if err := srv.Shutdown(ctx); err != nil {
 		log.Warn("connections did not drain in time", "err", err)

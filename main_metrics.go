@@ -21,8 +21,9 @@ type metricsService struct {
 	log    *slog.Logger
 }
 
-// startMetrics listens on m.addr and starts serving, before the restore:
-// until attach, /healthz answers 503 "loading". It returns nil, nil when
+// startMetrics listens on addr and starts serving, before the restore:
+// /livez answers at once, and until attach /readyz answers 503 "loading".
+// It returns nil, nil when
 // metrics are off.
 func startMetrics(addr string, log *slog.Logger) (*metricsService, error) {
 	if addr == "" {
@@ -40,13 +41,13 @@ func startMetrics(addr string, log *slog.Logger) (*metricsService, error) {
 	}
 	ms.e.SetLoading(true)
 	go func() { ms.served <- ms.e.Serve(ln) }()
-	log.Info("metrics listening", "addr", ln.Addr().String(), "paths", "/metrics /healthz")
+	log.Info("metrics listening", "addr", ln.Addr().String(), "paths", "/metrics /livez /readyz /healthz /healthz/persistence")
 	return ms, nil
 }
 
 // attach points the exporter at the server and the persistence layer (p
-// may be nil: memory-only) and ends the loading state. /healthz then fails
-// while the flusher's last attempt failed.
+// may be nil: memory-only) and ends the loading state: /readyz answers ok.
+// /healthz/persistence then fails while the flusher's last attempt failed.
 func (ms *metricsService) attach(srv *server.Server, p *persistence) {
 	if ms == nil {
 		return
@@ -57,6 +58,13 @@ func (ms *metricsService) attach(srv *server.Server, p *persistence) {
 		ms.e.SetHealth(p.healthy)
 	}
 	ms.e.SetLoading(false)
+}
+
+// shuttingDown turns /readyz to 503 for the ordered stop.
+func (ms *metricsService) shuttingDown() {
+	if ms != nil {
+		ms.e.SetShuttingDown()
+	}
 }
 
 // stop shuts the exporter down, waiting briefly for in-flight scrapes.
@@ -94,7 +102,7 @@ func (p *persistence) metricsSnapshot() metrics.Persistence {
 }
 
 // healthy reports an error while flushes fail (state is not being made
-// durable), for /healthz.
+// durable), for /healthz/persistence.
 func (p *persistence) healthy() error {
 	if s := p.fl.Status(); !s.LastFlushOK {
 		return fmt.Errorf("persistence failing: %s", s.LastFlushErr)

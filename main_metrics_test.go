@@ -11,8 +11,9 @@ import (
 	"github.com/celld/celld/store"
 )
 
-// --metrics-addr: /healthz answers 503 "loading" from start until the
-// server is attached, then 200; /metrics carries the server's counters.
+// --metrics-addr: /livez answers at once; /readyz (and /healthz) answer 503
+// "loading" from start until the server is attached, then 200; /metrics
+// carries the server's counters.
 func TestMetricsServiceLifecycle(t *testing.T) {
 	cfg, err := parseFlags([]string{"--metrics-addr", "127.0.0.1:0"})
 	if err != nil {
@@ -35,7 +36,10 @@ func TestMetricsServiceLifecycle(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	if code, body := get("/healthz"); code != 503 || strings.TrimSpace(body) != "loading" {
+	if code, body := get("/livez"); code != 200 || strings.TrimSpace(body) != "ok" {
+		t.Fatalf("/livez before attach: %d %q, want 200 ok", code, body)
+	}
+	if code, body := get("/readyz"); code != 503 || strings.TrimSpace(body) != "loading" {
 		t.Fatalf("before attach: %d %q, want 503 loading", code, body)
 	}
 	srv, err := server.New(server.Config{Logger: log}, store.New(store.Options{}))
@@ -43,7 +47,7 @@ func TestMetricsServiceLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	ms.attach(srv, nil)
-	if code, body := get("/healthz"); code != 200 || strings.TrimSpace(body) != "ok" {
+	if code, body := get("/readyz"); code != 200 || strings.TrimSpace(body) != "ok" {
 		t.Fatalf("after attach: %d %q", code, body)
 	}
 	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, "celld_keys 0") {

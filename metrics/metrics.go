@@ -1,5 +1,16 @@
-// Package metrics serves celld's Prometheus metrics (/metrics) and health
-// (/healthz) over HTTP.
+// Package metrics serves celld's Prometheus metrics (/metrics) and its
+// health over HTTP:
+//
+//	/livez                 200 while the process runs and answers HTTP (liveness)
+//	/readyz                200 once the restore is done and the ports serve;
+//	                       503 "loading" before, 503 "shutting down" after SIGTERM
+//	/healthz               the same as /readyz (the name earlier versions served)
+//	/healthz/persistence   200, or 503 with the reason while state is not being
+//	                       made durable: for alerts and dashboards, never a probe
+//
+// A persistence failure is not a readiness failure: celld keeps deciding
+// from memory (README, Durability), and pulling the pod would take the
+// application beside it out of service too.
 //
 // It reads the server through the Stats snapshot the server package
 // exports (the server does not import this package and pays nothing per
@@ -84,9 +95,10 @@ type Config struct {
 // Exporter is the metrics HTTP service. Its methods are safe for
 // concurrent use.
 type Exporter struct {
-	reg     *prometheus.Registry
-	log     *slog.Logger
-	loading atomic.Bool
+	reg      *prometheus.Registry
+	log      *slog.Logger
+	loading  atomic.Bool
+	stopping atomic.Bool
 
 	mu      sync.Mutex // guards the functions below
 	stats   func() server.Stats
@@ -134,8 +146,8 @@ func (e *Exporter) SetPersistence(fn func() Persistence) {
 	e.mu.Unlock()
 }
 
-// SetHealth sets the health check /healthz runs after the loading check: a
-// non-nil error answers 503 with its text.
+// SetHealth sets the persistence status /healthz/persistence reports: a
+// non-nil error answers 503 with its text. It does not affect /readyz.
 func (e *Exporter) SetHealth(fn func() error) { e.mu.Lock(); e.health = fn; e.mu.Unlock() }
 
 // SetLoading marks a restore in progress (/healthz answers 503 "loading").
@@ -143,6 +155,10 @@ func (e *Exporter) SetLoading(on bool) { e.loading.Store(on) }
 
 // Loading reports SetLoading's flag.
 func (e *Exporter) Loading() bool { return e.loading.Load() }
+
+// SetShuttingDown marks an ordered stop in progress: /readyz answers 503
+// "shutting down" so that no new traffic is sent while connections drain.
+func (e *Exporter) SetShuttingDown() { e.stopping.Store(true) }
 
 func (e *Exporter) statsFn() func() server.Stats {
 	e.mu.Lock()
@@ -153,35 +169,54 @@ func (e *Exporter) statsFn() func() server.Stats {
 // Registry is the exporter's registry, for tests and extra collectors.
 func (e *Exporter) Registry() *prometheus.Registry { return e.reg }
 
-// Handler serves /metrics and /healthz.
+// Handler serves /metrics, /livez, /readyz, /healthz and
+// /healthz/persistence.
 func (e *Exporter) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(e.reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(e.log.Handler(), slog.LevelError),
 	}))
-	mux.HandleFunc("/healthz", e.healthz)
+	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { plain(w, nil) })
+	mux.HandleFunc("/readyz", e.readyz)
+	mux.HandleFunc("/healthz", e.readyz) // compatibility: earlier versions' probe path
+	mux.HandleFunc("/healthz/persistence", e.persistenceStatus)
 	return mux
 }
 
-// healthz answers 200 "ok", or 503 with the reason: "loading" during the
-// restore, else the health function's error (persistence failing).
-func (e *Exporter) healthz(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	if e.Loading() {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		w.Write([]byte("loading\n"))
-		return
+// readyz answers 200 "ok", or 503 "loading" during the restore and
+// "shutting down" after SetShuttingDown. Persistence does not count.
+func (e *Exporter) readyz(w http.ResponseWriter, _ *http.Request) {
+	switch {
+	case e.Loading():
+		plain(w, errors.New("loading"))
+	case e.stopping.Load():
+		plain(w, errors.New("shutting down"))
+	default:
+		plain(w, nil)
 	}
+}
+
+// persistenceStatus answers 200 "ok" (also when persistence is off), or
+// 503 with the health function's error.
+func (e *Exporter) persistenceStatus(w http.ResponseWriter, _ *http.Request) {
 	e.mu.Lock()
 	health := e.health
 	e.mu.Unlock()
+	var err error
 	if health != nil {
-		if err := health(); err != nil {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			w.Write([]byte(err.Error() + "\n"))
-			return
-		}
+		err = health()
+	}
+	plain(w, err)
+}
+
+// plain writes "ok" (err nil) or 503 with err's text, uncached.
+func plain(w http.ResponseWriter, err error) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if err != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte(err.Error() + "\n"))
+		return
 	}
 	w.Write([]byte("ok\n"))
 }

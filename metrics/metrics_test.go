@@ -229,12 +229,15 @@ func TestMetricsMoveWithThrottle(t *testing.T) {
 	}
 }
 
-func TestHealthz(t *testing.T) {
+// The probes: /livez always, /readyz (and its alias /healthz) only after
+// loading and before shutting down, and never failed by persistence, which
+// /healthz/persistence reports on its own.
+func TestHealthEndpoints(t *testing.T) {
 	e := metrics.New(metrics.Config{})
 	base := startExporter(t, e)
-	get := func() (int, string) {
+	get := func(path string) (int, string) {
 		t.Helper()
-		resp, err := http.Get(base + "/healthz")
+		resp, err := http.Get(base + path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,30 +245,38 @@ func TestHealthz(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, strings.TrimSpace(string(b))
 	}
-	if code, body := get(); code != 200 || body != "ok" {
-		t.Fatalf("healthy: %d %q", code, body)
+	want := func(step string, path string, code int, body string) {
+		t.Helper()
+		if c, b := get(path); c != code || b != body {
+			t.Errorf("%s: GET %s = %d %q, want %d %q", step, path, c, b, code, body)
+		}
+	}
+	for _, p := range []string{"/livez", "/readyz", "/healthz", "/healthz/persistence"} {
+		want("idle", p, 200, "ok")
 	}
 	e.SetLoading(true)
-	if code, body := get(); code != 503 || body != "loading" {
-		t.Fatalf("loading: %d %q, want 503 loading", code, body)
-	}
+	want("loading", "/livez", 200, "ok")
+	want("loading", "/readyz", 503, "loading")
+	want("loading", "/healthz", 503, "loading")
 	if v := number(t, scrape(t, base), "celld_loading", nil); v != 1 {
 		t.Errorf("celld_loading = %v while loading", v)
 	}
 	e.SetLoading(false)
-	if code, _ := get(); code != 200 {
-		t.Fatalf("after loading: %d", code)
-	}
+	want("after loading", "/readyz", 200, "ok")
+
 	var failing error
 	e.SetHealth(func() error { return failing })
 	failing = errors.New("persistence failing: disk full")
-	if code, body := get(); code != 503 || body != "persistence failing: disk full" {
-		t.Fatalf("failing: %d %q", code, body)
-	}
+	want("persistence failing", "/healthz/persistence", 503, "persistence failing: disk full")
+	want("persistence failing", "/readyz", 200, "ok")
+	want("persistence failing", "/healthz", 200, "ok")
+	want("persistence failing", "/livez", 200, "ok")
 	failing = nil
-	if code, _ := get(); code != 200 {
-		t.Fatalf("recovered: %d", code)
-	}
+	want("recovered", "/healthz/persistence", 200, "ok")
+
+	e.SetShuttingDown()
+	want("shutting down", "/readyz", 503, "shutting down")
+	want("shutting down", "/livez", 200, "ok")
 }
 
 func TestPersistenceMetrics(t *testing.T) {
