@@ -82,7 +82,7 @@ func parseFlags(args []string) (config, error) {
 	}
 	fs.DurationVar(&c.busyPoll, "busy-poll", pollDef, "how long a busy event loop polls for more events before sleeping (more throughput under load, no cost when idle); 0 = never (env CELLD_BUSY_POLL)")
 	fs.StringVar(&c.recoverMode, "recover", envOr("CELLD_RECOVER", "fail"), "on an unreadable data directory: fail, or skip (start empty) (env CELLD_RECOVER)")
-	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 10*time.Second, "how long SIGTERM waits for connections to drain")
+	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 10*time.Second, "how long SIGTERM waits for connections to drain and the final flush (then exits, saying what was not flushed)")
 	fs.StringVar(&c.logFormat, "log-format", envOr("CELLD_LOG_FORMAT", "text"), "log format: text or json (env CELLD_LOG_FORMAT)")
 	fs.StringVar(&c.clusterNodes, "cluster-nodes", envOr("CELLD_CLUSTER_NODES", ""), "Redis Cluster mode: the announced host:port of every node, in order, comma-separated; node i of N owns slots [i*16384/N, (i+1)*16384/N) (env CELLD_CLUSTER_NODES)")
 	fs.StringVar(&c.clusterAnnounce, "cluster-announce", envOr("CELLD_CLUSTER_ANNOUNCE", ""), "this node's host:port in --cluster-nodes, when --addr is not it (e.g. 0.0.0.0:6379) (env CELLD_CLUSTER_ANNOUNCE)")
@@ -231,13 +231,14 @@ func run(args []string) int {
 		log.Error("server stopped", "err", err)
 		code = 1
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownGrace)
+	deadline := time.Now().Add(cfg.shutdownGrace)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	if err := srv.Shutdown(ctx); err != nil {
 		log.Warn("connections did not drain in time", "err", err)
 	}
 	cancel()
 	if p != nil {
-		if err := p.Close(); err != nil {
+		if err := p.CloseBy(deadline); err != nil {
 			log.Error("final flush failed", "err", err)
 			code = 1
 		}
