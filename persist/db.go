@@ -483,12 +483,12 @@ func isLockConflict(err error) bool {
 // under its tables. It reports whether the directory holds data.
 func (db *DB) checkUsable(opts Options) (hasData bool, err error) {
 	dir := db.dir
-	if err := db.probe(); err != nil {
-		return false, fmt.Errorf("persist: open %s: the directory does not accept a synced write: %w", dir, err)
-	}
 	if u, err := db.fs.GetDiskUsage(dir); err == nil && opts.MinFreeBytes > 0 && u.AvailBytes < uint64(opts.MinFreeBytes) {
 		return false, fmt.Errorf("persist: open %s: only %d bytes free on its filesystem, need at least %d: %w",
 			dir, u.AvailBytes, opts.MinFreeBytes, syscall.ENOSPC)
+	}
+	if err := db.probe(); err != nil {
+		return false, fmt.Errorf("persist: open %s: the directory does not accept a synced write: %w", dir, err)
 	}
 	return db.checkMetadata()
 }
