@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+	"time"
 
 	"github.com/celld/celld/config"
 	"github.com/celld/celld/server"
@@ -159,13 +160,14 @@ func run(args []string) int {
 		code = 1
 	}
 	mx.shuttingDown()
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
+	deadline := time.Now().Add(cfg.ShutdownGrace)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	if err := srv.Shutdown(ctx); err != nil {
 		log.Warn("connections did not drain in time", "err", err)
 	}
 	cancel()
 	if p != nil {
-		if err := p.Close(); err != nil {
+		if err := p.CloseBy(deadline); err != nil {
 			log.Error("final flush failed", "err", err)
 			code = 1
 		}

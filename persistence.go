@@ -65,7 +65,11 @@ func openPersistence(cfg *config.Config, st *store.Store, log *slog.Logger) (*pe
 		}
 	}
 	if err != nil {
-		if errors.Is(err, persist.ErrLocked) || cfg.Recover != "skip" {
+		// --recover=skip is for data that cannot be read, never for a
+		// directory that cannot be written (full disk, read-only) or is
+		// in use: starting empty would not help, and would hand quotas back.
+		unreadable := errors.Is(err, persist.ErrCorrupt) || errors.Is(err, persist.ErrFormat)
+		if !unreadable || cfg.Recover != "skip" {
 			return nil, fmt.Errorf("data directory %s: %w", cfg.Dir, err)
 		}
 		st.Flush()
@@ -337,6 +341,7 @@ func (p *persistence) LastSave() time.Time { return p.fl.Status().LastSuccessAt 
 // InfoPersistence is the persistence section of INFO.
 func (p *persistence) InfoPersistence() []string {
 	s := p.fl.Status()
+	d := p.db.Damage()
 	status, age := "ok", int64(-1)
 	if !s.LastFlushOK {
 		status = "err"
@@ -364,16 +369,78 @@ func (p *persistence) InfoPersistence() []string {
 		"restore_keys:" + strconv.FormatInt(p.restoredKeys, 10),
 		"restore_duration_ms:" + strconv.FormatInt(p.restore.Duration.Milliseconds(), 10),
 		"restore_clock_back_ms:" + strconv.FormatInt(p.clockBackMs, 10),
+		"pending_keys:" + strconv.Itoa(s.PendingKeys),
+		"pending_bytes:" + strconv.FormatInt(s.PendingBytes, 10),
+		"base_in_progress:" + boolDigit(s.BaseRunning),
+		"base_running_ms:" + strconv.FormatInt(baseRunningMs(s), 10),
+		"last_base_error:" + s.LastBaseErr,
+		"flush_consecutive_errors:" + strconv.Itoa(s.ConsecutiveErrors),
+		"damaged_records:" + strconv.FormatInt(d.Records, 10),
+		"damaged_bytes:" + strconv.FormatInt(d.Bytes, 10),
 	}
 }
 
-// Close stops the flusher after a final synced flush and closes the DB.
-func (p *persistence) Close() error {
-	err := p.fl.Stop()
-	if cerr := p.db.Close(); err == nil {
-		err = cerr
+func boolDigit(b bool) string {
+	if b {
+		return "1"
 	}
-	return err
+	return "0"
+}
+
+// baseRunningMs is how long the running base rewrite has taken (0: none).
+func baseRunningMs(s persist.Status) int64 {
+	if !s.BaseRunning {
+		return 0
+	}
+	return time.Since(s.BaseStartedAt).Milliseconds()
+}
+
+// Close stops the flusher after a final synced flush and closes the DB.
+func (p *persistence) Close() error { return p.CloseBy(time.Time{}) }
+
+// CloseBy is Close with a deadline (zero: none). The final flush is retried
+// (every 100 ms) while it fails, until the deadline; if the flush or the
+// close has not finished by then, CloseBy returns an error saying how many
+// changed keys were not made durable, and leaves the rest to the process's
+// exit (the change log is never left with a torn record that replay would
+// take for data: see persist). So a SIGTERM exits within --shutdown-grace
+// even when the disk is failing or wedged.
+func (p *persistence) CloseBy(deadline time.Time) error {
+	done := make(chan error, 1)
+	go func() {
+		err := p.fl.Stop()
+		for err != nil && !deadline.IsZero() && time.Until(deadline) > 100*time.Millisecond {
+			time.Sleep(100 * time.Millisecond)
+			err = p.fl.FlushNow()
+		}
+		if cerr := p.db.Close(); err == nil {
+			err = cerr
+		}
+		done <- err
+	}()
+	var timeout <-chan time.Time
+	if !deadline.IsZero() {
+		t := time.NewTimer(max(time.Until(deadline), 0))
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("%w (%d changed keys not durable)", err, p.unflushed())
+		}
+		return nil
+	case <-timeout:
+		s := p.fl.Status()
+		return fmt.Errorf("final flush of %s did not finish within --shutdown-grace: %d changed keys not durable (last error: %q)",
+			p.db.Dir(), p.unflushed(), s.LastFlushErr)
+	}
+}
+
+// unflushed is how many changed keys are not known to be durable: the
+// store's dirty keys plus the flusher's pending ones.
+func (p *persistence) unflushed() int {
+	return p.st.DirtyKeys() + p.fl.Status().PendingKeys
 }
 
 func unixOrZero(t time.Time) int64 {

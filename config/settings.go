@@ -192,6 +192,6 @@ var table = []setting{
 		Usage: "how long a busy event loop polls for more events before sleeping; 0 = never",
 		bind:  func(c *Config) value { return durationValue{p: &c.BusyPoll, min: 0, max: time.Second} }},
 	{Name: "shutdown-grace", Group: Tuning, Default: "10s",
-		Usage: "how long SIGTERM waits for connections to drain before the final flush",
+		Usage: "how long SIGTERM waits for connections to drain and the final flush (then exits, saying what was not flushed)",
 		bind:  func(c *Config) value { return durationValue{p: &c.ShutdownGrace, min: 0, max: maxDuration} }},
 }

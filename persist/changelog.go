@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -35,10 +36,15 @@ import (
 // A file is only ever appended to by the DB that created it, and a DB never
 // appends to a file it did not create: Open, a failed write and a base
 // rewrite each end the current file, and the next Write starts a new one.
-// So a record that is short or fails its CRC can only be a torn tail (a
-// crash or a failed write in the middle of that record): reading a file stops
-// there and goes on with the next file. A record whose CRC matches but whose
-// payload does not decode is corruption (ErrCorrupt).
+// A failed write is cut back to the file's last whole record (or the file
+// removed if it holds none) before the file is ended. So a record that is
+// short or fails its CRC at the end of a file is a torn tail (a crash in
+// the middle of that record), and one followed by intact records is damage:
+// the reader resynchronises on the next record whose header and CRC are
+// valid and whose seq is higher, so damage costs only the damaged bytes,
+// and reports it (a WARN naming the file and offset; RestoreStats and
+// DB.Damage count it). A record whose CRC matches but whose payload does
+// not decode is corruption (ErrCorrupt).
 //
 // A base rewrite covers every record written before it; once its switch is
 // committed the files are removed. Open removes files left behind (all of
@@ -90,9 +96,13 @@ type fileScan struct {
 	records   int64
 	lastSeq   uint64 // seq of the last valid record (0: none)
 	lastStamp int64  // its flushed_at
-	valid     int64  // bytes of valid records from the start
+	valid     int64  // offset just after the last valid record
 	size      int64  // the file's size
+	damaged   []span // skipped bytes followed by a valid record
 }
+
+// span is a byte range of a change file.
+type span struct{ off, len int64 }
 
 // listChangeFiles returns the change files in dir, by first seq.
 func listChangeFiles(fs vfs.FS, dir string) ([]changeFile, error) {
@@ -111,12 +121,15 @@ func listChangeFiles(fs vfs.FS, dir string) ([]changeFile, error) {
 }
 
 // readChangeFile calls fn for each valid record of the file at path, in
-// order, and stops at the end of the file or at the first record that is
-// short, fails its CRC or does not increase the seq (a torn tail: see
-// above). payload is only valid during the call; buf is a reusable buffer
-// (returned, perhaps grown). fn's error stops the read and is returned.
-// Cost: one sequential read of the file, CRC-32C over it (hardware), no
-// allocation per record beyond growing buf to the largest record.
+// order. At a record that is short, fails its CRC or does not increase the
+// seq it resynchronises: it looks for the next offset holding a valid
+// record with a higher seq, records the skipped bytes in fileScan.damaged
+// and goes on from there; if there is none, the rest is a torn tail and
+// reading stops. payload is only valid during the call; buf is a reusable
+// buffer (returned, perhaps grown). fn's error stops the read and is
+// returned. Cost: one sequential read of the file, CRC-32C over it
+// (hardware), no allocation per record beyond growing buf to the largest
+// record; a damaged or torn spot costs a read of the rest of the file.
 func readChangeFile(fs vfs.FS, path string, buf []byte, fn func(seq uint64, stamp int64, payload []byte) error) (fileScan, []byte, error) {
 	var sc fileScan
 	f, err := fs.Open(path)
@@ -131,33 +144,24 @@ func readChangeFile(fs vfs.FS, path string, buf []byte, fn func(seq uint64, stam
 	sc.size = info.Size()
 	r := bufio.NewReaderSize(f, 256<<10)
 	var hdr [recordHeaderLen]byte
-	for {
-		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				return sc, buf, nil
+	off := int64(0) // where the record being read starts
+	for off < sc.size {
+		ok, n, seq, stamp, payload, rerr := readRecord(r, &hdr, &buf, off, sc.size, sc.records > 0, sc.lastSeq)
+		if rerr != nil {
+			return sc, buf, rerr
+		}
+		if !ok {
+			next, found, err := resync(f, off, sc.size, sc.records > 0, sc.lastSeq)
+			if err != nil {
+				return sc, buf, err
 			}
-			return sc, buf, err
-		}
-		n := int64(binary.LittleEndian.Uint32(hdr[0:]))
-		sum := binary.LittleEndian.Uint32(hdr[4:])
-		seq := binary.LittleEndian.Uint64(hdr[8:])
-		stamp := int64(binary.LittleEndian.Uint64(hdr[16:]))
-		if n == 0 || n > int64(maxRecord) || sc.valid+recordHeaderLen+n > sc.size || (sc.records > 0 && seq <= sc.lastSeq) {
-			return sc, buf, nil
-		}
-		if int64(cap(buf)) < n {
-			buf = make([]byte, n)
-		}
-		payload := buf[:n]
-		if _, err := io.ReadFull(r, payload); err != nil {
-			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				return sc, buf, nil
+			if !found {
+				return sc, buf, nil // a torn tail
 			}
-			return sc, buf, err
-		}
-		crc := crc32.Update(crc32.Checksum(hdr[8:], castagnoli), castagnoli, payload)
-		if crc != sum {
-			return sc, buf, nil
+			sc.damaged = append(sc.damaged, span{off, next - off})
+			off = next
+			r.Reset(io.NewSectionReader(f, off, sc.size-off))
+			continue
 		}
 		if fn != nil {
 			if err := fn(seq, stamp, payload); err != nil {
@@ -166,8 +170,70 @@ func readChangeFile(fs vfs.FS, path string, buf []byte, fn func(seq uint64, stam
 		}
 		sc.records++
 		sc.lastSeq, sc.lastStamp = seq, stamp
-		sc.valid += recordHeaderLen + n
+		off += recordHeaderLen + n
+		sc.valid = off
 	}
+	return sc, buf, nil
+}
+
+// readRecord reads the record at off from r: ok=false when it is short,
+// fails its CRC, or (haveLast) does not have a seq above lastSeq. err is
+// only a read error other than the end of the file.
+func readRecord(r *bufio.Reader, hdr *[recordHeaderLen]byte, buf *[]byte, off, size int64, haveLast bool, lastSeq uint64) (ok bool, n int64, seq uint64, stamp int64, payload []byte, err error) {
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return false, 0, 0, 0, nil, nil
+		}
+		return false, 0, 0, 0, nil, err
+	}
+	n = int64(binary.LittleEndian.Uint32(hdr[0:]))
+	sum := binary.LittleEndian.Uint32(hdr[4:])
+	seq = binary.LittleEndian.Uint64(hdr[8:])
+	stamp = int64(binary.LittleEndian.Uint64(hdr[16:]))
+	if n == 0 || n > int64(maxRecord) || off+recordHeaderLen+n > size || (haveLast && seq <= lastSeq) {
+		return false, 0, 0, 0, nil, nil
+	}
+	if int64(cap(*buf)) < n {
+		*buf = make([]byte, n)
+	}
+	payload = (*buf)[:n]
+	if _, err := io.ReadFull(r, payload); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return false, 0, 0, 0, nil, nil
+		}
+		return false, 0, 0, 0, nil, err
+	}
+	if crc32.Update(crc32.Checksum(hdr[8:], castagnoli), castagnoli, payload) != sum {
+		return false, 0, 0, 0, nil, nil
+	}
+	return true, n, seq, stamp, payload, nil
+}
+
+// resync finds the first offset after bad (where an invalid record
+// starts) that holds a valid record with a seq above lastSeq (when
+// haveLast), reading the rest of the file. Candidates are filtered by
+// their length and seq fields before their CRC is computed, so the scan
+// costs little more than the read.
+func resync(f vfs.File, bad, size int64, haveLast bool, lastSeq uint64) (next int64, found bool, err error) {
+	rest := make([]byte, size-bad)
+	if _, err := f.ReadAt(rest, bad); err != nil && !errors.Is(err, io.EOF) {
+		return 0, false, err
+	}
+	for p := 1; p+recordHeaderLen <= len(rest); p++ {
+		h := rest[p:]
+		n := int(binary.LittleEndian.Uint32(h[0:]))
+		if n == 0 || n > maxRecord || n > len(h)-recordHeaderLen {
+			continue
+		}
+		seq := binary.LittleEndian.Uint64(h[8:])
+		if (haveLast && seq <= lastSeq) || seq == 0 {
+			continue
+		}
+		if crc32.Checksum(h[8:recordHeaderLen+n], castagnoli) == binary.LittleEndian.Uint32(h[4:]) {
+			return bad + int64(p), true, nil
+		}
+	}
+	return 0, false, nil
 }
 
 // appendRecords encodes ops into buf (after its current contents) as
@@ -207,42 +273,76 @@ func appendRecords(buf []byte, ops []Op, seq uint64, stampMs int64) ([]byte, int
 
 // appendLocked writes the encoded records in buf to the current change
 // file, creating one named by first when there is none, and syncs it. On
-// any failure the file is closed and the next call starts a new one: a DB
-// never appends after a write that may have left a torn record. db.mu must
-// be held. Cost: one write and one fdatasync (plus, for a new file, a
-// create and a directory sync).
+// any failure the file is cut back to its last whole record (removed if it
+// has none, so failing retries leave no empty files behind) and closed; the
+// next call starts a new file. db.mu must be held. Cost: one write and one
+// fdatasync (plus, for a new file, a create and a directory sync).
 func (db *DB) appendLocked(buf []byte, first uint64) error {
 	if db.mu.cur == nil {
 		f, err := db.createChangeFileLocked(first)
 		if err != nil {
 			return err
 		}
-		db.mu.cur = f
+		db.mu.cur, db.mu.curSize = f, 0
 	}
 	_, err := db.mu.cur.Write(buf)
 	if err == nil {
 		err = db.mu.cur.SyncData()
 	}
 	if err != nil {
-		db.endChangeFileLocked()
+		db.abandonChangeFileLocked()
 		return err
 	}
+	db.mu.curSize += int64(len(buf))
 	return nil
 }
 
+// abandonChangeFileLocked ends the current change file after a failed
+// append: a file without a whole record is removed (and unlisted), any
+// other is truncated to its whole records where the filesystem allows
+// (vfs files backed by an OS file; a torn tail left behind otherwise is
+// skipped by readChangeFile). db.mu must be held; cur is the last listed
+// file.
+func (db *DB) abandonChangeFileLocked() {
+	f, size := db.mu.cur, db.mu.curSize
+	db.mu.cur, db.mu.curSize = nil, 0
+	path := db.mu.files[len(db.mu.files)-1].path
+	if size > 0 {
+		if fd := f.Fd(); fd != vfs.InvalidFd {
+			if err := syscall.Ftruncate(int(fd), size); err == nil {
+				_ = f.Sync()
+			}
+		}
+		_ = f.Close()
+		return
+	}
+	_ = f.Close()
+	if err := db.fs.Remove(path); err == nil || errors.Is(err, iofs.ErrNotExist) {
+		db.mu.files = db.mu.files[:len(db.mu.files)-1]
+	}
+}
+
 // createChangeFileLocked creates the change file for first and makes its
-// directory entry durable. db.mu must be held.
+// directory entry durable. On failure nothing stays listed, and the file is
+// removed if it was created. db.mu must be held.
 func (db *DB) createChangeFileLocked(first uint64) (vfs.File, error) {
 	path := db.fs.PathJoin(db.dir, changeFileName(first))
 	// Listed before it exists, so that a fold removes it even if the
-	// create half-succeeded.
+	// create half-succeeded and the removal below fails.
 	db.mu.files = append(db.mu.files, changeFile{path: path, first: first})
+	unlist := func() {
+		if err := db.fs.Remove(path); err == nil || errors.Is(err, iofs.ErrNotExist) {
+			db.mu.files = db.mu.files[:len(db.mu.files)-1]
+		}
+	}
 	f, err := db.fs.Create(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
+		unlist()
 		return nil, fmt.Errorf("create %s: %w", path, err)
 	}
 	if err := db.syncDir(); err != nil {
 		_ = f.Close()
+		unlist()
 		return nil, err
 	}
 	return f, nil
@@ -273,18 +373,20 @@ func (db *DB) endChangeFileLocked() {
 	}
 }
 
-// removeChangeFilesLocked removes every listed change file (a base now
-// covers all their records). A file that cannot be removed stays listed
-// for the next fold; replay skips its records meanwhile. db.mu must be
-// held and the current file ended.
-func (db *DB) removeChangeFilesLocked() {
+// removeChangeFilesLocked removes the first n listed change files (a base
+// now covers all their records; files listed later were started after the
+// base's cut). A file that cannot be removed stays listed for the next
+// fold; replay skips its records meanwhile. db.mu must be held and none of
+// the n files may be the current one.
+func (db *DB) removeChangeFilesLocked(n int) {
 	kept := db.mu.files[:0]
-	for _, f := range db.mu.files {
+	for _, f := range db.mu.files[:n] {
 		if err := db.fs.Remove(f.path); err != nil && !errors.Is(err, iofs.ErrNotExist) {
 			db.log.Warn("persist: cannot remove a folded change file; will retry", "file", f.path, "err", err)
 			kept = append(kept, f)
 		}
 	}
+	kept = append(kept, db.mu.files[n:]...)
 	clear(db.mu.files[len(kept):])
 	db.mu.files = kept
 }
@@ -299,7 +401,7 @@ func (db *DB) scanChangeFilesLocked() error {
 		return fmt.Errorf("persist: open %s: list change files: %w", db.dir, err)
 	}
 	var buf []byte
-	baseSeq := db.mu.baseSeq
+	baseSeq := db.pm.baseSeq
 	for _, cf := range files {
 		var bytes int64
 		var sc fileScan
@@ -313,15 +415,30 @@ func (db *DB) scanChangeFilesLocked() error {
 			return fmt.Errorf("persist: open %s: read %s: %w", db.dir, cf.path, err)
 		}
 		db.mu.nextSeq = max(db.mu.nextSeq, cf.first+1, sc.lastSeq+1)
-		if sc.records == 0 || sc.lastSeq <= baseSeq {
+		if sc.size == 0 || (sc.records > 0 && sc.lastSeq <= baseSeq) || (sc.records == 0 && cf.first <= baseSeq) {
 			if err := db.fs.Remove(cf.path); err != nil {
 				db.log.Warn("persist: cannot remove an obsolete change file", "file", cf.path, "err", err)
 				db.mu.files = append(db.mu.files, cf)
 			}
 			continue
 		}
+		for _, d := range sc.damaged {
+			db.log.Warn("persist: skipping a damaged change-log record (checksum or length does not match); later records of the file are replayed",
+				"file", cf.path, "offset", d.off, "bytes", d.len)
+			db.damagedRecords.Add(1)
+			db.damagedBytes.Add(d.len)
+			db.needBase.Store(true) // the next fold removes the damaged file
+		}
+		if sc.records == 0 {
+			// Kept (and not replayed) until a fold covers its seqs: its
+			// bytes are evidence, not something to delete unseen.
+			db.log.Warn("persist: a change file holds no readable record (torn by a crash while its first record was written, or damaged); ignoring it",
+				"file", cf.path, "bytes", sc.size)
+			db.mu.files = append(db.mu.files, cf)
+			continue
+		}
 		if sc.valid < sc.size {
-			db.log.Warn("persist: ignoring the torn tail of a change file (a crash or failed write while it was being written)",
+			db.log.Warn("persist: ignoring the torn tail of a change file (a crash while it was being written)",
 				"file", cf.path, "valid_bytes", sc.valid, "ignored_bytes", sc.size-sc.valid)
 		}
 		db.mu.files = append(db.mu.files, cf)
@@ -341,7 +458,7 @@ func (db *DB) replayChangeFilesLocked(apply func(k, v []byte, exp int64, deleted
 		bytes int64
 		err   error
 	)
-	baseSeq := db.mu.baseSeq
+	baseSeq := db.pm.baseSeq
 	for _, cf := range db.mu.files {
 		_, buf, err = readChangeFile(db.fs, cf.path, buf, func(seq uint64, _ int64, payload []byte) error {
 			if seq <= baseSeq {

@@ -137,6 +137,8 @@ const (
 	DefaultCacheSize    = 8 << 20
 	DefaultCloseTimeout = 10 * time.Second
 	DefaultFoldMinBytes = 32 << 20
+	DefaultOpenTimeout  = 10 * time.Second
+	DefaultMinFreeBytes = 4 << 20
 )
 
 // Options configures Open. The zero value is valid: real disk, slog.Default,
@@ -170,6 +172,14 @@ type Options struct {
 	// calls/s log ~13 MB/s) and shortens a restart by well under a second.
 	// Tests set it low to fold often.
 	FoldMinBytes int64
+	// OpenTimeout bounds pebble.Open (at Open and when a failed instance is
+	// reopened): on a full disk pebble retries flushing its WAL forever. 0
+	// means DefaultOpenTimeout (10 s).
+	OpenTimeout time.Duration
+	// MinFreeBytes is the free space Open requires on the directory's
+	// filesystem (where the filesystem reports it). 0 means
+	// DefaultMinFreeBytes (4 MiB); negative disables the check.
+	MinFreeBytes int64
 }
 
 // Validate reports whether o is usable. Open calls it.
@@ -179,6 +189,9 @@ func (o Options) Validate() error {
 	}
 	if o.FoldMinBytes < 0 {
 		return fmt.Errorf("persist: Options.FoldMinBytes %d is negative", o.FoldMinBytes)
+	}
+	if o.OpenTimeout < 0 {
+		return fmt.Errorf("persist: Options.OpenTimeout %v is negative", o.OpenTimeout)
 	}
 	if o.CloseTimeout < 0 {
 		return fmt.Errorf("persist: Options.CloseTimeout %v is negative", o.CloseTimeout)
@@ -210,6 +223,12 @@ func (o *Options) withDefaults() {
 	}
 	if o.FoldMinBytes == 0 {
 		o.FoldMinBytes = DefaultFoldMinBytes
+	}
+	if o.OpenTimeout == 0 {
+		o.OpenTimeout = DefaultOpenTimeout
+	}
+	if o.MinFreeBytes == 0 {
+		o.MinFreeBytes = DefaultMinFreeBytes
 	}
 }
 
@@ -245,8 +264,25 @@ type RestoreStats struct {
 	// LogBytes is the size of the log chunks replayed on top of the base;
 	// BaseBytes the size of the base (v1 records included).
 	LogBytes, BaseBytes int64
+	// DamagedRecords and DamagedBytes count change-log records skipped
+	// because they failed their checksum (or their length was impossible)
+	// while intact records followed them in the same file: damage, not a
+	// torn tail. Each is logged at WARN with its file and offset.
+	DamagedRecords, DamagedBytes int64
 	// Duration is the wall time the scan took.
 	Duration time.Duration
+}
+
+// Damage is what replay skipped in the change log (see RestoreStats).
+type Damage struct {
+	Records, Bytes int64
+}
+
+// Damage returns what Open found damaged in the change log (Replay skips
+// the same records). Safe for
+// concurrent use; O(1).
+func (db *DB) Damage() Damage {
+	return Damage{Records: db.damagedRecords.Load(), Bytes: db.damagedBytes.Load()}
 }
 
 // DB is the durable key → (value, expiry) store.
@@ -298,8 +334,10 @@ type DB struct {
 	memTableSize uint64
 	cacheSize    int64
 	closeTimeout time.Duration
+	openTimeout  time.Duration
 	now          func() time.Time
 	foldMin      int64
+	plog         *pebbleLogger
 
 	// flushedAtMs is the "flushed_at" stamp of the latest committed Write
 	// (read from disk by Open, then updated by each successful Write); 0
@@ -312,7 +350,21 @@ type DB struct {
 	// logBytes mirrors mu.logBytes for LogBytes.
 	logBytes atomic.Int64
 
-	mu struct {
+	// baseBytes is the current base's size and needBase asks for a
+	// WriteBase regardless of sizes (expired or v1 records on disk): read
+	// by BaseDue without any lock.
+	baseBytes atomic.Int64
+	needBase  atomic.Bool
+	// closed is set by Close (under both mutexes).
+	closed atomic.Bool
+	// abortBase makes a running and every later WriteBase stop at its next
+	// chunk (AbortBases; shutdown).
+	abortBase atomic.Bool
+
+	// pm guards pebble and the base: WriteBase holds it for the whole
+	// rewrite, Replay for its scan. Write never takes it, so a slow or
+	// wedged pebble never delays the change log. Lock order: pm, then mu.
+	pm struct {
 		sync.Mutex
 		// lock is pebble's directory lock, held from Open to Close and
 		// passed to every pebble.Open via Options.Lock.
@@ -320,34 +372,43 @@ type DB struct {
 		// pdb is the live pebble instance; nil after a failure until the
 		// next call reopens it.
 		pdb *pebble.DB
-		// unusable is set when a failed instance could not be closed.
+		// unusable is set when a failed instance could not be closed (or
+		// reopened in time).
 		unusable error
-		closed   bool
-
-		// nextSeq is the seq the next log chunk gets; never reused, even
-		// after a failed Write (its chunks may have reached the disk).
-		nextSeq uint64
-		// baseGen, baseSeq and baseBytes mirror "m"+"base".
+		// baseGen and baseSeq mirror "m"+"base" (with baseBytes).
 		baseGen, baseSeq uint64
-		baseBytes        int64
-		// logBytes is the size of the log chunks after the base (as far
-		// as this DB knows: Replay counts those it read, Write adds).
-		logBytes int64
-		// legacy is true while v1 records may exist; needBase asks for a
-		// WriteBase regardless of sizes (expired records or v1 records on
-		// disk).
-		legacy, needBase bool
+		// legacy is true while v1 records may exist.
+		legacy bool
 		// baseBuf is WriteBase's chunk buffer, kept between calls.
 		baseBuf []byte
+	}
+
+	// mu guards the change log (changelog.go): Write holds it for one
+	// append and sync; WriteBase only for its cut and for removing the
+	// files its base covers.
+	mu struct {
+		sync.Mutex
+		// nextSeq is the seq the next log record gets; never reused, even
+		// after a failed Write (its records may have reached the disk).
+		nextSeq uint64
+		// logBytes is the size of the log records after the base (as far
+		// as this DB knows: Replay counts those it read, Write adds).
+		logBytes int64
 
 		// cur is the change file Writes append to; nil until the next
-		// Write creates one (see changelog.go).
-		cur vfs.File
+		// Write creates one (see changelog.go). curSize is how many bytes
+		// of whole records it holds: a failed append is cut back to it.
+		cur     vfs.File
+		curSize int64
 		// files lists the change files on disk, oldest first, cur last.
 		files []changeFile
 		// logBuf is Write's reusable record buffer.
 		logBuf []byte
 	}
+
+	// damagedRecords and damagedBytes count what Open's scan of the change
+	// log found damaged (see Damage).
+	damagedRecords, damagedBytes atomic.Int64
 }
 
 // Open opens (creating if needed) the database in dir.
@@ -368,9 +429,11 @@ func Open(dir string, opts Options) (*DB, error) {
 		memTableSize: opts.MemTableSize,
 		cacheSize:    opts.CacheSize,
 		closeTimeout: opts.CloseTimeout,
+		openTimeout:  opts.OpenTimeout,
 		now:          opts.Now,
 		foldMin:      opts.FoldMinBytes,
 	}
+	db.plog = &pebbleLogger{l: db.log}
 	if err := db.fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("persist: open %s: create directory: %w", dir, err)
 	}
@@ -381,8 +444,13 @@ func Open(dir string, opts Options) (*DB, error) {
 		}
 		return nil, fmt.Errorf("persist: open %s: lock: %w", dir, err)
 	}
-	db.mu.lock = lock
-	pdb, err := db.openPebble()
+	db.pm.lock = lock
+	hasData, err := db.checkUsable(opts)
+	if err != nil {
+		_ = lock.Close()
+		return nil, err
+	}
+	pdb, err := db.openPebble(hasData)
 	if err != nil {
 		_ = lock.Close()
 		return nil, err
@@ -394,7 +462,7 @@ func Open(dir string, opts Options) (*DB, error) {
 			return nil, err
 		}
 	}
-	db.mu.pdb = pdb
+	db.pm.pdb = pdb
 	return db, nil
 }
 
@@ -409,15 +477,67 @@ func isLockConflict(err error) bool {
 		strings.Contains(err.Error(), "lock held by current process")
 }
 
+// checkUsable is Open's check, under the directory lock, of what pebble
+// would otherwise find out by hanging or by starting over: a directory that
+// does not take a synced write, a full disk, or pebble's metadata gone from
+// under its tables. It reports whether the directory holds data.
+func (db *DB) checkUsable(opts Options) (hasData bool, err error) {
+	dir := db.dir
+	if u, err := db.fs.GetDiskUsage(dir); err == nil && opts.MinFreeBytes > 0 && u.AvailBytes < uint64(opts.MinFreeBytes) {
+		return false, fmt.Errorf("persist: open %s: only %d bytes free on its filesystem, need at least %d: %w",
+			dir, u.AvailBytes, opts.MinFreeBytes, syscall.ENOSPC)
+	}
+	if err := db.probe(); err != nil {
+		return false, fmt.Errorf("persist: open %s: the directory does not accept a synced write: %w", dir, err)
+	}
+	return db.checkMetadata()
+}
+
+// checkMetadata refuses a directory that holds data files (pebble tables,
+// WALs, manifests, change files) but no pebble manifest marker: pebble
+// would create an empty database there and delete the tables as
+// obsolete. It reports whether the directory holds any data, so that
+// openPebble can tell pebble the database must exist.
+func (db *DB) checkMetadata() (hasData bool, err error) {
+	names, err := db.fs.List(db.dir)
+	if err != nil {
+		return false, fmt.Errorf("persist: open %s: list: %w", db.dir, err)
+	}
+	marker := false
+	var example string
+	for _, name := range names {
+		switch {
+		case strings.HasPrefix(name, "marker.manifest."):
+			marker = true
+		case strings.HasSuffix(name, ".sst"), strings.HasPrefix(name, "MANIFEST-"),
+			strings.HasPrefix(name, "OPTIONS-"), strings.HasSuffix(name, ".log") && name != probeName:
+			hasData = true
+			example = name
+		}
+	}
+	if hasData && !marker {
+		return true, fmt.Errorf("%w: %s holds data files (%s, ...) but no pebble manifest marker (marker.manifest.*): "+
+			"the storage engine's metadata is missing; refusing to start an empty database over the data "+
+			"(--recover=skip moves the directory aside and starts empty)", ErrCorrupt, db.dir, example)
+	}
+	return hasData, nil
+}
+
 // openPebble opens a pebble instance on db.dir using the lock db holds.
+// mustExist makes a missing database an error (the directory holds data).
 // Panics (including Fatalf) raised by pebble.Open are returned as errors.
-func (db *DB) openPebble() (pdb *pebble.DB, err error) {
+// It waits at most openTimeout: pebble.Open retries a failing flush of its
+// WAL forever (a full disk); then it returns an error wrapping ErrUnusable
+// and naming pebble's last error, and leaves the attempt to finish (and be
+// closed) in the background.
+func (db *DB) openPebble(mustExist bool) (*pebble.DB, error) {
 	popts := &pebble.Options{
-		FS:           db.fs,
-		Lock:         db.mu.lock,
-		Logger:       pebbleLogger{db.log},
-		MemTableSize: db.memTableSize,
-		CacheSize:    db.cacheSize,
+		FS:               db.fs,
+		Lock:             db.pm.lock,
+		Logger:           db.plog,
+		ErrorIfNotExists: mustExist,
+		MemTableSize:     db.memTableSize,
+		CacheSize:        db.cacheSize,
 		// Fewer I/O round trips (each costs VM exits on a virtual disk):
 		// sync a table once when written, not every 512 KiB, and let L0
 		// gather more files before compacting, since most of the log they
@@ -438,19 +558,50 @@ func (db *DB) openPebble() (pdb *pebble.DB, err error) {
 	// base that is rewritten whole, both short-lived; snappy cost ~3% of a
 	// loaded server's CPU in flushes and compactions, for ~2x on disk.
 	popts.ApplyCompressionSettings(func() pebble.DBCompressionSettings { return pebble.DBCompressionNone })
-	err = callPebble(func() error {
-		var e error
-		pdb, e = pebble.Open(db.dir, popts)
-		return e
-	})
-	if err != nil {
-		pdb = nil
-		if pebble.IsCorruptionError(err) {
-			return nil, fmt.Errorf("%w: open %s: %w", ErrCorrupt, db.dir, err)
+	type result struct {
+		pdb *pebble.DB
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		r.err = callPebble(func() error {
+			var e error
+			r.pdb, e = pebble.Open(db.dir, popts)
+			return e
+		})
+		done <- r
+	}()
+	timer := time.NewTimer(db.openTimeout)
+	defer timer.Stop()
+	var r result
+	select {
+	case r = <-done:
+	case <-timer.C:
+		go func() {
+			if r := <-done; r.pdb != nil {
+				_ = safeClose(r.pdb)
+			}
+		}()
+		return nil, fmt.Errorf("%w: open %s: pebble did not open within %v (last pebble error: %s)",
+			ErrUnusable, db.dir, db.openTimeout, db.lastPebbleError())
+	}
+	if r.err != nil {
+		err := r.err
+		if pebble.IsCorruptionError(err) || errors.Is(err, pebble.ErrDBDoesNotExist) {
+			return nil, fmt.Errorf("%w: open %s: %w (--recover=skip moves the directory aside and starts empty)", ErrCorrupt, db.dir, err)
 		}
 		return nil, fmt.Errorf("persist: open %s: %w", db.dir, err)
 	}
-	return pdb, nil
+	return r.pdb, nil
+}
+
+// lastPebbleError is the text of pebble's latest logged error, or "none".
+func (db *DB) lastPebbleError() string {
+	if v, ok := db.plog.last.Load().(string); ok {
+		return v
+	}
+	return "none"
 }
 
 // checkFormat stamps a new database with formatVersion, restamps a v1 one
@@ -482,7 +633,7 @@ func (db *DB) checkFormat(pdb *pebble.DB) error {
 			}
 			return nil
 		case formatVersionV1:
-			db.mu.legacy = true
+			db.pm.legacy = true
 			if err := pdb.Set(formatKey, []byte(formatVersion), pebble.Sync); err != nil {
 				return fmt.Errorf("persist: open %s: restamp format marker: %w", db.dir, err)
 			}
@@ -508,11 +659,11 @@ func (db *DB) readBase(pdb *pebble.DB) error {
 			if len(v) != 24 {
 				return fmt.Errorf("%w: %s: base marker has %d bytes, want 24", ErrCorrupt, db.dir, len(v))
 			}
-			db.mu.baseGen = binary.BigEndian.Uint64(v)
-			db.mu.baseSeq = binary.BigEndian.Uint64(v[8:])
-			db.mu.baseBytes = int64(binary.BigEndian.Uint64(v[16:]))
+			db.pm.baseGen = binary.BigEndian.Uint64(v)
+			db.pm.baseSeq = binary.BigEndian.Uint64(v[8:])
+			db.baseBytes.Store(int64(binary.BigEndian.Uint64(v[16:])))
 		}
-		db.mu.nextSeq = db.mu.baseSeq + 1
+		db.mu.nextSeq = db.pm.baseSeq + 1
 		it, err := pdb.NewIter(&pebble.IterOptions{LowerBound: []byte{logPrefix}, UpperBound: []byte{logPrefix + 1}})
 		if err != nil {
 			return err
@@ -583,14 +734,14 @@ func (db *DB) Reopens() int64 { return db.reopens.Load() }
 // instanceLocked returns the live pebble instance, opening a fresh one if
 // the previous one failed. db.mu must be held.
 func (db *DB) instanceLocked() (*pebble.DB, error) {
-	if db.mu.closed {
+	if db.closed.Load() {
 		return nil, ErrClosed
 	}
-	if db.mu.unusable != nil {
-		return nil, db.mu.unusable
+	if db.pm.unusable != nil {
+		return nil, db.pm.unusable
 	}
-	if db.mu.pdb != nil {
-		return db.mu.pdb, nil
+	if db.pm.pdb != nil {
+		return db.pm.pdb, nil
 	}
 	// Reopening replays the WAL, rotates it, and may flush a memtable in the
 	// background: all things pebble cannot survive failing (see DB). Only
@@ -598,11 +749,15 @@ func (db *DB) instanceLocked() (*pebble.DB, error) {
 	if err := db.probe(); err != nil {
 		return nil, fmt.Errorf("persist: %s still failing, not reopening the storage engine: %w", db.dir, err)
 	}
-	pdb, err := db.openPebble()
+	pdb, err := db.openPebble(true)
 	if err != nil {
+		if errors.Is(err, ErrUnusable) {
+			db.pm.unusable = err
+			db.log.Error("persist: storage engine could not be reopened; base rewrites are disabled until restart (the change log goes on)", "err", err)
+		}
 		return nil, fmt.Errorf("persist: reopen after failure: %w", err)
 	}
-	db.mu.pdb = pdb
+	db.pm.pdb = pdb
 	db.reopens.Add(1)
 	db.log.Info("persist: reopened storage engine after failure")
 	return pdb, nil
@@ -642,8 +797,8 @@ func (db *DB) probe() error {
 // if Close does not return within closeTimeout the instance is wedged and
 // the DB becomes unusable. db.mu must be held.
 func (db *DB) discardLocked(cause error) {
-	pdb := db.mu.pdb
-	db.mu.pdb = nil
+	pdb := db.pm.pdb
+	db.pm.pdb = nil
 	if pdb == nil {
 		return
 	}
@@ -657,7 +812,7 @@ func (db *DB) discardLocked(cause error) {
 			db.log.Debug("persist: closing failed storage engine instance", "err", err)
 		}
 	case <-timer.C:
-		db.mu.unusable = fmt.Errorf("%w: closing the failed pebble instance did not finish within %v (cause: %w)", ErrUnusable, db.closeTimeout, cause)
+		db.pm.unusable = fmt.Errorf("%w: closing the failed pebble instance did not finish within %v (cause: %w)", ErrUnusable, db.closeTimeout, cause)
 		db.log.Error("persist: storage engine wedged; durable writes are disabled until restart", "cause", cause)
 	}
 }
@@ -667,29 +822,57 @@ func (db *DB) discardLocked(cause error) {
 // ErrClosed. Safe to call concurrently with other methods (they then fail
 // with ErrClosed).
 func (db *DB) Close() error {
+	db.abortBase.Store(true) // a running WriteBase gives up at its next chunk
+	db.pm.Lock()
+	defer db.pm.Unlock()
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	if db.mu.closed {
+	if db.closed.Load() {
 		return ErrClosed
 	}
-	db.mu.closed = true
+	db.closed.Store(true)
 	db.endChangeFileLocked()
 	var err error
-	if db.mu.unusable != nil {
+	if db.pm.unusable != nil {
 		// The wedged instance still holds a reference on the lock; closing
 		// ours does not release the file lock, process exit does.
-		err = db.mu.unusable
-	} else if db.mu.pdb != nil {
-		if cerr := safeClose(db.mu.pdb); cerr != nil {
+		err = db.pm.unusable
+	} else if db.pm.pdb != nil {
+		if cerr := db.closeBounded(db.pm.pdb); cerr != nil {
 			err = fmt.Errorf("persist: close %s: %w", db.dir, cerr)
 		}
 	}
-	db.mu.pdb = nil
-	if lerr := db.mu.lock.Close(); lerr != nil && err == nil {
+	db.pm.pdb = nil
+	if lerr := db.pm.lock.Close(); lerr != nil && err == nil {
 		err = fmt.Errorf("persist: close %s: release lock: %w", db.dir, lerr)
 	}
 	return err
 }
+
+// closeBounded closes pdb, waiting at most closeTimeout: pebble's Close
+// waits for its background flushes and compactions, which retry forever on
+// a failing disk. On timeout the instance is left to the process's exit.
+func (db *DB) closeBounded(pdb *pebble.DB) error {
+	done := make(chan error, 1)
+	go func() { done <- safeClose(pdb) }()
+	timer := time.NewTimer(db.closeTimeout)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+		return fmt.Errorf("%w: pebble did not close within %v (last pebble error: %s)", ErrUnusable, db.closeTimeout, db.lastPebbleError())
+	}
+}
+
+// AbortBases makes a WriteBase in progress, and every later one, give up
+// at its next chunk with ErrAborted (the old base and log stay in charge).
+// For shutdown: the final flush must not wait for a fold. Safe for
+// concurrent use.
+func (db *DB) AbortBases() { db.abortBase.Store(true) }
+
+// ErrAborted is returned by a WriteBase stopped by AbortBases or Close.
+var ErrAborted = errors.New("persist: base rewrite aborted (shutting down)")
 
 // safeClose closes pdb, turning a panic into an error.
 func safeClose(pdb *pebble.DB) error {
@@ -725,18 +908,46 @@ func (p pebbleFatal) Error() string { return "pebble fatal: " + p.msg }
 // calling into persist. In pebble's own background goroutines (e.g. a
 // MANIFEST sync failing during a compaction) the panic terminates the
 // process, as pebble's default os.Exit(1) would, but with a stack trace.
-type pebbleLogger struct{ l *slog.Logger }
+//
+// pebble retries a failing background flush in a tight loop, logging each
+// attempt: Errorf logs at most one line per second and counts the rest
+// (the next line says how many were dropped). Safe for concurrent use.
+type pebbleLogger struct {
+	l    *slog.Logger
+	last atomic.Value // string: the latest Errorf text
 
-func (p pebbleLogger) Infof(format string, args ...any) {
+	mu         sync.Mutex
+	lastLogged time.Time
+	dropped    int
+}
+
+func (p *pebbleLogger) Infof(format string, args ...any) {
 	p.l.Debug("pebble: " + strings.TrimRight(fmt.Sprintf(format, args...), "\n"))
 }
 
-func (p pebbleLogger) Errorf(format string, args ...any) {
-	p.l.Error("pebble: " + strings.TrimRight(fmt.Sprintf(format, args...), "\n"))
+func (p *pebbleLogger) Errorf(format string, args ...any) {
+	msg := strings.TrimRight(fmt.Sprintf(format, args...), "\n")
+	p.last.Store(msg)
+	p.mu.Lock()
+	now := time.Now()
+	if now.Sub(p.lastLogged) < time.Second {
+		p.dropped++
+		p.mu.Unlock()
+		return
+	}
+	dropped := p.dropped
+	p.lastLogged, p.dropped = now, 0
+	p.mu.Unlock()
+	if dropped > 0 {
+		p.l.Error("pebble: "+msg, "similar_lines_dropped", dropped)
+		return
+	}
+	p.l.Error("pebble: " + msg)
 }
 
-func (p pebbleLogger) Fatalf(format string, args ...any) {
+func (p *pebbleLogger) Fatalf(format string, args ...any) {
 	msg := strings.TrimRight(fmt.Sprintf(format, args...), "\n")
+	p.last.Store(msg)
 	p.l.Error("pebble fatal: " + msg)
 	panic(pebbleFatal{msg})
 }

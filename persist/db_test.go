@@ -367,7 +367,7 @@ func TestCorruptRecord(t *testing.T) {
 	db := mustOpen(t, "d", Options{FS: fs})
 	defer mustClose(t, db)
 	// Bypass Write to store a record too short to hold its expiry header.
-	pdb := db.mu.pdb
+	pdb := db.pm.pdb
 	if err := pdb.Set([]byte("kbad"), []byte{1, 2, 3}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +380,7 @@ func TestCorruptRecord(t *testing.T) {
 func TestFormatMarker(t *testing.T) {
 	fs := vfs.NewMem()
 	db := mustOpen(t, "d", Options{FS: fs})
-	if err := db.mu.pdb.Set(formatKey, []byte("something-else"), nil); err != nil {
+	if err := db.pm.pdb.Set(formatKey, []byte("something-else"), nil); err != nil {
 		t.Fatal(err)
 	}
 	mustClose(t, db)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 )
@@ -34,11 +35,12 @@ type FlusherConfig struct {
 	//
 	// Ownership of the returned ops' Key and Value passes to persist (see Op).
 	Drain func(nowMs int64, buf []Op) []Op
-	// Release, when set, is called with the ops of a Drain once they are
-	// durable and persist keeps no reference to them, so their memory may
-	// be reused. It is not called for ops that a failed write merged into
-	// the pending set (those are dropped to the GC once written). Called
-	// with the Flusher's lock held, from the goroutine that wrote.
+	// Release, when set, is called with the ops of a Drain once persist
+	// keeps no reference to their bytes, so their memory may be reused:
+	// after they are durable, or after they were copied into the pending
+	// set (a failed write, or a drain while older ops are pending). Called
+	// with the Flusher's lock held, from the goroutine that drained or
+	// wrote.
 	Release func(ops []Op)
 	// Idle, when set, is called from the loop when the changes stop: after
 	// a few windows without any (not again until changes resume). The
@@ -46,12 +48,12 @@ type FlusherConfig struct {
 	Idle func()
 	// Snapshot, when set, writes the full state into w (w.Add for every
 	// live key, w.Spill between batches of them, without holding locks the
-	// data path needs during Spill). The loop calls it through DB.WriteBase
-	// when DB.BaseDue says the log should be folded, right after a
-	// successful window write and before the next Drain, never while ops
-	// are pending after a failure: that ordering is what makes the base
-	// cover every log chunk it replaces. nil: the log is never folded
-	// (tests only; the log then grows without bound).
+	// data path needs during Spill). The loop starts it through
+	// DB.WriteBase, in a goroutine of its own, when DB.BaseDue says the log
+	// should be folded and the latest window write succeeded; windows go
+	// on being drained and written while it runs (see DB.WriteBase for why
+	// the result is still exact). One at a time. nil: the log is never
+	// folded (tests only; the log then grows without bound).
 	Snapshot func(nowMs int64, w *BaseWriter) error
 	// Now is the clock used for nowMs and Status timestamps. nil means
 	// time.Now. Retry pacing always uses the real clock.
@@ -107,10 +109,25 @@ type Status struct {
 	// failure (DB.Reopens).
 	Reopens int64
 	// Bases counts successful base rewrites (log folds), BaseErrors the
-	// failed ones; LastBase is the latest successful one's figures.
+	// failed ones; LastBase is the latest successful one's figures and
+	// LastBaseErr the latest failure's text ("" once one succeeds).
 	Bases, BaseErrors int64
 	LastBase          BaseStats
+	LastBaseErr       string
+	// BaseRunning is true while a base rewrite runs, since BaseStartedAt.
+	BaseRunning   bool
+	BaseStartedAt time.Time
+	// PendingBytes estimates the heap the pending set holds (its keys,
+	// values and map entries: PendingEntryOverhead per key).
+	PendingBytes int64
 }
+
+// PendingEntryOverhead is the heap a pending key costs beyond its key and
+// value bytes: its map entry (an 80-byte Op and a string header, at the
+// map's load factor), the copy's allocation rounding, and its share of the
+// drain buffer kept for the next window. TestPendingMemoryPerKey measures
+// it (~340 B with 11-byte keys).
+const PendingEntryOverhead = 330
 
 // Flusher runs the every-window flush loop: each Interval it calls Drain,
 // merges the result into a pending set keyed by key (a newer op for a key
@@ -126,9 +143,18 @@ type Status struct {
 // stamps the wall-clock flush time (DB.LastFlushedAt); a window with nothing
 // pending writes nothing, so idling costs no fsync and leaves the stamp at
 // the last flush that had changes. After a window's write, when DB.BaseDue
-// says the log has outgrown the base, the loop folds it by rewriting
-// the base from FlusherConfig.Snapshot (DB.WriteBase); FlushNow never does,
-// so SAVE and shutdown cost one synced batch.
+// says the log has outgrown the base, the loop starts folding it, in a
+// goroutine of its own, by rewriting the base from FlusherConfig.Snapshot
+// (DB.WriteBase): the fold never holds back the next window's write, which
+// goes to the change log while pebble works. FlushNow never folds, so SAVE
+// and shutdown cost one synced batch.
+//
+// A pending set left by failed writes is written back in pieces of at most
+// pieceBytes, each its own synced record, so that a disk that frees less
+// space than the whole backlog needs still takes part of it; pending ops
+// hold copies of their keys and values (PendingEntryOverhead per key plus
+// the bytes), not the drains' blocks, so memory during an outage grows
+// with the number of distinct keys changed, not with the number of changes.
 //
 // Start, FlushNow, Stop and Status are safe for concurrent use. A Flusher
 // must be created with NewFlusher.
@@ -154,11 +180,17 @@ type Flusher struct {
 	// into pending.
 	fresh    []Op
 	buf      []Op // reused Drain buffer
-	batch    []Op // reused Write argument
+	batch    []Op // reused piece of a backlog write
 	failures int  // consecutive failed writes
 	retryAt  time.Time
-	// baseRetryAt delays the next WriteBase after a failed one.
-	baseRetryAt time.Time
+	// pendingBytes is the key and value bytes held by pending.
+	pendingBytes int64
+
+	// baseRetryAt (Unix ns) delays the next WriteBase after a failed one;
+	// folding is set while a fold goroutine runs; foldWG waits for it.
+	baseRetryAt atomic.Int64
+	folding     atomic.Bool
+	foldWG      sync.WaitGroup
 	// idle counts consecutive loop windows that drained nothing.
 	idle int
 	// loggedUnusable records that the transition to ErrUnusable was logged.
@@ -168,6 +200,8 @@ type Flusher struct {
 	// not wait for a write in progress.
 	statusMu sync.Mutex
 	status   Status
+	// pendingBytesEstimate is Status.PendingBytes, kept outside statusMu.
+	pendingBytesEstimate atomic.Int64
 
 	life    sync.Mutex // guards running, stopped
 	running bool
@@ -280,28 +314,47 @@ func (f *Flusher) idleLocked() {
 	}
 }
 
-// maybeBaseLocked rewrites the base when the log is due for folding and
-// nothing is pending (a pending op is older than the state a base would
-// capture; written after the base it would replay over newer state).
-// f.mu must be held.
+// maybeBaseLocked starts a fold (a base rewrite, in its own goroutine)
+// when the log is due for one, none is running, and the latest write
+// succeeded (a disk that is failing writes would fail the rewrite too; and
+// nothing is pending then, see DB.WriteBase). f.mu must be held.
 func (f *Flusher) maybeBaseLocked() {
-	if f.snapshot == nil || len(f.pending)+len(f.fresh) > 0 || f.failures > 0 ||
-		time.Now().Before(f.baseRetryAt) || !f.db.BaseDue() {
+	if f.snapshot == nil || len(f.pending) > 0 || f.failures > 0 || f.folding.Load() ||
+		time.Now().UnixNano() < f.baseRetryAt.Load() || !f.db.BaseDue() {
 		return
 	}
-	nowMs := f.now().UnixMilli()
+	f.folding.Store(true)
+	f.foldWG.Add(1)
+	go f.fold()
+}
+
+// fold rewrites the base (see maybeBaseLocked) and reports it in Status.
+func (f *Flusher) fold() {
+	defer f.foldWG.Done()
+	defer f.folding.Store(false)
+	start := f.now()
+	f.statusMu.Lock()
+	f.status.BaseRunning, f.status.BaseStartedAt = true, start
+	f.statusMu.Unlock()
+	nowMs := start.UnixMilli()
 	st, err := f.db.WriteBase(func(w *BaseWriter) error { return f.snapshot(nowMs, w) })
 	f.statusMu.Lock()
-	if err == nil {
+	f.status.BaseRunning = false
+	switch {
+	case err == nil:
 		f.status.Bases++
 		f.status.LastBase = st
-	} else {
+		f.status.LastBaseErr = ""
+	case errors.Is(err, ErrAborted):
+	default:
 		f.status.BaseErrors++
+		f.status.LastBaseErr = err.Error()
 	}
 	f.statusMu.Unlock()
-	if err != nil {
-		// The log and the old base stay in charge; retry after MaxBackoff.
-		f.baseRetryAt = time.Now().Add(f.maxBackoff)
+	if err != nil && !errors.Is(err, ErrAborted) {
+		// The log and the old base stay in charge; retry after MaxBackoff
+		// (so this logs at most once per MaxBackoff).
+		f.baseRetryAt.Store(time.Now().Add(f.maxBackoff).UnixNano())
 		f.log.Error("persist: rewriting the base failed; keeping the log", "err", err)
 	}
 }
@@ -322,9 +375,10 @@ func (f *Flusher) FlushNow() error {
 	return f.writeLocked()
 }
 
-// Stop stops the loop (waiting for a write in progress), does a final
-// FlushNow and returns its error. It does not close the DB. Calling Stop
-// again just flushes again.
+// Stop stops the loop (waiting for a write in progress), aborts a fold in
+// progress (DB.AbortBases: the final flush does not wait for it), does a
+// final FlushNow, waits for the fold to give up, and returns the flush's
+// error. It does not close the DB. Calling Stop again just flushes again.
 func (f *Flusher) Stop() error {
 	f.life.Lock()
 	if !f.stopped {
@@ -333,10 +387,13 @@ func (f *Flusher) Stop() error {
 	}
 	running := f.running
 	f.life.Unlock()
+	f.db.AbortBases()
 	if running {
 		<-f.done
 	}
-	return f.FlushNow()
+	err := f.FlushNow()
+	f.foldWG.Wait()
+	return err
 }
 
 // Status returns a snapshot of the Flusher's health. Safe to call
@@ -345,6 +402,7 @@ func (f *Flusher) Status() Status {
 	f.statusMu.Lock()
 	s := f.status
 	f.statusMu.Unlock()
+	s.PendingBytes = f.pendingBytesEstimate.Load()
 	s.Reopens = f.db.Reopens()
 	return s
 }
@@ -359,13 +417,43 @@ func (f *Flusher) drainLocked() {
 	}
 	f.mergeFreshLocked()
 	for i := range ops {
-		op := ops[i]
-		// Keys are immutable once handed over (see Op), so the map can key
-		// on them without copying.
-		f.pending[unsafe.String(unsafe.SliceData(op.Key), len(op.Key))] = op
+		f.putPendingLocked(&ops[i])
+	}
+	if f.release != nil && len(ops) > 0 {
+		f.release(ops) // copied: the drain's block may be reused
 	}
 	clear(ops) // drop references so the reused buffer doesn't pin them
 	f.buf = keepOps(ops)
+	f.notePendingLocked()
+}
+
+// putPendingLocked puts a copy of op into pending, replacing an older op
+// for the same key. The copy's key and value share one allocation, and the
+// map key is that copy (no second string). f.mu must be held. Cost: one
+// allocation and a map write per op: the failure path only.
+func (f *Flusher) putPendingLocked(op *Op) {
+	k := unsafe.String(unsafe.SliceData(op.Key), len(op.Key))
+	if old, ok := f.pending[k]; ok {
+		f.pendingBytes -= int64(len(old.Key) + len(old.Value))
+		delete(f.pending, k)
+	}
+	c := *op
+	kl := len(op.Key)
+	b := make([]byte, kl+len(op.Value))
+	copy(b, op.Key)
+	copy(b[kl:], op.Value)
+	c.Key = b[:kl:kl]
+	c.Value = nil
+	if len(op.Value) > 0 {
+		c.Value = b[kl:]
+	}
+	f.pending[unsafe.String(unsafe.SliceData(c.Key), kl)] = c
+	f.pendingBytes += int64(len(b))
+}
+
+// notePendingLocked publishes the pending set's size to Status.
+func (f *Flusher) notePendingLocked() {
+	f.pendingBytesEstimate.Store(f.pendingBytes + int64(len(f.pending))*PendingEntryOverhead)
 }
 
 // keepOps returns ops[:0] for reuse by the next drain, or nil when a bulk
@@ -380,14 +468,21 @@ func keepOps(ops []Op) []Op {
 // maxKeepOps is the largest Drain buffer (in ops) kept between windows.
 const maxKeepOps = 128 << 10
 
-// mergeFreshLocked moves fresh into pending and returns its buffer to
-// f.buf. f.mu must be held.
+// mergeFreshLocked copies fresh into pending, releases its ops and returns
+// its buffer to f.buf. f.mu must be held.
 func (f *Flusher) mergeFreshLocked() {
+	if len(f.fresh) == 0 {
+		f.releaseFreshLocked()
+		return
+	}
 	for i := range f.fresh {
-		op := f.fresh[i]
-		f.pending[unsafe.String(unsafe.SliceData(op.Key), len(op.Key))] = op
+		f.putPendingLocked(&f.fresh[i])
+	}
+	if f.release != nil {
+		f.release(f.fresh)
 	}
 	f.releaseFreshLocked()
+	f.notePendingLocked()
 }
 
 // releaseFreshLocked empties fresh and returns its buffer to f.buf. f.mu
@@ -400,32 +495,64 @@ func (f *Flusher) releaseFreshLocked() {
 	f.buf, f.fresh = keepOps(f.fresh), nil
 }
 
-// writeLocked writes the whole pending set (or fresh) as one synced batch
-// and updates the status. f.mu must be held.
+// pieceBytes is the most a pending backlog's write puts in one synced
+// record (see Flusher). A variable only so that tests can make it small.
+var pieceBytes = 1 << 20
+
+// writeLocked writes fresh as one synced batch, or the pending set in
+// pieces of at most pieceBytes (each synced; a piece that succeeds leaves
+// the pending set even if a later one fails), and updates the status.
+// f.mu must be held.
 func (f *Flusher) writeLocked() error {
-	batch := f.fresh
-	if len(f.pending) > 0 { // then fresh is empty: drainLocked merged it
-		f.batch = f.batch[:0]
-		for _, op := range f.pending {
-			f.batch = append(f.batch, op)
-		}
-		batch = f.batch
-	}
-	n := len(batch)
 	startWall := f.now()
 	start := time.Now()
-	err := f.db.Write(batch)
-	took := time.Since(start)
-	clear(f.batch)
-	f.batch = f.batch[:0]
-	if err == nil {
-		if f.release != nil && len(f.fresh) > 0 {
-			f.release(f.fresh)
+	var (
+		n   int
+		err error
+	)
+	if len(f.pending) == 0 {
+		n = len(f.fresh)
+		err = f.db.Write(f.fresh)
+		if err == nil {
+			if f.release != nil && len(f.fresh) > 0 {
+				f.release(f.fresh)
+			}
+			f.releaseFreshLocked()
+		} else {
+			f.mergeFreshLocked()
 		}
-		f.releaseFreshLocked()
-	} else {
-		f.mergeFreshLocked()
+	} else { // then fresh is empty: drainLocked merged it
+		// Pieces are gathered from the map as they are written: no copy
+		// of the whole backlog.
+		n = len(f.pending)
+		for len(f.pending) > 0 {
+			piece, size := f.batch[:0], 0
+			for _, op := range f.pending {
+				if len(piece) > 0 && size+entrySize(&op) > pieceBytes {
+					break
+				}
+				piece = append(piece, op)
+				size += entrySize(&op)
+			}
+			f.batch = piece
+			if err = f.db.Write(piece); err != nil {
+				break
+			}
+			for i := range piece {
+				op := &piece[i]
+				f.pendingBytes -= int64(len(op.Key) + len(op.Value))
+				delete(f.pending, unsafe.String(unsafe.SliceData(op.Key), len(op.Key)))
+			}
+		}
+		clear(f.batch)
+		f.batch = f.batch[:0]
+		if len(f.pending) == 0 {
+			f.pending = make(map[string]Op) // a map keeps its peak size
+			f.pendingBytes = 0
+		}
+		f.notePendingLocked()
 	}
+	took := time.Since(start)
 
 	f.statusMu.Lock()
 	defer f.statusMu.Unlock()
@@ -435,7 +562,6 @@ func (f *Flusher) writeLocked() error {
 	st.LastFlushDuration = took
 	st.LastFlushKeys = n
 	if err == nil {
-		clear(f.pending)
 		if f.failures > 0 {
 			f.log.Info("persist: flush recovered", "failed_attempts", f.failures, "keys", n, "took", took)
 		}

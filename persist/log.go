@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -48,7 +49,7 @@ func baseChunkKey(gen uint64, idx uint32) []byte {
 func (db *DB) Write(ops []Op) error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	if db.mu.closed {
+	if db.closed.Load() {
 		return ErrClosed
 	}
 	if len(ops) == 0 {
@@ -75,13 +76,27 @@ func (db *DB) Write(ops []Op) error {
 	return nil
 }
 
+// stampFlushed raises flushedAtMs to ms, for a base rewrite: a Write may
+// have stamped a later time while it ran.
+func (db *DB) stampFlushed(ms int64) {
+	for {
+		old := db.flushedAtMs.Load()
+		if old >= ms || db.flushedAtMs.CompareAndSwap(old, ms) {
+			return
+		}
+	}
+}
+
 // dropBuffers lets go of the buffers Write and WriteBase reuse (the
 // Flusher calls it when changes stop). Safe for concurrent use.
 func (db *DB) dropBuffers() {
 	db.mu.Lock()
-	defer db.mu.Unlock()
 	db.mu.logBuf = nil
-	db.mu.baseBuf = nil
+	db.mu.Unlock()
+	if db.pm.TryLock() { // not while a base rewrite runs: it is using it
+		db.pm.baseBuf = nil
+		db.pm.Unlock()
+	}
 }
 
 // logBufRetain is the largest record buffer Write keeps for the next
@@ -103,9 +118,7 @@ func (db *DB) LogBytes() int64 { return db.logBytes.Load() }
 // one base's bytes per log's bytes. Safe for concurrent use;
 // O(1).
 func (db *DB) BaseDue() bool {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	return db.mu.needBase || db.mu.logBytes >= max(db.foldMin, db.mu.baseBytes)
+	return db.needBase.Load() || db.logBytes.Load() >= max(db.foldMin, db.baseBytes.Load())
 }
 
 // BaseWriter receives the full state during WriteBase. It is used by one
@@ -113,6 +126,7 @@ func (db *DB) BaseDue() bool {
 // returns.
 type BaseWriter struct {
 	pdb   *pebble.DB
+	abort *atomic.Bool
 	gen   uint64
 	idx   uint32 // the next chunk's index
 	buf   []byte // chunks encoded and not yet written
@@ -167,6 +181,10 @@ func (w *BaseWriter) Spill() error {
 	if w.err != nil {
 		return w.err
 	}
+	if w.abort.Load() {
+		w.err = ErrAborted
+		return w.err
+	}
 	start := 0
 	for _, end := range w.cuts {
 		chunk := w.buf[start:end]
@@ -200,28 +218,44 @@ func (e errFill) Unwrap() error { return e.err }
 // WriteBase replaces the base with the full state fill gives it, and
 // drops the log written so far, atomically (see the package comment).
 //
-// Contract with the caller: fill must Add every live key with its current
-// value, and every log chunk written before WriteBase was called must
-// already be reflected in what it adds (the Flusher guarantees that by
-// calling WriteBase from its own goroutine, right after a successful Write
-// and before the next drain). Changes made while fill runs may or may not be
-// in the base; they must reach a later Write, which replays on top.
+// It starts by cutting the log: the current change file is ended, and the
+// base will cover every record written before the cut (seq <= cut) and
+// none after it. Contract with the caller: every record written before
+// WriteBase was called must already be reflected in what fill adds, and
+// every change fill may have missed, or may have added in a newer state,
+// must reach a later Write (the Flusher guarantees both: the store's dirty
+// sets hold every change not yet drained, and its writes happen in drain
+// order). Records written after the cut replay on top of the base.
 //
-// WriteBase holds the DB's mutex throughout (a concurrent Write waits).
+// WriteBase does not hold the change log's lock while fill runs or pebble
+// writes: Writes go on beside it, into new change files. It holds the
+// pebble lock throughout (a concurrent WriteBase, Replay or Close waits).
 // Cost: one pass over the state, one pebble key per ~16 KiB, one fsync.
-// On a pebble failure the instance is discarded, as for Write; the old
-// base and log stay in charge. fill's own error is returned as is.
+// On a pebble failure the instance is discarded; the old base and log stay
+// in charge. fill's own error is returned as is. After AbortBases (or
+// Close) it fails with ErrAborted at its next chunk.
 func (db *DB) WriteBase(fill func(w *BaseWriter) error) (BaseStats, error) {
 	start := time.Now()
-	db.mu.Lock()
-	defer db.mu.Unlock()
+	db.pm.Lock()
+	defer db.pm.Unlock()
+	if db.abortBase.Load() {
+		return BaseStats{}, ErrAborted
+	}
 	pdb, err := db.instanceLocked()
 	if err != nil {
 		return BaseStats{}, err
 	}
-	gen := db.mu.baseGen + 1
+	// The cut.
+	db.mu.Lock()
 	lastSeq := db.mu.nextSeq - 1
-	w := &BaseWriter{pdb: pdb, gen: gen, buf: db.mu.baseBuf[:0]}
+	db.endChangeFileLocked()
+	covered := len(db.mu.files)
+	cutLogBytes := db.mu.logBytes
+	db.mu.Unlock()
+
+	gen := db.pm.baseGen + 1
+	w := &BaseWriter{pdb: pdb, abort: &db.abortBase, gen: gen, buf: db.pm.baseBuf[:0]}
+	var stampMs int64
 	err = callPebble(func() error {
 		// Chunks of an interrupted earlier attempt at this generation.
 		if err := pdb.DeleteRange(baseChunkKey(gen, 0), []byte{basePrefix + 1}, pebble.NoSync); err != nil {
@@ -261,39 +295,48 @@ func (db *DB) WriteBase(fill func(w *BaseWriter) error) (BaseStats, error) {
 			return err
 		}
 		var stamp [8]byte
-		stampMs := db.now().UnixMilli()
+		stampMs = db.now().UnixMilli()
 		binary.BigEndian.PutUint64(stamp[:], uint64(stampMs))
 		if err := b.Set(flushedKey, stamp[:], nil); err != nil {
 			return err
+		}
+		if db.abortBase.Load() {
+			return ErrAborted
 		}
 		if err := b.Commit(pebble.Sync); err != nil {
 			return err
 		}
 		_ = b.Close()
-		db.flushedAtMs.Store(stampMs)
 		return nil
 	})
 	st := BaseStats{Keys: w.keys, Bytes: w.bytes, Chunks: int64(w.idx), Duration: time.Since(start)}
 	if cap(w.buf) <= 1<<20 {
-		db.mu.baseBuf = w.buf[:0] // pebble copied it; reuse it next time
+		db.pm.baseBuf = w.buf[:0] // pebble copied it; reuse it next time
 	}
 	if err != nil {
 		var fe errFill
 		if errors.As(err, &fe) {
 			return st, fe.err
 		}
+		if errors.Is(err, ErrAborted) {
+			return st, err
+		}
 		err = fmt.Errorf("persist: write base to %s: %w", db.dir, err)
 		db.discardLocked(err)
 		return st, err
 	}
-	db.mu.baseGen, db.mu.baseSeq, db.mu.baseBytes = gen, lastSeq, w.bytes
-	// Every change file holds only records at or below lastSeq, now
-	// covered by the base.
-	db.endChangeFileLocked()
-	db.removeChangeFilesLocked()
-	db.mu.logBytes = 0
-	db.logBytes.Store(0)
-	db.mu.legacy, db.mu.needBase = false, false
+	db.stampFlushed(stampMs)
+	db.pm.baseGen, db.pm.baseSeq = gen, lastSeq
+	db.baseBytes.Store(w.bytes)
+	db.pm.legacy = false
+	db.needBase.Store(false)
+	// The change files listed at the cut hold only records at or below
+	// lastSeq, now covered by the base; later ones stay.
+	db.mu.Lock()
+	db.removeChangeFilesLocked(covered)
+	db.mu.logBytes -= cutLogBytes
+	db.logBytes.Store(db.mu.logBytes)
+	db.mu.Unlock()
 	return st, nil
 }
 
@@ -313,6 +356,8 @@ func (db *DB) WriteBase(fill func(w *BaseWriter) error) (BaseStats, error) {
 func (db *DB) Replay(nowMs int64, fn func(key, value []byte, expireAtMs int64, deleted bool) error) (RestoreStats, error) {
 	start := time.Now()
 	var st RestoreStats
+	db.pm.Lock()
+	defer db.pm.Unlock()
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	pdb, err := db.instanceLocked()
@@ -349,7 +394,7 @@ func (db *DB) Replay(nowMs int64, fn func(key, value []byte, expireAtMs int64, d
 		}
 		return nil
 	}
-	baseGen, baseSeq := db.mu.baseGen, db.mu.baseSeq
+	baseGen, baseSeq := db.pm.baseGen, db.pm.baseSeq
 	err = callPebble(func() error {
 		// v1 records, one per key.
 		if err := scan(pdb, recordLower, recordUpper, func(k, v []byte) error {
@@ -385,6 +430,8 @@ func (db *DB) Replay(nowMs int64, fn func(key, value []byte, expireAtMs int64, d
 		var n int64
 		n, err = db.replayChangeFilesLocked(apply)
 		st.LogBytes += n
+		d := db.Damage()
+		st.DamagedRecords, st.DamagedBytes = d.Records, d.Bytes
 	}
 	st.Duration = time.Since(start)
 	if fnPanicky {
@@ -409,10 +456,10 @@ func (db *DB) Replay(nowMs int64, fn func(key, value []byte, expireAtMs int64, d
 	db.mu.logBytes = st.LogBytes
 	db.logBytes.Store(st.LogBytes)
 	if baseGen == 0 {
-		db.mu.baseBytes = st.BaseBytes
+		db.baseBytes.Store(st.BaseBytes)
 	}
 	if st.Expired > 0 || legacy > 0 {
-		db.mu.needBase = true
+		db.needBase.Store(true) // only a base rewrite removes them from disk
 	}
 	return st, nil
 }

@@ -19,10 +19,10 @@ import (
 // rawKeys returns the pebble keys of db's instance under prefix.
 func rawKeys(t testing.TB, db *DB, prefix byte) [][]byte {
 	t.Helper()
-	db.mu.Lock()
-	defer db.mu.Unlock()
+	db.pm.Lock()
+	defer db.pm.Unlock()
 	var keys [][]byte
-	if err := scan(db.mu.pdb, []byte{prefix}, []byte{prefix + 1}, func(k, _ []byte) error {
+	if err := scan(db.pm.pdb, []byte{prefix}, []byte{prefix + 1}, func(k, _ []byte) error {
 		keys = append(keys, append([]byte(nil), k...))
 		return nil
 	}); err != nil {
@@ -184,8 +184,8 @@ func TestWriteBaseIsAtomic(t *testing.T) {
 	if !errors.Is(err, boom) {
 		t.Fatalf("WriteBase = %v, want fill's error", err)
 	}
-	if !db.BaseDue() && db.mu.baseGen != 1 {
-		t.Fatalf("base generation moved to %d after a failed WriteBase", db.mu.baseGen)
+	if !db.BaseDue() && db.pm.baseGen != 1 {
+		t.Fatalf("base generation moved to %d after a failed WriteBase", db.pm.baseGen)
 	}
 	got, _ := restoreAll(t, db, 0)
 	checkRecords(t, got, m.sorted())
@@ -336,7 +336,7 @@ func TestCorruptChunk(t *testing.T) {
 			if err := db.Write([]Op{set("fine", "1", 0)}); err != nil {
 				t.Fatal(err)
 			}
-			if err := db.mu.pdb.Set(logKey(db.mu.nextSeq), tc.value, nil); err != nil {
+			if err := db.pm.pdb.Set(logKey(db.mu.nextSeq), tc.value, nil); err != nil {
 				t.Fatal(err)
 			}
 			_, err := db.Replay(0, func([]byte, []byte, int64, bool) error { return nil })

@@ -1,0 +1,592 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// infoInt reads one integer field of INFO persistence (-1 if absent).
+func infoInt(m map[string]string, k string) int64 {
+	v, err := strconv.ParseInt(m[k], 10, 64)
+	if err != nil {
+		return -1
+	}
+	return v
+}
+
+// foldPoll is one INFO persistence reading taken during load.
+type foldPoll struct {
+	at                 time.Time
+	flushes, bases     int64
+	baseRunning        bool
+	ageMs, flushDurUs  int64
+	lastBaseDurationMs int64
+}
+
+// pollFolds reads INFO persistence every 5 ms until stop.
+func pollFolds(rdb *redis.Client, stop <-chan struct{}, done chan<- []foldPoll) {
+	var polls []foldPoll
+	for {
+		select {
+		case <-stop:
+			done <- polls
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+		at := time.Now()
+		s, err := rdb.Info(context.Background(), "persistence").Result()
+		if err != nil {
+			continue
+		}
+		m := map[string]string{}
+		for _, line := range strings.Split(s, "\r\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok {
+				m[k] = v
+			}
+		}
+		polls = append(polls, foldPoll{at: at, flushes: infoInt(m, "flushes"), bases: infoInt(m, "bases"),
+			baseRunning: m["base_in_progress"] == "1", ageMs: infoInt(m, "last_flush_age_ms"),
+			flushDurUs: infoInt(m, "last_flush_duration_us"), lastBaseDurationMs: infoInt(m, "last_base_duration_ms")})
+	}
+}
+
+// TestProcessKill9DuringFolds: a celld holding 200k keys, with a fold
+// threshold so small that it rewrites its base continuously, serves
+// CL.THROTTLE on 200 hot keys and is killed with SIGKILL at random moments
+// 20 times. It asserts the durability contract in time: after each
+// restart, no acknowledgement older than --flush-interval plus the longest
+// window write the server reported (plus a scheduling allowance, default
+// 300 ms, CELLD_TEST_SCHED_SLACK) is lost; that window writes went on while
+// base rewrites ran; and that nothing is invented. It logs the oldest lost
+// acknowledgement and the largest last_flush_age_ms seen.
+func TestProcessKill9DuringFolds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills a loaded child process 20 times")
+	}
+	slack := 300 * time.Millisecond
+	if v := os.Getenv("CELLD_TEST_SCHED_SLACK"); v != "" {
+		var err error
+		if slack, err = time.ParseDuration(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const (
+		interval = 50 * time.Millisecond
+		kills    = 20
+		hot      = 200
+		workers  = 4
+		cold     = 200_000
+	)
+	args := []string{"--flush-interval", interval.String(), "--log-fold-min-bytes", "4096"}
+	dir := t.TempDir()
+	c := mustLaunch(t, dir, args...)
+	{ // the cold keys make every fold rewrite a base of ~200k keys
+		rdb := c.client()
+		ctx := context.Background()
+		for b := 0; b < cold; b += 10_000 {
+			pipe := rdb.Pipeline()
+			for i := b; i < b+10_000; i++ {
+				pipe.Do(ctx, "CL.THROTTLE", fmt.Sprintf("cold:%07d", i), 10, 1, 3600, 1)
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(14, 1))
+	keys := make([]*keyHist, hot)
+	for i := range keys {
+		keys[i] = &keyHist{name: fmt.Sprintf("hot:%03d", i)}
+	}
+	ctx := context.Background()
+	var maxLost, maxAge, maxWrite time.Duration
+	var writesDuringFolds, foldPolls, totalAcks, totalLost int
+	var lastBaseMs int64
+	for iter := range kills {
+		for _, k := range keys {
+			k.acks, k.inflight = k.acks[:0], false
+		}
+		rdb := c.client()
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := w; ; i += workers {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					k := keys[i%len(keys)]
+					k.inflight = true
+					r, err := rdb.Do(ctx, "CL.THROTTLE", k.name, killBurst, 1, 1, 1).Slice()
+					if err != nil {
+						return // killed: k stays in flight
+					}
+					at := time.Now()
+					if len(r) != 5 || r[0] != int64(0) {
+						t.Errorf("%s: CL.THROTTLE → %v", k.name, r)
+						return
+					}
+					// The TAT after an allowed call with burst B, 1/s: reset
+					// (r[4]) is TAT - now, so read it back with GET instead.
+					v, err := rdb.Get(ctx, k.name).Result()
+					if err != nil {
+						return
+					}
+					tat, _ := strconv.ParseUint(v, 10, 64)
+					k.inflight = false
+					k.acks = append(k.acks, ack{at, tat})
+					k.lastTAT = tat
+					k.maxAcked = max(k.maxAcked, tat)
+				}
+			}()
+		}
+		pollStop := make(chan struct{})
+		pollDone := make(chan []foldPoll)
+		go pollFolds(c.client(), pollStop, pollDone)
+		time.Sleep(time.Duration(400+rng.IntN(1200)) * time.Millisecond)
+		killAt := time.Now()
+		c.kill()
+		close(stop)
+		close(pollStop)
+		polls := <-pollDone
+		wg.Wait()
+		rdb.Close()
+
+		var write time.Duration
+		for i, p := range polls {
+			write = max(write, time.Duration(p.flushDurUs)*time.Microsecond)
+			maxAge = max(maxAge, time.Duration(p.ageMs)*time.Millisecond)
+			lastBaseMs = max(lastBaseMs, p.lastBaseDurationMs)
+			if p.baseRunning {
+				foldPolls++
+				if i > 0 && polls[i-1].baseRunning && polls[i-1].bases == p.bases && p.flushes > polls[i-1].flushes {
+					writesDuringFolds++
+				}
+			}
+		}
+		maxWrite = max(maxWrite, write)
+		bound := interval + write + slack
+
+		c = mustLaunch(t, dir, args...)
+		rdb = c.client()
+		lost := time.Duration(0)
+		for _, k := range keys {
+			v, err := rdb.Get(ctx, k.name).Result()
+			if err != nil && err != redis.Nil {
+				t.Fatal(err)
+			}
+			restored, _ := strconv.ParseUint(v, 10, 64)
+			ceiling := k.maxAcked
+			if k.inflight {
+				ceiling = max(ceiling, max(k.lastTAT, uint64(killAt.UnixNano()))+killEI)
+			}
+			if restored > ceiling {
+				t.Errorf("kill %d: %s restored with TAT %d, more than it ever had (%d)", iter, k.name, restored, ceiling)
+			}
+			totalAcks += len(k.acks)
+			for _, a := range k.acks {
+				if a.tat > restored {
+					age := killAt.Sub(a.at)
+					lost = max(lost, age)
+					totalLost++
+					if age > bound {
+						t.Errorf("kill %d: %s lost an update acknowledged %v before the kill (bound: interval %v + longest write %v + slack %v)",
+							iter, k.name, age.Round(time.Millisecond), interval, write, slack)
+					}
+					break
+				}
+			}
+			if err == nil {
+				k.lastTAT = restored
+				k.maxAcked = max(k.maxAcked, restored)
+			}
+		}
+		maxLost = max(maxLost, lost)
+		t.Logf("kill %2d: oldest lost acknowledgement %4v before the kill; longest window write %v; %d polls during a fold",
+			iter, lost.Round(time.Millisecond), write.Round(time.Microsecond), foldPolls)
+		if t.Failed() {
+			t.Logf("log of the restarted celld:\n%s", c.logs)
+			t.FailNow()
+		}
+	}
+	c.termOK()
+	t.Logf("%d kills, %d acknowledgements, %d keys lost updates; oldest lost acknowledgement %v before its kill; largest last_flush_age_ms under load %v; longest window write %v; longest base rewrite %d ms; %d of %d polls during a fold saw window writes complete",
+		kills, totalAcks, totalLost, maxLost.Round(time.Millisecond), maxAge, maxWrite.Round(time.Microsecond), lastBaseMs, writesDuringFolds, foldPolls)
+	if foldPolls == 0 || writesDuringFolds == 0 {
+		t.Errorf("no window write completed while a fold ran (%d polls during folds): folds were not exercised, or they hold writes back", foldPolls)
+	}
+}
+
+// tmpfs mounts a tmpfs of size bytes at a new directory and returns it
+// (unmounted at the end of the test). It skips the test when mounting is
+// not allowed (not root, or no CAP_SYS_ADMIN), which is the only thing that
+// makes these tests skip.
+func tmpfs(t *testing.T, size int64) string {
+	t.Helper()
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+strconv.FormatInt(size, 10), "tmpfs", mnt).CombinedOutput()
+	if err != nil {
+		t.Skipf("cannot mount a tmpfs here (needs root with CAP_SYS_ADMIN): %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", "-l", mnt).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", mnt, err, out)
+		}
+	})
+	return mnt
+}
+
+func remount(t *testing.T, mnt, mode string) {
+	t.Helper()
+	if out, err := exec.Command("mount", "-o", "remount,"+mode, mnt).CombinedOutput(); err != nil {
+		t.Fatalf("remount %s %s: %v: %s", mnt, mode, err, out)
+	}
+}
+
+// fillDisk writes a file taking all the free space of mnt but keep bytes.
+func fillDisk(t *testing.T, mnt string, keep int64) string {
+	t.Helper()
+	path := filepath.Join(mnt, "filler")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(mnt, &st); err != nil {
+			t.Fatal(err)
+		}
+		free := int64(st.Bavail) * int64(st.Bsize)
+		if free <= keep {
+			break
+		}
+		n := min(int64(len(buf)), free-keep)
+		if _, err := f.Write(buf[:n]); err != nil {
+			break
+		}
+	}
+	return path
+}
+
+// errorLines returns the log lines at level ERROR.
+func errorLines(log string) []string {
+	var out []string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "level=ERROR") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// TestProcessUnusableDirRefused: start-up on a read-only filesystem or a
+// full one fails within seconds, with one ERROR line naming the directory
+// and the cause, and an exit code of 1.
+func TestProcessUnusableDirRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name, cause string
+		spoil       func(t *testing.T, mnt string)
+	}{
+		{"read-only", "read-only file system", func(t *testing.T, mnt string) { remount(t, mnt, "ro") }},
+		{"full", "bytes free", func(t *testing.T, mnt string) { fillDisk(t, mnt, 0) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mnt := tmpfs(t, 16<<20)
+			dir := filepath.Join(mnt, "data")
+			c := mustLaunch(t, dir)
+			throttle(t, c.client(), "k", 10, 1, 60, 1)
+			c.termOK()
+			tc.spoil(t, mnt)
+			start := time.Now()
+			c = launch(t, dir)
+			select {
+			case <-c.exited:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("celld still running 30 s after start on a %s directory; log:\n%s", tc.name, c.logs)
+			}
+			took := time.Since(start)
+			log := c.logs.String()
+			errs := errorLines(log)
+			if code := c.cmd.ProcessState.ExitCode(); code != 1 || len(errs) != 1 ||
+				!strings.Contains(errs[0], dir) || !strings.Contains(errs[0], tc.cause) {
+				t.Fatalf("exit code %d after %v; want 1 and one ERROR line naming %s and %q; log:\n%s", code, took, dir, tc.cause, log)
+			}
+			t.Logf("refused in %v: %s", took.Round(time.Millisecond), errs[0])
+		})
+	}
+}
+
+// TestProcessDiskFullWhileServing: the data directory's filesystem fills
+// up under load. celld keeps answering from memory, reports the failure
+// (INFO last_flush_status:err, pending_keys, one ERROR line, not one per
+// retry), leaves no empty or partial change files, and recovers by itself
+// when space comes back, even when less comes back than the backlog needs
+// at once; the backlog is then durable (restart). A SIGTERM while the disk
+// is full exits within --shutdown-grace, saying how much was not flushed.
+func TestProcessDiskFullWhileServing(t *testing.T) {
+	mnt := tmpfs(t, 32<<20)
+	dir := filepath.Join(mnt, "data")
+	args := []string{"--flush-interval", "20ms", "--shutdown-grace", "2s"}
+	c := mustLaunch(t, dir, args...)
+	rdb := c.client()
+	ctx := context.Background()
+	write := func(prefix string, n int) {
+		pipe := rdb.Pipeline()
+		for i := range n {
+			pipe.Do(ctx, "CL.THROTTLE", fmt.Sprintf("%s:%06d:%s", prefix, i, strings.Repeat("x", 40)), 10, 1, 3600, 1)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatalf("celld stopped answering: %v", err)
+		}
+	}
+	write("before", 1000)
+	waitInfo := func(what string, ok func(map[string]string) bool) map[string]string {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			m := info(t, rdb, "persistence")
+			if ok(m) {
+				return m
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s; INFO persistence: %v\nlog:\n%s", what, m, c.logs)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitInfo("the first keys to be flushed", func(m map[string]string) bool { return m["dirty_keys"] == "0" })
+	filler := fillDisk(t, mnt, 0)
+	for round := range 5 {
+		write(fmt.Sprintf("full%d", round), 20_000) // ~1.3 MB of changes per round
+	}
+	m := waitInfo("the failure to show", func(m map[string]string) bool {
+		return m["last_flush_status"] == "err" && infoInt(m, "pending_keys") > 0
+	})
+	t.Logf("disk full: pending_keys %s, pending_bytes %s, dirty_keys %s, error %q",
+		m["pending_keys"], m["pending_bytes"], m["dirty_keys"], m["last_flush_error"])
+	time.Sleep(500 * time.Millisecond) // many retries
+	if n := len(errorLines(c.logs.String())); n > 3 {
+		t.Errorf("%d ERROR lines while the disk is full; want the failure logged once:\n%s", n, c.logs)
+	}
+	// Free less than the backlog needs at once: a 1.5 MB hole, about half
+	// of the ~3 MB the backlog's records take.
+	if err := os.Truncate(filler, max(0, fileSize(t, filler)-1_500_000)); err != nil {
+		t.Fatal(err)
+	}
+	waitInfo("part of the backlog to be written", func(m map[string]string) bool {
+		return infoInt(m, "pending_keys") < 100_000 && infoInt(m, "pending_keys")+infoInt(m, "dirty_keys") < 100_000
+	})
+	m = info(t, rdb, "persistence")
+	t.Logf("1.5 MB freed: pending_keys %s, status %s", m["pending_keys"], m["last_flush_status"])
+	checkChangeFiles(t, dir)
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	waitInfo("recovery", func(m map[string]string) bool {
+		return m["last_flush_status"] == "ok" && m["dirty_keys"] == "0" && m["pending_keys"] == "0"
+	})
+	checkChangeFiles(t, dir)
+
+	// SIGTERM on a full disk: bounded by --shutdown-grace, says what is lost.
+	fillDisk(t, mnt, 0)
+	write("atexit", 20_000)
+	waitInfo("the failure to show again", func(m map[string]string) bool { return m["last_flush_status"] == "err" })
+	code, took := c.term()
+	log := c.logs.String()
+	if code == 0 || took > 2*time.Second+time.Second || !strings.Contains(log, "not durable") {
+		t.Fatalf("SIGTERM on a full disk: exit %d after %v; want non-zero within --shutdown-grace (2s) saying what was not durable; log:\n%s", code, took, log)
+	}
+	t.Logf("SIGTERM on a full disk: exit %d after %v: %s", code, took.Round(time.Millisecond), firstLine(log, "not durable"))
+	os.Remove(filepath.Join(mnt, "filler"))
+	c = mustLaunch(t, dir, args...)
+	rdb = c.client()
+	for _, k := range []string{"before:000999", "full4:019999"} {
+		if n, _ := rdb.Exists(ctx, k+":"+strings.Repeat("x", 40)).Result(); n != 1 {
+			t.Errorf("%s lost after recovery and restart", k)
+		}
+	}
+	c.termOK()
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
+
+// checkChangeFiles fails on an empty change file in dir.
+func checkChangeFiles(t *testing.T, dir string) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "changes-*.log"))
+	for _, f := range files {
+		if fileSize(t, f) == 0 {
+			t.Errorf("empty change file %s (of %d)", f, len(files))
+		}
+	}
+}
+
+// TestProcessReadOnlyDuringFolds: the data directory turns read-only while
+// celld rewrites its base continuously under load, for a few seconds, then
+// writable again. celld does not crash, keeps answering, reports the
+// failure, and recovers; the keys are durable afterwards.
+func TestProcessReadOnlyDuringFolds(t *testing.T) {
+	mnt := tmpfs(t, 256<<20)
+	dir := filepath.Join(mnt, "data")
+	args := []string{"--flush-interval", "20ms", "--log-fold-min-bytes", "4096", "--shutdown-grace", "5s"}
+	c := mustLaunch(t, dir, args...)
+	rdb := c.client()
+	ctx := context.Background()
+	round := 0
+	load := func(n int) {
+		round++
+		pipe := rdb.Pipeline()
+		for i := range n {
+			pipe.Do(ctx, "CL.THROTTLE", fmt.Sprintf("k:%06d", (i*7919+round)%50_000), 1000, 1, 3600, 1)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatalf("celld stopped answering (crashed?): %v\nlog:\n%s", err, c.logs)
+		}
+	}
+	for range 20 {
+		load(5000)
+	}
+	for flip := range 6 {
+		// Turn read-only at a moment a fold is likely running.
+		deadline := time.Now().Add(2 * time.Second)
+		for time.Now().Before(deadline) {
+			load(2000)
+			if info(t, rdb, "persistence")["base_in_progress"] == "1" {
+				break
+			}
+		}
+		remount(t, mnt, "ro")
+		for range 10 {
+			load(2000)
+			time.Sleep(20 * time.Millisecond)
+		}
+		if c.hasExited() {
+			t.Fatalf("celld died with the directory read-only (flip %d); log:\n%s", flip, c.logs)
+		}
+		m := info(t, rdb, "persistence")
+		remount(t, mnt, "rw")
+		t.Logf("flip %d: read-only: status %s, pending_keys %s, bases %s, base_errors %s", flip, m["last_flush_status"], m["pending_keys"], m["bases"], m["base_errors"])
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		m := info(t, rdb, "persistence")
+		if m["last_flush_status"] == "ok" && m["dirty_keys"] == "0" {
+			t.Logf("recovered: %v", m)
+			break
+		}
+		if time.Now().After(deadline) || c.hasExited() {
+			t.Fatalf("no recovery after the directory became writable again: %v\nlog:\n%s", m, c.logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	want, _ := rdb.Get(ctx, "k:000001").Result()
+	c.termOK()
+	c = mustLaunch(t, dir, args...)
+	if got, _ := c.client().Get(ctx, "k:000001").Result(); got != want || want == "" {
+		t.Errorf("after restart k:000001 = %q, want %q", got, want)
+	}
+	c.termOK()
+}
+
+// TestProcessDamageReported: a damaged first record of the oldest change
+// file costs that record only (later records replay) and is reported
+// (WARN naming the file and offset, INFO damaged_records); a directory
+// whose pebble manifest marker was deleted is refused, naming
+// --recover=skip, and is not replaced by an empty database.
+func TestProcessDamageReported(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	c := mustLaunch(t, dir, "--flush-interval", "10ms")
+	rdb := c.client()
+	ctx := context.Background()
+	throttle(t, rdb, "first", 10, 1, 3600, 1)
+	if err := rdb.Do(ctx, "SAVE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		throttle(t, rdb, fmt.Sprintf("later:%02d", i), 10, 1, 3600, 1)
+		if err := rdb.Do(ctx, "SAVE").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.kill() // no shutdown flush or fold: the log stays as written
+	files, _ := filepath.Glob(filepath.Join(dir, "changes-*.log"))
+	if len(files) == 0 {
+		t.Fatal("no change file")
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[30] ^= 0xff // inside the first record's payload
+	if err := os.WriteFile(files[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c = mustLaunch(t, dir)
+	rdb = c.client()
+	log := c.logs.String()
+	if !strings.Contains(log, "level=WARN") || !strings.Contains(log, filepath.Base(files[0])) || !strings.Contains(log, "offset=0") {
+		t.Errorf("no WARN naming %s and offset 0:\n%s", files[0], log)
+	}
+	m := info(t, rdb, "persistence")
+	if m["damaged_records"] != "1" {
+		t.Errorf("INFO damaged_records = %q, want 1", m["damaged_records"])
+	}
+	if n, _ := rdb.Exists(ctx, "later:49", "later:00").Result(); n != 2 {
+		t.Errorf("records after the damaged one were not replayed (%d of 2 keys)", n)
+	}
+	t.Logf("reported: %s", firstLine(log, "damaged"))
+	c.termOK()
+
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "marker.manifest.") {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+	before, _ := os.ReadDir(dir)
+	c = launch(t, dir)
+	<-c.exited
+	log = c.logs.String()
+	if c.cmd.ProcessState.ExitCode() != 1 || !strings.Contains(log, "--recover=skip") || !strings.Contains(log, dir) {
+		t.Fatalf("start without the manifest marker: exit %d; want 1 and a message naming %s and --recover=skip:\n%s", c.cmd.ProcessState.ExitCode(), dir, log)
+	}
+	after, _ := os.ReadDir(dir)
+	if len(after) != len(before) {
+		t.Errorf("the refused start changed the directory: %d entries before, %d after", len(before), len(after))
+	}
+	t.Logf("refused: %s", firstLine(log, "cannot start"))
+	var buf bytes.Buffer
+	for _, e := range after {
+		buf.WriteString(e.Name() + " ")
+	}
+	t.Logf("directory kept: %s", buf.String())
+}
