@@ -115,6 +115,7 @@ func newVM(e *Engine) *vm {
 		L.Call(1, 0)
 	}
 	orig := L.G.Global
+	v.installLua51(orig)
 
 	builtins := L.NewTable()
 	for _, name := range []string{
@@ -156,7 +157,6 @@ func newVM(e *Engine) *vm {
 	}
 
 	str := orig.RawGetString("string").(*lua.LTable)
-	str.RawSetString("rep", L.NewFunction(luaStringRep))
 	// The string metatable is the string library itself; hide it.
 	str.RawSetString("__metatable", lua.LFalse)
 	for _, name := range []string{"string", "table", "math"} {
@@ -255,20 +255,6 @@ func (v *vm) pcall(L *lua.LState) int {
 	}
 	L.Insert(lua.LTrue, 1)
 	return L.GetTop()
-}
-
-func luaStringRep(L *lua.LState) int {
-	s := L.CheckString(1)
-	n := L.CheckInt(2)
-	if n <= 0 || len(s) == 0 {
-		L.Push(lua.LString(""))
-		return 1
-	}
-	if n > maxStringRep/len(s) {
-		L.RaiseError("resulting string too large")
-	}
-	L.Push(lua.LString(strings.Repeat(s, n)))
-	return 1
 }
 
 // redisLib builds the redis table.
