@@ -64,6 +64,14 @@ func compile(body string) (*compiled, error) {
 	if err != nil {
 		return nil, &LoadError{Msg: "Error compiling script (new function): " + syntaxError(err, code)}
 	}
+	// Lua 5.1's .. and number literals (lua51concat.go).
+	sites, ok := rewriteChunk(chunk)
+	if !ok { // the script spells a placeholder: compile it unchanged
+		sites = nil
+		if chunk, err = parse.Parse(strings.NewReader(code), chunkName); err != nil {
+			return nil, &LoadError{Msg: "Error compiling script (new function): " + syntaxError(err, code)}
+		}
+	}
 	proto, err := lua.Compile(chunk, chunkName)
 	if err != nil {
 		msg := err.Error()
@@ -76,6 +84,9 @@ func compile(body string) (*compiled, error) {
 	// Lua 5.0's implicit "arg" table for a vararg main chunk costs a table
 	// and a map per run and no script uses it (EVAL passes no "...").
 	proto.IsVarArg &^= lua.VarArgNeedsArg
+	if len(sites) > 0 {
+		installConcat(proto, concatFuncs(sites))
+	}
 	s.proto = proto
 	s.oneCommand = atMostOneCommand(proto)
 	s.direct = directCall(proto)
@@ -120,6 +131,18 @@ func atMostOneCommand(p *lua.FunctionProto) bool {
 	calls := 0
 	fnReg := noReg // register holding redis.call/pcall, loaded and untouched since
 	redisReg := noReg
+	// Registers holding a concatenation function (lua51concat.go), loaded
+	// by LOADK: calling one runs no command (it calls only __concat
+	// metamethods, and straight-line code without other calls cannot have
+	// set one).
+	var concatRegs [256]bool
+	isConcatK := func(i int) bool {
+		if i < 0 || i >= len(p.Constants) {
+			return false
+		}
+		f, ok := p.Constants[i].(*lua.LFunction)
+		return ok && f.IsG && f.Env == concatEnv
+	}
 	for _, inst := range p.Code {
 		op := int(inst >> opShift)
 		a := int(inst>>aShift) & maskA
@@ -127,7 +150,21 @@ func atMostOneCommand(p *lua.FunctionProto) bool {
 		c := int(inst>>cShift) & maskC
 		var wrote []int // registers this instruction writes: the last two patterns need it
 		switch op {
-		case lua.OP_MOVE, lua.OP_MOVEN, lua.OP_LOADK, lua.OP_GETUPVAL, lua.OP_GETTABLE,
+		case lua.OP_LOADK:
+			wrote = []int{a}
+			if isConcatK(int(inst) & maskBx) {
+				for _, r := range wrote {
+					if r == fnReg {
+						fnReg = noReg
+					}
+					if r == redisReg {
+						redisReg = noReg
+					}
+				}
+				concatRegs[a] = true
+				continue
+			}
+		case lua.OP_MOVE, lua.OP_MOVEN, lua.OP_GETUPVAL, lua.OP_GETTABLE,
 			lua.OP_NEWTABLE, lua.OP_ADD, lua.OP_SUB, lua.OP_MUL, lua.OP_DIV, lua.OP_MOD,
 			lua.OP_POW, lua.OP_UNM, lua.OP_NOT, lua.OP_LEN, lua.OP_CONCAT:
 			wrote = []int{a}
@@ -165,6 +202,19 @@ func atMostOneCommand(p *lua.FunctionProto) bool {
 		case lua.OP_SETGLOBAL, lua.OP_SETTABLE, lua.OP_SETTABLEKS, lua.OP_SETUPVAL,
 			lua.OP_SETLIST, lua.OP_CLOSE, lua.OP_NOP:
 		case lua.OP_CALL, lua.OP_TAILCALL:
+			if concatRegs[a] {
+				// Its results overwrite R(A) and up (all of them for C = 0).
+				for r := a; r < len(concatRegs); r++ {
+					concatRegs[r] = false
+				}
+				if fnReg >= a {
+					fnReg = noReg
+				}
+				if redisReg >= a {
+					redisReg = noReg
+				}
+				continue
+			}
 			calls++
 			if calls > maxCalls || a != fnReg {
 				return false
@@ -180,6 +230,9 @@ func atMostOneCommand(p *lua.FunctionProto) bool {
 			}
 			if r == redisReg {
 				redisReg = noReg
+			}
+			if r < len(concatRegs) {
+				concatRegs[r] = false
 			}
 		}
 	}
