@@ -420,7 +420,7 @@ func concatFunc(descs []string) lua.LGFunction {
 // joinLua concatenates get(from) .. get(to-1), all strings or numbers.
 func joinLua(L *lua.LState, get func(int) lua.LValue, from, to, size int) string {
 	if size > maxStringRep {
-		size = maxStringRep
+		L.RaiseError("string length overflow")
 	}
 	b := make([]byte, 0, size)
 	for i := from; i < to; i++ {

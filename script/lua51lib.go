@@ -46,9 +46,80 @@ func funcName(L *lua.LState) string {
 	}
 }
 
-// argError raises luaL_argerror's "bad argument #n to 'f' (msg)".
+// argError raises luaL_argerror's "bad argument #n to 'f' (msg)". For a
+// method call (s:rep(x)) Lua does not count self: "#1" is x, and a bad
+// self is "calling 'rep' on bad self (msg)".
 func argError(L *lua.LState, n int, msg string) {
-	L.RaiseError("%s", "bad argument #"+itoa(n)+" to '"+funcName(L)+"' ("+msg+")")
+	name := funcName(L)
+	if name != "?" && calledAsMethod(L, name) {
+		n--
+		if n == 0 {
+			L.RaiseError("%s", "calling '"+name+"' on bad self ("+msg+")")
+		}
+	}
+	L.RaiseError("%s", "bad argument #"+itoa(n)+" to '"+name+"' ("+msg+")")
+}
+
+// calledAsMethod reports whether the running Go function was called with
+// the method syntax, as Lua 5.1's getfuncname ("method") tells. gopher-lua
+// keeps the calling instruction private, so the caller's calls of that
+// name on the current line are looked up in its bytecode: a method call's
+// function register was last written by OP_SELF. When calls on the line
+// disagree, the answer is false.
+func calledAsMethod(L *lua.LState, name string) bool {
+	dbg, ok := L.GetStack(1)
+	if !ok {
+		return false
+	}
+	fv, err := L.GetInfo("lf", dbg, lua.LNil)
+	if err != nil {
+		return false
+	}
+	f, ok := fv.(*lua.LFunction)
+	if !ok || f.IsG || f.Proto == nil {
+		return false
+	}
+	p := f.Proto
+	method, found := false, false
+	for _, c := range p.DbgCalls {
+		if c.Name != name || c.Pc < 0 || c.Pc >= len(p.Code) || c.Pc >= len(p.DbgSourcePositions) ||
+			p.DbgSourcePositions[c.Pc] != dbg.CurrentLine {
+			continue
+		}
+		m := loadedBySelf(p.Code, c.Pc)
+		if found && m != method {
+			return false
+		}
+		method, found = m, true
+	}
+	return method
+}
+
+// loadedBySelf reports whether the function register of the call at pc
+// was last written by OP_SELF.
+func loadedBySelf(code []uint32, pc int) bool {
+	const (
+		opShift = 26
+		aShift  = 18
+		maskA   = 0xff
+	)
+	a := int(code[pc]>>aShift) & maskA
+	for i := pc - 1; i >= 0; i-- {
+		op := int(code[i] >> opShift)
+		if int(code[i]>>aShift)&maskA != a {
+			continue
+		}
+		switch op {
+		case lua.OP_SELF:
+			return true
+		case lua.OP_SETGLOBAL, lua.OP_SETUPVAL, lua.OP_SETTABLE, lua.OP_SETTABLEKS, lua.OP_SETLIST,
+			lua.OP_JMP, lua.OP_EQ, lua.OP_LT, lua.OP_LE, lua.OP_TEST, lua.OP_RETURN, lua.OP_CLOSE,
+			lua.OP_TAILCALL, lua.OP_NOP:
+			continue // does not write R(A)
+		}
+		return false
+	}
+	return false
 }
 
 // typeError raises luaL_typerror's "(<want> expected, got <type>)".
@@ -757,9 +828,10 @@ func tableConcat(L *lua.LState) int {
 	}
 	var b strings.Builder
 	add := func(i int) {
-		s, ok := toLString(t.RawGetInt(i))
-		if !ok {
-			L.RaiseError("invalid value (at index %d) in table for 'concat'", i)
+		v := t.RawGetInt(i)
+		s, ok := toLString(v)
+		if !ok { // Redis's wording (its Lua names the type)
+			L.RaiseError("invalid value (%s) at index %d in table for 'concat'", v.Type().String(), i)
 		}
 		b.WriteString(s)
 	}
