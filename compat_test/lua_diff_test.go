@@ -159,6 +159,7 @@ func TestLuaDialectMatchesRedis(t *testing.T) {
 		lc("return string.gsub('abc', 'b', true)"),
 		lc("local t = {} for w in string.gmatch('one two three', '%a+') do t[#t+1] = w end return t"),
 		lc("local t = {} for k, v in string.gmatch('a=1, b=2', '(%w+)=(%w+)') do t[#t+1] = k .. v end return t"),
+		lc("local t = {} for w in string.gmatch('^a^b', '^.') do t[#t+1] = w end return t"),
 		lc("return string.len(12345)"),
 		lc("return string.len(1e15)"),
 		lc("return string.reverse(123)"),

@@ -604,6 +604,9 @@ func capture(s string, m *pm.MatchData, i int) lua.LValue {
 func strGmatch(L *lua.LState) int {
 	s := checkLString(L, 1)
 	p := checkLString(L, 2)
+	if strings.HasPrefix(p, "^") {
+		p = "%" + p // gmatch_aux does not anchor: '^' is a plain character
+	}
 	md := patternFind(L, p, s, 0, -1)
 	i := 0
 	L.Push(L.NewFunction(func(L *lua.LState) int {
