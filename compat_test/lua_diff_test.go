@@ -329,6 +329,18 @@ func TestLuaDialectMatchesRedis(t *testing.T) {
 		lc("return redis.call('echo', 1/3)"),
 		lc("return redis.call('echo', 'n=' .. 2^53)"),
 
+		// error() with a number message, loadstring'd code.
+		lc("error(1/3)"),
+		lc("error(1e15)"),
+		lc("local function f() error(7, 2) end f()"),
+		lc("return {pcall(error, 5)}"),
+		lc("return {pcall(error, 'x')}"),
+		lc("error('x', 0)"),
+		lc("error()"),
+		lc("return loadstring('return 010 .. 1e15')()"),
+		lc("return loadstring('return KEYS[1] .. 1/3')()"),
+		lc("return loadstring('return type(tostring)')()"),
+
 		// Number literals are read as Lua reads them.
 		lc("return {tostring(010), 010 + 1, tostring(0x10), tostring(1e2), tostring(.5), tostring(0xA)}"),
 	}

@@ -60,19 +60,11 @@ func compile(body string) (*compiled, error) {
 		// Compile from the newline on, so line numbers stay the body's.
 		code = body[end:]
 	}
-	chunk, err := parse.Parse(strings.NewReader(code), chunkName)
-	if err != nil {
-		return nil, &LoadError{Msg: "Error compiling script (new function): " + syntaxError(err, code)}
+	proto, err := compileLua51(code, chunkName)
+	var pe *parse.Error
+	if errors.As(err, &pe) {
+		return nil, &LoadError{Msg: "Error compiling script (new function): " + syntaxError(err, code, chunkName)}
 	}
-	// Lua 5.1's .. and number literals (lua51concat.go).
-	sites, ok := rewriteChunk(chunk)
-	if !ok { // the script spells a placeholder: compile it unchanged
-		sites = nil
-		if chunk, err = parse.Parse(strings.NewReader(code), chunkName); err != nil {
-			return nil, &LoadError{Msg: "Error compiling script (new function): " + syntaxError(err, code)}
-		}
-	}
-	proto, err := lua.Compile(chunk, chunkName)
 	if err != nil {
 		msg := err.Error()
 		var ce *lua.CompileError
@@ -84,13 +76,34 @@ func compile(body string) (*compiled, error) {
 	// Lua 5.0's implicit "arg" table for a vararg main chunk costs a table
 	// and a map per run and no script uses it (EVAL passes no "...").
 	proto.IsVarArg &^= lua.VarArgNeedsArg
-	if len(sites) > 0 {
-		installConcat(proto, concatFuncs(sites))
-	}
 	s.proto = proto
 	s.oneCommand = atMostOneCommand(proto)
 	s.direct = directCall(proto)
 	return s, nil
+}
+
+// compileLua51 parses and compiles code with Lua 5.1's .. and number
+// literals (lua51concat.go). Errors are parse.Parse's or lua.Compile's.
+func compileLua51(code, name string) (*lua.FunctionProto, error) {
+	chunk, err := parse.Parse(strings.NewReader(code), name)
+	if err != nil {
+		return nil, err
+	}
+	sites, ok := rewriteChunk(chunk)
+	if !ok { // the code spells a placeholder: compile it unchanged
+		sites = nil
+		if chunk, err = parse.Parse(strings.NewReader(code), name); err != nil {
+			return nil, err
+		}
+	}
+	proto, err := lua.Compile(chunk, name)
+	if err != nil {
+		return nil, err
+	}
+	if len(sites) > 0 {
+		installConcat(proto, concatFuncs(sites))
+	}
+	return proto, nil
 }
 
 // atMostOneCommand reports whether a script can run at most one command,
@@ -239,18 +252,18 @@ func atMostOneCommand(p *lua.FunctionProto) bool {
 	return true
 }
 
-// syntaxError formats a gopher-lua parse error the way Lua 5.1 does:
-// "user_script:LINE: MESSAGE near 'TOKEN'" ("near '<eof>'" at the end).
+// syntaxError formats a gopher-lua parse error of the chunk name the way
+// Lua 5.1 does: "user_script:LINE: MESSAGE near 'TOKEN'" ("near '<eof>'" at the end).
 // The message text itself is gopher-lua's.
-func syntaxError(err error, code string) string {
+func syntaxError(err error, code, name string) string {
 	var pe *parse.Error
 	if !errors.As(err, &pe) {
-		return chunkName + ": " + strings.TrimSpace(err.Error())
+		return name + ": " + strings.TrimSpace(err.Error())
 	}
 	line, token := pe.Pos.Line, "'"+pe.Token+"'"
 	if line == parse.EOF {
 		line = strings.Count(code, "\n") + 1
 		token = "'<eof>'"
 	}
-	return chunkName + ":" + strconv.Itoa(line) + ": " + strings.TrimSpace(pe.Message) + " near " + token
+	return name + ":" + strconv.Itoa(line) + ": " + strings.TrimSpace(pe.Message) + " near " + token
 }

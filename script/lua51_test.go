@@ -181,3 +181,18 @@ func TestLua51Concat(t *testing.T) {
 		t.Errorf("%q: got %q, %v; want %q", body, got, err, want)
 	}
 }
+
+func TestLua51ErrorAndLoadString(t *testing.T) {
+	e, _ := newTestEngine(t)
+	bulk := func(s string) string { return "$" + itoa(len(s)) + "\r\n" + s + "\r\n" }
+	runEvalCases(t, e, Options{}, []evalCase{
+		{body: "error(1/3)", want: "-ERR user_script:1: 0.33333333333333 script: SHA, on @user_script:1.\r\n"},
+		{body: "local function f()\nerror(7, 2)\nend\nf()", want: "-ERR user_script:4: 7 script: SHA, on @user_script:2.\r\n"},
+		{body: "return select(2, pcall(error, 5))", want: bulk("5")},
+		{body: "return loadstring('return 010 .. 1e15')()", want: bulk("101e+15")},
+		{body: "return loadstring('return print')()",
+			want: "-ERR <string>:1: Script attempted to access nonexistent global variable 'print' script: SHA, on <string>:1.\r\n"},
+		{body: "return loadstring('x = 1')()", want: "-ERR <string>:1: Attempt to modify a readonly table script: SHA, on <string>:1.\r\n"},
+		{body: "return select(2, loadstring('x ='))", want: bulk("<string>:1: syntax error near '<eof>'")},
+	})
+}

@@ -1,11 +1,13 @@
 package script
 
 import (
+	"errors"
 	"math"
 	"strings"
 	"sync"
 
 	lua "github.com/yuin/gopher-lua"
+	"github.com/yuin/gopher-lua/parse"
 	"github.com/yuin/gopher-lua/pm"
 )
 
@@ -240,6 +242,8 @@ func (v *vm) installLua51(base *lua.LTable) {
 	set(base, "tostring", luaToString)
 	set(base, "select", luaSelect)
 	set(base, "unpack", luaUnpack)
+	set(base, "error", luaError)
+	set(base, "loadstring", luaLoadString)
 
 	str := base.RawGetString("string").(*lua.LTable)
 	for name, fn := range map[string]lua.LGFunction{
@@ -343,6 +347,54 @@ func luaToString(L *lua.LState) int {
 	default:
 		L.Push(L.ToStringMeta(a))
 	}
+	return 1
+}
+
+// luaError is Lua 5.1's error(message [, level]): a string or number
+// message gets the position of the function at that level, when it is a
+// Lua function ("user_script:1: 7" for error(7)).
+func luaError(L *lua.LState) int {
+	level := optInt(L, 2, 1)
+	L.SetTop(1)
+	obj := L.Get(1)
+	if s, ok := toLString(obj); ok && level > 0 {
+		obj = lua.LString(where(L, level) + s)
+	}
+	L.Error(obj, 0)
+	return 0
+}
+
+// where is luaL_where: "source:line: " of the function level calls up
+// from the running Go function, or "" for a Go function.
+func where(L *lua.LState, level int) string {
+	dbg, ok := L.GetStack(level)
+	if !ok {
+		return ""
+	}
+	if _, err := L.GetInfo("Sl", dbg, lua.LNil); err != nil || dbg.What == "G" || dbg.CurrentLine <= 0 {
+		return ""
+	}
+	return dbg.Source + ":" + itoa(dbg.CurrentLine) + ": "
+}
+
+// luaLoadString is loadstring(s [, name]) compiling with the same Lua 5.1
+// rules as scripts (compileLua51); the function's environment is the
+// script's.
+func luaLoadString(L *lua.LState) int {
+	code := checkLString(L, 1)
+	name := optLString(L, 2, "<string>")
+	proto, err := compileLua51(code, name)
+	if err != nil {
+		msg := err.Error()
+		var pe *parse.Error
+		if errors.As(err, &pe) {
+			msg = syntaxError(err, code, name)
+		}
+		L.Push(lua.LNil)
+		L.Push(lua.LString(msg))
+		return 2
+	}
+	L.Push(L.NewFunctionFromProto(proto))
 	return 1
 }
 
