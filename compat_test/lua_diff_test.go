@@ -341,6 +341,28 @@ func TestLuaDialectMatchesRedis(t *testing.T) {
 		lc("return loadstring('return KEYS[1] .. 1/3')()"),
 		lc("return loadstring('return type(tostring)')()"),
 
+		// Argument checks of the base and table functions.
+		lc("assert(nil, 5)"),
+		lc("assert(false, {})"),
+		lc("assert()"),
+		lc("return assert(1, 2)"),
+		lc("return pairs()"),
+		lc("return ipairs('x')"),
+		lc("return rawget({})"),
+		lc("return rawequal(1)"),
+		lc("return rawset({}, 1)"),
+		lc("return setmetatable({})"),
+		lc("return setmetatable({}, 5)"),
+		lc("return getmetatable()"),
+		lc("return type()"),
+		lc("table.sort({3, 1}, 5)"),
+		lc("return table.getn()"),
+		lc("return table.maxn(1)"),
+		lc("return table.insert({})"),
+		lc("return table.insert({}, 1, 2, 3)"),
+		lc("return table.remove()"),
+		lc("return type(newproxy)"),
+
 		// Number literals are read as Lua reads them.
 		lc("return {tostring(010), 010 + 1, tostring(0x10), tostring(1e2), tostring(.5), tostring(0xA)}"),
 	}

@@ -244,6 +244,16 @@ func (v *vm) installLua51(base *lua.LTable) {
 	set(base, "unpack", luaUnpack)
 	set(base, "error", luaError)
 	set(base, "loadstring", luaLoadString)
+	set(base, "assert", luaAssert)
+	// Lua's argument checks (and texts) before gopher-lua's own function.
+	for name, kinds := range map[string][]argKind{
+		"ipairs": {argTable}, "pairs": {argTable}, "next": {argTable},
+		"rawget": {argTable, argAny}, "rawequal": {argAny, argAny},
+		"rawset": {argTable, argAny, argAny}, "setmetatable": {argTable, argNilOrTable},
+		"type": {argAny},
+	} {
+		set(base, name, checked(base.RawGetString(name).(*lua.LFunction).GFunction, kinds...))
+	}
 
 	str := base.RawGetString("string").(*lua.LTable)
 	for name, fn := range map[string]lua.LGFunction{
@@ -292,12 +302,20 @@ func (v *vm) installLua51(base *lua.LTable) {
 
 	tbl := base.RawGetString("table").(*lua.LTable)
 	set(tbl, "concat", tableConcat)
+	for name, kinds := range map[string][]argKind{
+		"sort": {argTable, argOptFunc}, "getn": {argTable}, "maxn": {argTable},
+	} {
+		set(tbl, name, checked(tbl.RawGetString(name).(*lua.LFunction).GFunction, kinds...))
+	}
 	// table.insert and table.remove take their position through
 	// luaL_checkint: coerce it, then run gopher-lua's own.
 	for _, name := range []string{"insert", "remove"} {
 		fn := tbl.RawGetString(name).(*lua.LFunction).GFunction
 		set(tbl, name, func(L *lua.LState) int {
 			checkTable(L, 1)
+			if name == "insert" && L.GetTop() != 2 && L.GetTop() != 3 {
+				L.RaiseError("wrong number of arguments to 'insert'")
+			}
 			if name == "insert" && L.GetTop() == 3 || name == "remove" && !isNoneOrNil(L, 2) {
 				L.Replace(2, lua.LNumber(checkInt(L, 2)))
 			}
@@ -306,8 +324,57 @@ func (v *vm) installLua51(base *lua.LTable) {
 	}
 }
 
+// argKind is an argument check of checked.
+type argKind uint8
+
+const (
+	argAny        argKind = iota // luaL_checkany: "value expected"
+	argTable                     // luaL_checktype(LUA_TTABLE)
+	argOptFunc                   // none, nil or a function (table.sort)
+	argNilOrTable                // setmetatable's metatable
+)
+
+// checked runs Lua 5.1's argument checks, with its error texts, before
+// fn (a gopher-lua function whose own checks word errors differently).
+func checked(fn lua.LGFunction, kinds ...argKind) lua.LGFunction {
+	return func(L *lua.LState) int {
+		for i, k := range kinds {
+			n := i + 1
+			switch k {
+			case argAny:
+				if n > L.GetTop() {
+					argError(L, n, "value expected")
+				}
+			case argTable:
+				checkTable(L, n)
+			case argOptFunc:
+				if _, ok := L.Get(n).(*lua.LFunction); !ok && !isNoneOrNil(L, n) {
+					typeError(L, n, "function")
+				}
+			case argNilOrTable:
+				if _, ok := L.Get(n).(*lua.LTable); !ok && (n > L.GetTop() || L.Get(n) != lua.LNil) {
+					argError(L, n, "nil or table expected")
+				}
+			}
+		}
+		return fn(L)
+	}
+}
+
 // ---------------------------------------------------------------------------
 // Base library
+
+// luaAssert is Lua 5.1's assert(v [, message]).
+func luaAssert(L *lua.LState) int {
+	if L.GetTop() < 1 {
+		argError(L, 1, "value expected")
+	}
+	if lua.LVAsBool(L.Get(1)) {
+		return L.GetTop()
+	}
+	L.RaiseError("%s", optLString(L, 2, "assertion failed!"))
+	return 0
+}
 
 // luaToNumber is Lua 5.1's tonumber(e [, base]).
 func luaToNumber(L *lua.LState) int {

@@ -121,23 +121,23 @@ func newVM(e *Engine) *vm {
 	for _, name := range []string{
 		"assert", "error", "getfenv", "ipairs", "load", "loadstring", "next",
 		"pairs", "rawequal", "rawget", "select", "setfenv", "tonumber",
-		"tostring", "type", "unpack", "xpcall", "newproxy", "_VERSION",
+		"tostring", "type", "unpack", "xpcall", "_VERSION",
 	} {
 		builtins.RawSetString(name, orig.RawGetString(name))
 	}
 	origRawset := orig.RawGetString("rawset").(*lua.LFunction).GFunction
 	origSetmt := orig.RawGetString("setmetatable").(*lua.LFunction).GFunction
 	builtins.RawSetString("rawset", L.NewFunction(func(L *lua.LState) int {
-		if v.protected[L.CheckTable(1)] {
+		if v.protected[checkTable(L, 1)] {
 			L.RaiseError(errReadonlyTable)
 		}
 		return origRawset(L)
 	}))
 	builtins.RawSetString("setmetatable", L.NewFunction(func(L *lua.LState) int {
-		L.CheckTable(1) // Lua 5.1: tables only (gopher-lua would set the shared metatable of a basic type)
+		checkTable(L, 1) // Lua 5.1: tables only (gopher-lua would set the shared metatable of a basic type)
 		return origSetmt(L)
 	}))
-	builtins.RawSetString("getmetatable", L.NewFunction(luaGetMetatable))
+	builtins.RawSetString("getmetatable", L.NewFunction(checked(luaGetMetatable, argAny)))
 	builtins.RawSetString("pcall", L.NewFunction(v.pcall))
 	zero := L.NewFunction(func(L *lua.LState) int { L.Push(lua.LNumber(0)); return 1 })
 	builtins.RawSetString("collectgarbage", zero) // not runtime.GC: one script must not stop the world
