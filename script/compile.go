@@ -60,11 +60,11 @@ func compile(body string) (*compiled, error) {
 		// Compile from the newline on, so line numbers stay the body's.
 		code = body[end:]
 	}
-	chunk, err := parse.Parse(strings.NewReader(code), chunkName)
-	if err != nil {
-		return nil, &LoadError{Msg: "Error compiling script (new function): " + syntaxError(err, code)}
+	proto, err := compileLua51(code, chunkName)
+	var pe *parse.Error
+	if errors.As(err, &pe) {
+		return nil, &LoadError{Msg: "Error compiling script (new function): " + syntaxError(err, code, chunkName)}
 	}
-	proto, err := lua.Compile(chunk, chunkName)
 	if err != nil {
 		msg := err.Error()
 		var ce *lua.CompileError
@@ -80,6 +80,30 @@ func compile(body string) (*compiled, error) {
 	s.oneCommand = atMostOneCommand(proto)
 	s.direct = directCall(proto)
 	return s, nil
+}
+
+// compileLua51 parses and compiles code with Lua 5.1's .. and number
+// literals (lua51concat.go). Errors are parse.Parse's or lua.Compile's.
+func compileLua51(code, name string) (*lua.FunctionProto, error) {
+	chunk, err := parse.Parse(strings.NewReader(code), name)
+	if err != nil {
+		return nil, err
+	}
+	sites, ok := rewriteChunk(chunk)
+	if !ok { // the code spells a placeholder: compile it unchanged
+		sites = nil
+		if chunk, err = parse.Parse(strings.NewReader(code), name); err != nil {
+			return nil, err
+		}
+	}
+	proto, err := lua.Compile(chunk, name)
+	if err != nil {
+		return nil, err
+	}
+	if len(sites) > 0 {
+		installConcat(proto, concatFuncs(sites))
+	}
+	return proto, nil
 }
 
 // atMostOneCommand reports whether a script can run at most one command,
@@ -120,6 +144,18 @@ func atMostOneCommand(p *lua.FunctionProto) bool {
 	calls := 0
 	fnReg := noReg // register holding redis.call/pcall, loaded and untouched since
 	redisReg := noReg
+	// Registers holding a concatenation function (lua51concat.go), loaded
+	// by LOADK: calling one runs no command (it calls only __concat
+	// metamethods, and straight-line code without other calls cannot have
+	// set one).
+	var concatRegs [256]bool
+	isConcatK := func(i int) bool {
+		if i < 0 || i >= len(p.Constants) {
+			return false
+		}
+		f, ok := p.Constants[i].(*lua.LFunction)
+		return ok && f.IsG && f.Env == concatEnv
+	}
 	for _, inst := range p.Code {
 		op := int(inst >> opShift)
 		a := int(inst>>aShift) & maskA
@@ -127,7 +163,21 @@ func atMostOneCommand(p *lua.FunctionProto) bool {
 		c := int(inst>>cShift) & maskC
 		var wrote []int // registers this instruction writes: the last two patterns need it
 		switch op {
-		case lua.OP_MOVE, lua.OP_MOVEN, lua.OP_LOADK, lua.OP_GETUPVAL, lua.OP_GETTABLE,
+		case lua.OP_LOADK:
+			wrote = []int{a}
+			if isConcatK(int(inst) & maskBx) {
+				for _, r := range wrote {
+					if r == fnReg {
+						fnReg = noReg
+					}
+					if r == redisReg {
+						redisReg = noReg
+					}
+				}
+				concatRegs[a] = true
+				continue
+			}
+		case lua.OP_MOVE, lua.OP_MOVEN, lua.OP_GETUPVAL, lua.OP_GETTABLE,
 			lua.OP_NEWTABLE, lua.OP_ADD, lua.OP_SUB, lua.OP_MUL, lua.OP_DIV, lua.OP_MOD,
 			lua.OP_POW, lua.OP_UNM, lua.OP_NOT, lua.OP_LEN, lua.OP_CONCAT:
 			wrote = []int{a}
@@ -165,6 +215,19 @@ func atMostOneCommand(p *lua.FunctionProto) bool {
 		case lua.OP_SETGLOBAL, lua.OP_SETTABLE, lua.OP_SETTABLEKS, lua.OP_SETUPVAL,
 			lua.OP_SETLIST, lua.OP_CLOSE, lua.OP_NOP:
 		case lua.OP_CALL, lua.OP_TAILCALL:
+			if concatRegs[a] {
+				// Its results overwrite R(A) and up (all of them for C = 0).
+				for r := a; r < len(concatRegs); r++ {
+					concatRegs[r] = false
+				}
+				if fnReg >= a {
+					fnReg = noReg
+				}
+				if redisReg >= a {
+					redisReg = noReg
+				}
+				continue
+			}
 			calls++
 			if calls > maxCalls || a != fnReg {
 				return false
@@ -181,23 +244,26 @@ func atMostOneCommand(p *lua.FunctionProto) bool {
 			if r == redisReg {
 				redisReg = noReg
 			}
+			if r < len(concatRegs) {
+				concatRegs[r] = false
+			}
 		}
 	}
 	return true
 }
 
-// syntaxError formats a gopher-lua parse error the way Lua 5.1 does:
-// "user_script:LINE: MESSAGE near 'TOKEN'" ("near '<eof>'" at the end).
+// syntaxError formats a gopher-lua parse error of the chunk name the way
+// Lua 5.1 does: "user_script:LINE: MESSAGE near 'TOKEN'" ("near '<eof>'" at the end).
 // The message text itself is gopher-lua's.
-func syntaxError(err error, code string) string {
+func syntaxError(err error, code, name string) string {
 	var pe *parse.Error
 	if !errors.As(err, &pe) {
-		return chunkName + ": " + strings.TrimSpace(err.Error())
+		return name + ": " + strings.TrimSpace(err.Error())
 	}
 	line, token := pe.Pos.Line, "'"+pe.Token+"'"
 	if line == parse.EOF {
 		line = strings.Count(code, "\n") + 1
 		token = "'<eof>'"
 	}
-	return chunkName + ":" + strconv.Itoa(line) + ": " + strings.TrimSpace(pe.Message) + " near " + token
+	return name + ":" + strconv.Itoa(line) + ": " + strings.TrimSpace(pe.Message) + " near " + token
 }

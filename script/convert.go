@@ -454,16 +454,6 @@ func appendFloat17(b []byte, f float64) []byte {
 
 // luaNumberString is Lua 5.1's tostring for numbers ("%.14g").
 func luaNumberString(f float64) string {
-	if f == math.Trunc(f) && math.Abs(f) < 1e14 && !(f == 0 && math.Signbit(f)) {
-		return strconv.FormatInt(int64(f), 10)
-	}
-	switch {
-	case math.IsInf(f, 1):
-		return "inf"
-	case math.IsInf(f, -1):
-		return "-inf"
-	case math.IsNaN(f):
-		return "nan"
-	}
-	return strconv.FormatFloat(f, 'g', 14, 64)
+	var buf [32]byte
+	return string(appendLuaNumber(buf[:0], f))
 }

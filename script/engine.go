@@ -149,6 +149,8 @@ type Engine struct {
 
 	noDirect bool // tests: always run the VM
 
+	rand *rand48 // math.random's state, shared by every script as in Redis
+
 	idle   atomic.Pointer[vm] // one idle state, the common case: scripts run one at a time
 	poolMu sync.Mutex
 	pool   []*vm
@@ -164,7 +166,7 @@ func New(cfg Config) *Engine {
 		panic("script: Config.NewHost is required")
 	}
 	cfg.setDefaults()
-	e := &Engine{cfg: cfg}
+	e := &Engine{cfg: cfg, rand: newRand48()}
 	e.resetLocked()
 	return e
 }

@@ -115,28 +115,29 @@ func newVM(e *Engine) *vm {
 		L.Call(1, 0)
 	}
 	orig := L.G.Global
+	v.installLua51(orig)
 
 	builtins := L.NewTable()
 	for _, name := range []string{
 		"assert", "error", "getfenv", "ipairs", "load", "loadstring", "next",
 		"pairs", "rawequal", "rawget", "select", "setfenv", "tonumber",
-		"tostring", "type", "unpack", "xpcall", "newproxy", "_VERSION",
+		"tostring", "type", "unpack", "xpcall", "_VERSION",
 	} {
 		builtins.RawSetString(name, orig.RawGetString(name))
 	}
 	origRawset := orig.RawGetString("rawset").(*lua.LFunction).GFunction
 	origSetmt := orig.RawGetString("setmetatable").(*lua.LFunction).GFunction
 	builtins.RawSetString("rawset", L.NewFunction(func(L *lua.LState) int {
-		if v.protected[L.CheckTable(1)] {
+		if v.protected[checkTable(L, 1)] {
 			L.RaiseError(errReadonlyTable)
 		}
 		return origRawset(L)
 	}))
 	builtins.RawSetString("setmetatable", L.NewFunction(func(L *lua.LState) int {
-		L.CheckTable(1) // Lua 5.1: tables only (gopher-lua would set the shared metatable of a basic type)
+		checkTable(L, 1) // Lua 5.1: tables only (gopher-lua would set the shared metatable of a basic type)
 		return origSetmt(L)
 	}))
-	builtins.RawSetString("getmetatable", L.NewFunction(luaGetMetatable))
+	builtins.RawSetString("getmetatable", L.NewFunction(checked(luaGetMetatable, argAny)))
 	builtins.RawSetString("pcall", L.NewFunction(v.pcall))
 	zero := L.NewFunction(func(L *lua.LState) int { L.Push(lua.LNumber(0)); return 1 })
 	builtins.RawSetString("collectgarbage", zero) // not runtime.GC: one script must not stop the world
@@ -156,7 +157,6 @@ func newVM(e *Engine) *vm {
 	}
 
 	str := orig.RawGetString("string").(*lua.LTable)
-	str.RawSetString("rep", L.NewFunction(luaStringRep))
 	// The string metatable is the string library itself; hide it.
 	str.RawSetString("__metatable", lua.LFalse)
 	for _, name := range []string{"string", "table", "math"} {
@@ -255,20 +255,6 @@ func (v *vm) pcall(L *lua.LState) int {
 	}
 	L.Insert(lua.LTrue, 1)
 	return L.GetTop()
-}
-
-func luaStringRep(L *lua.LState) int {
-	s := L.CheckString(1)
-	n := L.CheckInt(2)
-	if n <= 0 || len(s) == 0 {
-		L.Push(lua.LString(""))
-		return 1
-	}
-	if n > maxStringRep/len(s) {
-		L.RaiseError("resulting string too large")
-	}
-	L.Push(lua.LString(strings.Repeat(s, n)))
-	return 1
 }
 
 // redisLib builds the redis table.

@@ -1,0 +1,36 @@
+package script
+
+import "testing"
+
+// Benchmarks of what the Lua 5.1 dialect (lua51*.go) costs: a script
+// using .. on a non-literal (a Go call per chain instead of OP_CONCAT),
+// one using tostring/string.format, and creating a pooled state (which
+// installs the replacement functions).
+
+func benchEval(b *testing.B, body string, keys, args [][]byte) {
+	e, h := newTestEngine(b)
+	h.noRecord = true
+	var out []byte
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		out, _ = e.Eval(out[:0], []byte(body), keys, args, Options{})
+	}
+}
+
+func BenchmarkEngineEvalConcat(b *testing.B) {
+	benchEval(b, "return redis.call('get', 'rate:' .. KEYS[1] .. ':' .. ARGV[1])", strs("user:1"), strs("60"))
+}
+
+func BenchmarkEngineEvalStringLib(b *testing.B) {
+	benchEval(b, "local n = tonumber(ARGV[1]) return redis.call('get', string.format('%s:%d', KEYS[1], n) .. tostring(n / 3))",
+		strs("user:1"), strs("60"))
+}
+
+func BenchmarkNewVM(b *testing.B) {
+	e, _ := newTestEngine(b)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		newVM(e).L.Close()
+	}
+}

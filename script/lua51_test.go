@@ -1,0 +1,198 @@
+package script
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+// Unit tests of the Lua 5.1 dialect (lua51*.go). The expected values are
+// what Redis 7.0.15's Lua answers (compat_test's TestLuaDialectMatchesRedis
+// checks the same behaviour differentially against a real redis-server).
+
+func TestStr2Number(t *testing.T) {
+	nan := math.NaN()
+	for _, tc := range []struct {
+		in   string
+		want float64
+		ok   bool
+	}{
+		{"1e2", 100, true}, {"-1e-2", -0.01, true}, {" 0x10 ", 16, true}, {"010", 10, true},
+		{"inf", math.Inf(1), true}, {"-INFINITY", math.Inf(-1), true}, {"nan", nan, true},
+		{"nan(12)", nan, true}, {"0x1p4", 16, true}, {"0x1.8", 1.5, true}, {"0X.8", 0.5, true},
+		{"1e400", math.Inf(1), true}, {".5", 0.5, true}, {"5.", 5, true}, {"+5", 5, true},
+		{"\t\v\f\r\n5\t\v\f\r\n", 5, true}, {"10\x00abc", 10, true}, {"1e+05", 1e5, true},
+		{".", 0, false}, {"1e", 0, false}, {"1e+", 0, false}, {"0b101", 0, false},
+		{"1_000", 0, false}, {"infinit", 0, false}, {"", 0, false}, {" ", 0, false},
+		{"0x", 0, false}, {"1e5x", 0, false}, {"- 1", 0, false}, {"--1", 0, false},
+		{"1 2", 0, false}, {"0x1g", 0, false}, {"nan(", 0, false},
+	} {
+		got, ok := str2number(tc.in)
+		if ok != tc.ok || (ok && !(got == tc.want || got != got && tc.want != tc.want)) {
+			t.Errorf("str2number(%q) = %v, %v; want %v, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+	if f, _ := str2number("-nan"); f == f || !math.Signbit(f) {
+		t.Errorf("str2number(-nan) = %v, want a NaN with the sign bit (glibc prints -nan)", f)
+	}
+}
+
+func TestStrtoul(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		base int
+		want uint64
+		ok   bool
+	}{
+		{"ff", 16, 255, true}, {"0xff", 16, 255, true}, {" 11 ", 2, 3, true}, {"zz", 36, 1295, true},
+		{"-ff", 16, math.MaxUint64 - 254, true}, {"99999999999999999999", 16, math.MaxUint64, true},
+		{"8", 8, 0, false}, {"1.5", 16, 0, false}, {"", 16, 0, false}, {"0x", 16, 0, false},
+	} {
+		got, ok := strtoul(tc.in, tc.base)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("strtoul(%q, %d) = %d, %v; want %d, %v", tc.in, tc.base, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestLuaNumberFormat(t *testing.T) {
+	negNaN := math.Copysign(math.NaN(), -1)
+	for _, tc := range []struct {
+		in   float64
+		want string
+	}{
+		{1e15, "1e+15"}, {0.1, "0.1"}, {1.0 / 3, "0.33333333333333"}, {math.Copysign(0, -1), "-0"},
+		{math.Inf(1), "inf"}, {math.Inf(-1), "-inf"}, {math.NaN(), "nan"}, {negNaN, "-nan"},
+		{1e14, "1e+14"}, {99999999999999, "99999999999999"}, {123456789012345, "1.2345678901234e+14"},
+		{1 << 53, "9.007199254741e+15"}, {-1e-5, "-1e-05"}, {0.1 + 0.2, "0.3"}, {1e-4, "0.0001"},
+		{100, "100"}, {-7, "-7"},
+	} {
+		if got := luaNumberString(tc.in); got != tc.want {
+			t.Errorf("luaNumberString(%v) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestCConversions(t *testing.T) {
+	if got := cInt64(math.NaN()); got != math.MinInt64 {
+		t.Errorf("cInt64(NaN) = %d", got)
+	}
+	if got := cInt64(1 << 63); got != math.MinInt64 {
+		t.Errorf("cInt64(2^63) = %d", got)
+	}
+	if got := cInt64(-7.9); got != -7 {
+		t.Errorf("cInt64(-7.9) = %d", got)
+	}
+	for in, want := range map[float64]uint64{-1: math.MaxUint64, -1.5: math.MaxUint64, 1 << 64: 0, 1e19: 0x8ac7230489e80000, 3: 3} {
+		if got := cUint64(in); got != want {
+			t.Errorf("cUint64(%v) = %#x, want %#x", in, got, want)
+		}
+	}
+	if got := cUint64(math.NaN()); got != 1<<63 {
+		t.Errorf("cUint64(NaN) = %#x", got)
+	}
+	if got := cInt(1e12); got != -727379968 {
+		t.Errorf("cInt(1e12) = %d", got)
+	}
+}
+
+func TestRand48(t *testing.T) {
+	r := newRand48()
+	// Redis's first math.random() after start, and after randomseed(7).
+	if got := float64(r.next()%rand48Max) / rand48Max; luaNumberString(got) != "0.39646477363839" {
+		t.Errorf("first random = %v", got)
+	}
+	r.seed(7)
+	if got := float64(r.next()%rand48Max) / rand48Max; luaNumberString(got) != "0.26644419658298" {
+		t.Errorf("random after seed 7 = %v", got)
+	}
+}
+
+func TestLua51Library(t *testing.T) {
+	e, _ := newTestEngine(t)
+	bulk := func(s string) string { return "$" + itoa(len(s)) + "\r\n" + s + "\r\n" }
+	errReply := func(line, msg string) string {
+		return "-ERR user_script:" + line + ": " + msg + " script: SHA, on @user_script:" + line + ".\r\n"
+	}
+	runEvalCases(t, e, Options{}, []evalCase{
+		{body: "return string.rep('x', ARGV[1])", args: []string{"3"}, want: bulk("xxx")},
+		{body: "return string.rep('x', 'abc')", want: errReply("1", "bad argument #2 to 'rep' (number expected, got string)")},
+		{body: "return string.rep()", want: errReply("1", "bad argument #1 to 'rep' (string expected, got no value)")},
+		{body: "local r = string.rep return r('x', {})", want: errReply("1", "bad argument #2 to 'r' (number expected, got table)")},
+		{body: "return string.sub('hello', ARGV[1])", args: []string{"2"}, want: bulk("ello")},
+		{body: "return string.byte('A', '1')", want: ":65\r\n"},
+		{body: "return string.char('72', 105)", want: bulk("Hi")},
+		{body: "return string.char(256)", want: errReply("1", "bad argument #1 to 'char' (invalid value)")},
+		{body: "return string.upper('a\xc3\xa9')", want: bulk("A\xc3\xa9")},
+		{body: "return string.lower('\xc3\x80B')", want: bulk("\xc3\x80b")},
+		{body: "return string.format('%x', '3')", want: bulk("3")},
+		{body: "return string.format('%.2f', '3')", want: bulk("3.00")},
+		{body: "return string.format('%5.1f|%-6g|%06.2f', 0/0, 1/0, -1/0)", want: bulk(" -nan|inf   |  -inf")},
+		{body: "return string.format('%#x|%#o|%#g|%#.3x|%.0d|%.3d', 255, 8, 1.5, 1, 0, 7)", want: bulk("0xff|010|1.50000|0x001||007")},
+		{body: "return string.format('%g|%g|%.3g|%#.0e', 1e-5, 123456789, 1234567, 5)", want: bulk("1e-05|1.23457e+08|1.23e+06|5.e+00")},
+		{body: "return string.format('%q', 'a\\nb\"\\0')", want: bulk("\"a\\\nb\\\"\\000\"")},
+		{body: "return string.format('%y', 1)", want: errReply("1", "invalid option '%y' to 'format'")},
+		{body: "return string.format('%d')", want: errReply("1", "bad argument #2 to 'format' (no value)")},
+		{body: "return tostring(tonumber('1e2'))", want: bulk("100")},
+		{body: "return tostring(tonumber(' 0x10 '))", want: bulk("16")},
+		{body: "return tostring(tonumber('inf'))", want: bulk("inf")},
+		{body: "return tostring(tonumber('-ff', 16))", want: bulk("1.844674407371e+19")},
+		{body: "return tostring(1e15)", want: bulk("1e+15")},
+		{body: "return tostring(1/3)", want: bulk("0.33333333333333")},
+		{body: "return tostring(-0)", want: bulk("-0")},
+		{body: "return tostring(math.huge)", want: bulk("inf")},
+		{body: "return select(ARGV[1], 'a', 'b')", args: []string{"2"}, want: bulk("b")},
+		{body: "return select('#', 1, 2)", want: ":2\r\n"},
+		{body: "return table.concat({1, 2.5, 1e15}, ',')", want: bulk("1,2.5,1e+15")},
+		{body: "return unpack({'a', 'b'}, '2')", want: bulk("b")},
+		{body: "return unpack({}, 1, 1e6)", want: errReply("1", "too many results to unpack")},
+		{body: "math.randomseed(ARGV[1]) return tostring(math.random())", args: []string{"7"}, want: bulk("0.26644419658298")},
+		{body: "return math.floor('x')", want: errReply("1", "bad argument #1 to 'floor' (number expected, got string)")},
+		{body: "return {string.gsub('abc', '(b)', '[%1%%]')}", want: "*2\r\n" + bulk("a[b%]c") + ":1\r\n"},
+		{body: "local t = {} for w in string.gmatch('a b', '%a') do t[#t+1] = w end return t", want: "*2\r\n" + bulk("a") + bulk("b")},
+	})
+}
+
+func TestLua51Concat(t *testing.T) {
+	e, _ := newTestEngine(t)
+	bulk := func(s string) string { return "$" + itoa(len(s)) + "\r\n" + s + "\r\n" }
+	errReply := func(line, msg string) string {
+		return "-ERR user_script:" + line + ": " + msg + " script: SHA, on @user_script:" + line + ".\r\n"
+	}
+	runEvalCases(t, e, Options{}, []evalCase{
+		{body: "return 'a' .. 1e15", want: bulk("a1e+15")},
+		{body: "return 1e15 .. 'a' .. 1/3", want: bulk("1e+15a0.33333333333333")},
+		{body: "local n = 1/3 return 'v=' .. n .. '!'", want: bulk("v=0.33333333333333!")},
+		{body: "return ARGV[1] .. -0", args: []string{"x"}, want: bulk("x-0")},
+		{body: "return tostring(010)", want: bulk("10")},
+		{body: "local x\nreturn 'a' ..\nx", want: errReply("2", "attempt to concatenate local 'x' (a nil value)")},
+		{body: "return ARGV[3] .. 'a'", want: errReply("1", "attempt to concatenate field '?' (a nil value)")},
+		{body: "local t = {} return t.k .. 'a'", want: errReply("1", "attempt to concatenate field 'k' (a nil value)")},
+		{body: "return KEYS .. 'a'", want: errReply("1", "attempt to concatenate global 'KEYS' (a table value)")},
+		{body: "local u return (function() return u .. 'a' end)()", want: errReply("1", "attempt to concatenate upvalue 'u' (a nil value)")},
+		{body: "return {} .. 'a'", want: errReply("1", "attempt to concatenate a table value")},
+		{body: "local t = setmetatable({}, {__concat = function(a, b) return type(a) .. type(b) end}) return 1 .. t .. 2 .. 3",
+			want: bulk("1tablestring")}, // 2 .. 3 first, then t .. "23", then 1 .. that
+	})
+	// A script spelling the placeholder prefix is compiled unchanged.
+	body := "return '" + strings.ReplaceAll(concatMarker, "\x00", "\\0") + "0' .. KEYS[1]"
+	got, err := e.Eval(nil, []byte(body), strs("k"), nil, Options{})
+	if want := bulk(concatMarker + "0k"); err != nil || string(got) != want {
+		t.Errorf("%q: got %q, %v; want %q", body, got, err, want)
+	}
+}
+
+func TestLua51ErrorAndLoadString(t *testing.T) {
+	e, _ := newTestEngine(t)
+	bulk := func(s string) string { return "$" + itoa(len(s)) + "\r\n" + s + "\r\n" }
+	runEvalCases(t, e, Options{}, []evalCase{
+		{body: "error(1/3)", want: "-ERR user_script:1: 0.33333333333333 script: SHA, on @user_script:1.\r\n"},
+		{body: "local function f()\nerror(7, 2)\nend\nf()", want: "-ERR user_script:4: 7 script: SHA, on @user_script:2.\r\n"},
+		{body: "return select(2, pcall(error, 5))", want: bulk("5")},
+		{body: "return loadstring('return 010 .. 1e15')()", want: bulk("101e+15")},
+		{body: "return loadstring('return print')()",
+			want: "-ERR <string>:1: Script attempted to access nonexistent global variable 'print' script: SHA, on <string>:1.\r\n"},
+		{body: "return loadstring('x = 1')()", want: "-ERR <string>:1: Attempt to modify a readonly table script: SHA, on <string>:1.\r\n"},
+		{body: "return select(2, loadstring('x ='))", want: bulk("<string>:1: syntax error near '<eof>'")},
+	})
+}
