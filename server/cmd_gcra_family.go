@@ -139,16 +139,29 @@ func appendResult(b []byte, r *gcra.Result) []byte {
 	if r.Limited {
 		limited = 1
 	}
-	b = appendInt(b, limited)
-	b = appendInt(b, r.Max)
-	b = appendInt(b, r.Remaining)
-	b = appendInt(b, r.RetryAfter)
-	return appendInt(b, r.ResetAfter)
+	b = append(b, ':', byte('0'+limited), '\r', '\n')
+	b = appendSmallInt(b, r.Max)
+	b = appendSmallInt(b, r.Remaining)
+	b = appendSmallInt(b, r.RetryAfter)
+	return appendSmallInt(b, r.ResetAfter)
+}
+
+// appendSmallInt is appendInt with the values replies are made of most
+// (-1 and one digit) written directly: bytes equal to appendInt's, fewer
+// instructions than strconv.
+func appendSmallInt(b []byte, n int64) []byte {
+	switch {
+	case n >= 0 && n < 10:
+		return append(b, ':', byte('0'+n), '\r', '\n')
+	case n == -1:
+		return append(b, ':', '-', '1', '\r', '\n')
+	}
+	return appendInt(b, n)
 }
 
 // stackGroups is how many groups a CL.MTHROTTLE decides in memory on the
 // handler's stack; a call with more allocates its working memory.
-const stackGroups = 16
+const stackGroups = 8
 
 // multiScratch is CL.MTHROTTLE's working memory for n groups.
 type multiScratch struct {
@@ -216,8 +229,14 @@ func (s *Server) throttleMulti(c *client, args [][]byte, fc familyCmd, u gcra.Un
 	}
 	s.family.count(c.id, fc, out[b].Limited)
 	o := appendArray(c.out, g+1)
+	start := len(o)
 	o = appendResult(append(o, "*5\r\n"...), &out[b])
+	end := len(o)
 	for i := range out {
+		if i == b { // the verdict's bytes again, not formatted twice
+			o = append(o, o[start:end]...)
+			continue
+		}
 		o = appendResult(append(o, "*5\r\n"...), &out[i])
 	}
 	c.out = o

@@ -208,3 +208,12 @@ func benchFamilyDispatch(b *testing.B, args [][]byte) {
 		s.dispatchLookup(c, args)
 	}
 }
+
+// TestAppendSmallInt: the same bytes as appendInt.
+func TestAppendSmallInt(t *testing.T) {
+	for _, n := range []int64{-1 << 63, -100, -10, -2, -1, 0, 1, 5, 9, 10, 11, 99, 1<<63 - 1} {
+		if got, want := string(appendSmallInt(nil, n)), string(appendInt(nil, n)); got != want {
+			t.Errorf("appendSmallInt(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

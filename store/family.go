@@ -122,6 +122,18 @@ func (s *Store) ThrottleAll(u gcra.Unit, keys [][]byte, gs []gcra.Group, out []g
 	}
 	linkRepeats(keys, gs, hs)
 
+	// For the first smallMulti groups, the slot each key was found in and
+	// whether a later group repeats it: a key named once keeps its slot
+	// through the other groups' writes (slots never move), so its own write
+	// needs no second lookup.
+	var slots [smallMulti]uint32
+	var found, repeated uint32
+	for i := range gs {
+		if p := gs[i].Prev; p >= 0 && p < smallMulti {
+			repeated |= 1 << p
+		}
+	}
+
 	s.lockSet(&locked)
 	defer s.unlockSet(&locked)
 	for i := range gs {
@@ -138,6 +150,10 @@ func (s *Store) ThrottleAll(u gcra.Unit, keys [][]byte, gs []gcra.Group, out []g
 				return 0, ErrInvalidValue
 			}
 			g.TAT = e.tat
+			if i < smallMulti && repeated&(1<<i) == 0 {
+				slots[i] = slot
+				found |= 1 << i
+			}
 		}
 	}
 	b := gcra.ApplyAll(u, nowNs, gs, out)
@@ -149,6 +165,8 @@ func (s *Store) ThrottleAll(u gcra.Unit, keys [][]byte, gs []gcra.Group, out []g
 		r, key, h := &out[i], keys[i], hs[i]
 		sh := s.shardFor(h)
 		switch ms := r.TTLms; {
+		case ms > 0 && i < smallMulti && found&(1<<i) != 0:
+			sh.writeLocked(slots[i], r.NewTAT, nowMs+ms, 0, "")
 		case ms > 0:
 			sh.putLocked(key, h, r.NewTAT, nowMs+ms, 0, "")
 		case ms == 0: // a 0 ms TTL: gone at once
