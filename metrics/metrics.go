@@ -21,7 +21,8 @@
 //
 // Metrics (all prefixed celld_):
 //
-//	decisions_total{command,decision}       CL.THROTTLE allowed / denied
+//	decisions_total{command,decision}       CL.THROTTLE and its family (cl.pthrottle, cl.mthrottle, ...;
+//	                                        peeks count what they report) allowed / denied
 //	errors_total{kind}                      error replies by first word (ERR, WRONGTYPE, Cell, ...)
 //	commands_total{command}                 executed calls
 //	command_failed_total{command}           calls that replied with an error
@@ -343,6 +344,10 @@ func (c *serverCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(descDecisions, st.ThrottleAllowed, "cl.throttle", "allowed")
 	counter(descDecisions, st.ThrottleDenied, "cl.throttle", "denied")
+	for _, d := range st.Decisions { // CL.PTHROTTLE, CL.MTHROTTLE, the peeks, ...
+		counter(descDecisions, d.Allowed, d.Command, "allowed")
+		counter(descDecisions, d.Denied, d.Command, "denied")
+	}
 	for kind, n := range st.Errors {
 		counter(descErrors, n, kind)
 	}

@@ -168,6 +168,8 @@ type Server struct {
 	nextLoop atomic.Uint32
 
 	ext serverExt // INFO/Stats counters, CLIENT TRACKING (serverext.go)
+
+	family familyStats // the GCRA family's decision counters (cmd_gcra_family.go)
 }
 
 // stats are the server's counters, all atomic. (Commands read are counted

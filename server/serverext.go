@@ -132,6 +132,7 @@ type Stats struct {
 	CommandsProcessed   int64     // commands read (total_commands_processed); a connection's are added once per pipeline
 	ThrottleAllowed     int64     // CL.THROTTLE decisions
 	ThrottleDenied      int64
+	Decisions           []Decision // the GCRA family's, per command (cmd_gcra_family.go)
 	KeyspaceHits        int64
 	KeyspaceMisses      int64
 	HandlerPanics       int64
@@ -239,6 +240,7 @@ func (s *Server) Stats() Stats {
 		CommandsProcessed:   s.commandsProcessed(),
 		ThrottleAllowed:     s.stats.allowed.Load(),
 		ThrottleDenied:      s.stats.denied.Load(),
+		Decisions:           s.family.decisions(),
 		HandlerPanics:       s.stats.panics.Load(),
 		Keys:                s.store.Len(),
 		Loading:             s.loading(),

@@ -157,6 +157,7 @@ func init() {
 		{name: "asking", arity: 1, flags: "fast", acl: "fast connection", group: "cluster", since: "3.0.0",
 			summary: "Signals that a cluster client is following an -ASK redirect.", run: clusterOnly(cmdClusterOK)},
 	}
+	top = append(top, familySpecs...) // CL.PTHROTTLE, CL.MTHROTTLE, ... (cmd_gcra_family.go)
 	subs := map[string][]spec{
 		"cluster": {
 			{name: "slots", arity: 2, flags: "stale", acl: "slow", run: clusterOnly(cmdClusterSlots), summary: "Returns the mapping of cluster slots to nodes."},

@@ -195,6 +195,9 @@ func modified(cmd *command, args [][]byte, reply []byte) bool {
 	if len(reply) == 0 {
 		return false
 	}
+	if isFamilyWrite(cmd.name) {
+		return familyModified(cmd, reply) // cmd_gcra_family.go
+	}
 	switch reply[0] {
 	case '-':
 		// CL.THROTTLE's "Error while setting key expire" comes after the

@@ -4,9 +4,10 @@
 //
 // Concurrency: every method of *Store is safe for concurrent use. Each key
 // lives in one of 256 shards chosen by a seeded hash; a shard's fields are
-// guarded by its mutex and no method holds two shard locks, so there is no
-// lock order to get wrong. Read-modify-write of one key (Throttle, Update)
-// happens entirely under its shard's lock, so calls on one key are linearised.
+// guarded by its mutex. Only ThrottleAll (family.go) holds several shard
+// locks, and it takes them in ascending shard order, so no two operations
+// can deadlock. Read-modify-write of one key (Throttle, Update) happens
+// entirely under its shard's lock, so calls on one key are linearised.
 //
 // Layout: a shard keeps its entries in a slab ([]entry), the key bytes in an
 // arena ([]byte) and an open-addressing index of slot numbers ([]uint64);

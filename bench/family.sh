@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The GCRA family against CL.THROTTLE, side by side on one celld, measured
+# with redis-benchmark in alternation (THROTTLE, X, THROTTLE, X, ...):
+# CL.THROTTLE_RO and CL.PTHROTTLE should match CL.THROTTLE's throughput,
+# and CL.MTHROTTLE with three groups should cost at most 1.6x one
+# CL.THROTTLE per call (throughput ratio >= 0.625). Every call writes its
+# keys (a limit no key reaches), so the rows compare equal work per group.
+# Needs redis-benchmark and redis-cli on PATH and Go to build celld.
+#
+# Each row prints the medians over ROUNDS alternating pairs (req/s, p50,
+# p99) and the ratio of the medians. On a shared machine the spread between
+# rounds is printed too (min-max of the per-round ratios): read the median.
+#
+#   bash bench/family.sh                     # ~4 minutes
+#   N=100000 ROUNDS=3 bash bench/family.sh   # quick look
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+
+for tool in redis-benchmark redis-cli go; do
+  command -v "$tool" >/dev/null || { echo "missing $tool (apt-get install redis-tools)" >&2; exit 1; }
+done
+
+N=${N:-300000}
+ROUNDS=${ROUNDS:-5}
+KEYS=${KEYS:-100000}
+CPORT=${CPORT:-$((20000 + RANDOM % 12000))}
+work=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+
+go build -o "$work/celld" .
+"$work/celld" --addr 127.0.0.1:$CPORT --dir "$work/data" 2>"$work/celld.log" &
+for _ in $(seq 50); do redis-cli -p $CPORT ping >/dev/null 2>&1 && break; sleep 0.1; done
+redis-cli -p $CPORT ping 2>/dev/null | grep -q PONG ||
+  { echo "no celld answering on port $CPORT (see $work/celld.log)" >&2; tail -3 "$work/celld.log" >&2; exit 1; }
+
+# bench C P ARGS... -> "rps p50 p99"
+bench() {
+  local c=$1 p=$2; shift 2
+  redis-benchmark -p "$CPORT" -c "$c" -P "$p" -n "$N" -r "$KEYS" --csv "$@" 2>/dev/null |
+    awk -F, 'NR==2 { gsub(/"/, ""); print $2, $5, $7 }'
+}
+
+# Warm every key set the rows use, so no row measures a growing store.
+for prefix in ok a b c; do
+  redis-benchmark -p $CPORT -c 50 -P 16 -n $((KEYS * 3)) -r "$KEYS" CL.THROTTLE $prefix:__rand_int__ 1000000 1 1 >/dev/null 2>&1
+done
+
+base=(CL.THROTTLE ok:__rand_int__ 1000000 1 1)
+printf '%-28s %10s %7s %7s | %-12s %10s %7s %7s | %6s %11s\n' \
+  "row" "req/s" "p50 ms" "p99 ms" "CL.THROTTLE" "req/s" "p50 ms" "p99 ms" "ratio" "round range"
+row() { # label c p args...
+  local label=$1 c=$2 p=$3; shift 3
+  local as="" bs="" rs=""
+  for _ in $(seq "$ROUNDS"); do
+    local b a
+    b=$(bench "$c" "$p" "${base[@]}")
+    a=$(bench "$c" "$p" "$@")
+    bs+="$b"$'\n'
+    as+="$a"$'\n'
+    rs+="$(echo "${a%% *} / ${b%% *}" | bc -l)"$'\n'
+  done
+  local am bm
+  am=$(printf '%s' "$as" | medians)
+  bm=$(printf '%s' "$bs" | medians)
+  read -r ar a50 a99 <<<"$am"
+  read -r br b50 b99 <<<"$bm"
+  local lo hi
+  lo=$(printf '%s' "$rs" | sort -g | head -1)
+  hi=$(printf '%s' "$rs" | sort -g | tail -1)
+  printf '%-28s %10s %7s %7s | %-12s %10s %7s %7s | %6.2f %5.2f-%5.2f\n' \
+    "$label" "$ar" "$a50" "$a99" "" "$br" "$b50" "$b99" "$(echo "$ar / $br" | bc -l)" "$lo" "$hi"
+}
+
+for cp in "50 16" "50 1"; do
+  read -r c p <<<"$cp"
+  row "CL.THROTTLE_RO c=$c P=$p" "$c" "$p" CL.THROTTLE_RO ok:__rand_int__ 1000000 1 1
+  row "CL.PTHROTTLE c=$c P=$p" "$c" "$p" CL.PTHROTTLE ok:__rand_int__ 1000000 1 1000
+  row "CL.MTHROTTLE x3 c=$c P=$p" "$c" "$p" CL.MTHROTTLE \
+    a:__rand_int__ 1000000 1 1 1 b:__rand_int__ 1000000 1 1 1 c:__rand_int__ 1000000 1 1 1
+done
+echo "(ratio = row req/s / CL.THROTTLE req/s, medians of $ROUNDS alternating rounds of $N requests;"
+echo " MTHROTTLE x3 at 1.6x one CL.THROTTLE's cost per call is ratio 0.625)"
