@@ -349,6 +349,8 @@ type Name struct {
 	Env     string // "CELLD_ADDR"
 	Default string
 	Group   Group
+	Meta    string // the value's placeholder in --help: N, SIZE, yes|no, ...
+	Usage   string
 }
 
 // Names lists every setting in table order, for documentation and the
@@ -357,7 +359,8 @@ func Names() []Name {
 	out := make([]Name, len(table))
 	for i := range table {
 		s := &table[i]
-		out[i] = Name{Flag: s.flagName(), Env: s.envName(), Default: s.Default, Group: s.Group}
+		out[i] = Name{Flag: s.flagName(), Env: s.envName(), Default: s.Default, Group: s.Group,
+			Meta: s.bind(&Config{}).meta(), Usage: s.Usage}
 	}
 	return out
 }
