@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -88,6 +89,29 @@ func TestDocsNameRealFlags(t *testing.T) {
 		for _, m := range re.FindAllStringSubmatch(string(b), -1) {
 			if !known[m[1]] {
 				t.Errorf("%s mentions --%s, which celld does not have", path, m[1])
+			}
+		}
+	}
+}
+
+// TestDocLinks: every relative link in README.md and docs/*.md names a
+// file that exists (anchors are not checked).
+func TestDocLinks(t *testing.T) {
+	files, _ := filepath.Glob("docs/*.md")
+	files = append(files, "README.md")
+	re := regexp.MustCompile(`\]\(([^)#\s]+)(#[^)]*)?\)`)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(filepath.Dir(f), target)); err != nil {
+				t.Errorf("%s links to %s, which does not exist", f, target)
 			}
 		}
 	}
