@@ -181,3 +181,32 @@ func TestMoveAside(t *testing.T) {
 		t.Fatalf("second move: %s", got)
 	}
 }
+
+// TestProcessTLSOnlyAllInterfaces: --addr 0.0.0.0:0 with --tls-port serves
+// TLS on every interface and no plain port, and --healthcheck with the same
+// settings answers over TLS.
+func TestProcessTLSOnlyAllInterfaces(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile, _ := writeTestCert(t, dir)
+	_, port, _ := net.SplitHostPort(freeAddr(t))
+	c := mustLaunch(t, t.TempDir(), "--persist=no", "--addr", "0.0.0.0:0", "--tls-port", port,
+		"--tls-cert", certFile, "--tls-key", keyFile)
+	log := c.logs.String()
+	listening := firstLine(log, "celld listening")
+	if !strings.Contains(listening, "addr=0.0.0.0:"+port) && !strings.Contains(listening, "addr=[::]:"+port) {
+		t.Fatalf("TLS-only listener is not on all interfaces: %s", listening)
+	}
+	if n := strings.Count(log, "celld listening"); n != 1 {
+		t.Errorf("%d listeners, want only the TLS one:\n%s", n, log)
+	}
+	if conn, err := net.Dial("tcp", c.addr); err == nil {
+		conn.Close()
+		t.Errorf("the plain port %s answers in TLS-only mode", c.addr)
+	}
+	code, _, stderr := runBinary(t, nil, "--healthcheck", "--addr", "0.0.0.0:0", "--tls-port", port,
+		"--tls-cert", certFile, "--tls-key", keyFile)
+	if code != 0 {
+		t.Errorf("--healthcheck against TLS on all interfaces: exit %d\n%s", code, stderr)
+	}
+	c.termOK()
+}

@@ -27,12 +27,26 @@
 //     enumValue{&c.X, []string{"a", "b"}}     one word of a list, any case
 //     stringValue{p: &c.X, m: "PATH", check: hostPort(true)}
 //
-//     For a parser of a new kind, implement value (value.go).
+//     For a parser of a new kind, implement value (value.go): a compound
+//     value such as Redis's client-output-buffer-limit ("normal 0 0 0
+//     pubsub 32mb 8mb 60") gets its own type whose set parses the whole
+//     text into a struct field and says what it wanted on error.
+//
+//     Example, a memory bound:
+//
+//     {Name: "maxmemory", Group: Tuning, Default: "0",
+//     Usage: "memory for keys (Redis units: 100mb, 1gb); 0 = no limit",
+//     bind: func(c *Config) value { return bytesValue{p: &c.MaxMemory, min: 0, max: math.MaxInt64} }},
+//
+//     gives --maxmemory SIZE and CELLD_MAXMEMORY, refuses "-1", "lots" and
+//     "1tb" naming both, and lists it under Tuning in --help.
 //
 //  3. A rule that involves two settings goes in Config.Validate.
 //
-//  4. Add the flag to the README's configuration table (docs/configuration.md);
-//     TestEveryTableRowParses and TestGarbageRefused check the row itself.
+//  4. Regenerate docs/configuration.md's table:
+//     CELLD_UPDATE_DOCS=1 go test -run TestConfigurationDoc . (a test fails
+//     until you do). TestEveryTableRowParses and TestGarbageRefused check
+//     the row itself; add its range to TestRanges.
 //
 // --help, the variable, the error texts and the defaults all come from the
 // row; nothing else needs to change.
@@ -349,6 +363,8 @@ type Name struct {
 	Env     string // "CELLD_ADDR"
 	Default string
 	Group   Group
+	Meta    string // the value's placeholder in --help: N, SIZE, yes|no, ...
+	Usage   string
 }
 
 // Names lists every setting in table order, for documentation and the
@@ -357,7 +373,8 @@ func Names() []Name {
 	out := make([]Name, len(table))
 	for i := range table {
 		s := &table[i]
-		out[i] = Name{Flag: s.flagName(), Env: s.envName(), Default: s.Default, Group: s.Group}
+		out[i] = Name{Flag: s.flagName(), Env: s.envName(), Default: s.Default, Group: s.Group,
+			Meta: s.bind(&Config{}).meta(), Usage: s.Usage}
 	}
 	return out
 }

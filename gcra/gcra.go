@@ -1,6 +1,6 @@
 // Package gcra is the rate-limiting algorithm of redis-cell's CL.THROTTLE:
 // the generic cell rate algorithm, reproduced bit-for-bit from the contract in
-// spec/cl-throttle.md, including its float64 and rounding quirks.
+// docs/cl-throttle.md, including its float64 and rounding quirks.
 //
 // Vocabulary, as used throughout:
 //
