@@ -196,3 +196,21 @@ func TestLua51ErrorAndLoadString(t *testing.T) {
 		{body: "return select(2, loadstring('x ='))", want: bulk("<string>:1: syntax error near '<eof>'")},
 	})
 }
+
+func TestLua51StringArithmeticAndFor(t *testing.T) {
+	e, _ := newTestEngine(t)
+	errReply := func(msg string) string {
+		return "-ERR user_script:1: " + msg + " script: SHA, on @user_script:1.\r\n"
+	}
+	runEvalCases(t, e, Options{}, []evalCase{
+		{body: "return '010' + 0", want: ":10\r\n"},
+		{body: "return -'010'", want: ":-10\r\n"},
+		{body: "return ARGV[1] * 2", args: []string{"21"}, want: ":42\r\n"},
+		{body: "return '-5' % 3", want: ":1\r\n"},
+		{body: "return '1_0' + 0", want: errReply("attempt to perform arithmetic on a string value")},
+		{body: "local t = setmetatable({}, {__add = function() return 7 end}) return '1' + t", want: ":7\r\n"},
+		{body: "local n = 0 for i = 1, ARGV[1] do n = n + 1 end return n", args: []string{"3"}, want: ":3\r\n"},
+		{body: "for i = 1, 'x' do end", want: errReply("'for' limit must be a number")},
+		{body: "for i = nil, 1 do end", want: errReply("'for' initial value must be a number")},
+	})
+}

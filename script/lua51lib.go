@@ -266,6 +266,17 @@ func (v *vm) installLua51(base *lua.LTable) {
 	}
 	str.RawSetString("gfind", str.RawGetString("gmatch")) // LUA_COMPAT_GFIND
 
+	// Arithmetic on strings: gopher-lua's VM converts them with Go's
+	// rules ("010" is octal) unless the string metatable has the
+	// metamethod, which it consults first; these convert as Lua 5.1 does.
+	smt := L.NewTable()
+	smt.RawSetString("__index", str)
+	smt.RawSetString("__metatable", lua.LFalse)
+	for _, ev := range []string{"__add", "__sub", "__mul", "__div", "__mod", "__pow", "__unm"} {
+		set(smt, ev, strArith(ev))
+	}
+	L.SetMetatable(lua.LString(""), smt)
+
 	m := base.RawGetString("math").(*lua.LTable)
 	for name, fn := range map[string]func(float64) float64{
 		"abs": math.Abs, "acos": math.Acos, "asin": math.Asin, "atan": math.Atan,
@@ -507,6 +518,61 @@ func luaUnpack(L *lua.LState) int {
 		L.Push(t.RawGetInt(int(k)))
 	}
 	return int(n)
+}
+
+// strArith is the string metatable's arithmetic metamethod for event:
+// Lua 5.1's luaV_arith when an operand is a string (luai_nummod is
+// a - floor(a/b)*b), then the other operand's metamethod, then Lua's
+// "attempt to perform arithmetic on a string value".
+func strArith(event string) lua.LGFunction {
+	return func(L *lua.LState) int {
+		a := L.Get(1)
+		b := a // __unm gets one operand (Lua passes it twice)
+		if event != "__unm" {
+			b = L.Get(2)
+		}
+		x, okx := toNumber51(a)
+		y, oky := toNumber51(b)
+		if okx && oky {
+			var r float64
+			switch event {
+			case "__add":
+				r = x + y
+			case "__sub":
+				r = x - y
+			case "__mul":
+				r = x * y
+			case "__div":
+				r = x / y
+			case "__mod":
+				r = x - math.Floor(x/y)*y
+			case "__pow":
+				r = math.Pow(x, y)
+			case "__unm":
+				r = -x
+			}
+			L.Push(lua.LNumber(r))
+			return 1
+		}
+		for _, o := range []lua.LValue{a, b} {
+			if _, isStr := o.(lua.LString); isStr {
+				continue
+			}
+			if mm := L.GetMetaField(o, event); mm != lua.LNil {
+				L.Push(mm)
+				L.Push(a)
+				L.Push(b)
+				L.Call(2, 1)
+				return 1
+			}
+		}
+		bad := a
+		if okx {
+			bad = b
+		}
+		L.RaiseError("attempt to perform arithmetic on a %s value", bad.Type().String())
+		return 0
+	}
 }
 
 // ---------------------------------------------------------------------------
