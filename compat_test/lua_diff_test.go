@@ -338,7 +338,7 @@ func TestLuaDialectMatchesRedis(t *testing.T) {
 		lc("error('x', 0)"),
 		lc("error()"),
 		lc("return loadstring('return 010 .. 1e15')()"),
-		lc("return loadstring('return KEYS[1] .. 1/3')()"),
+		lc("return loadstring('return ARGV[1] .. 1/3')()", "x"),
 		lc("return loadstring('return type(tostring)')()"),
 
 		// Argument checks of the base and table functions.
@@ -379,6 +379,9 @@ func TestLuaDialectMatchesRedis(t *testing.T) {
 		lc("return ARGV[1] * 2", "21"),
 		lc("local t = setmetatable({}, {__add = function(a, b) return 42 end}) return {'1' + t, t + '1', 'x' + t}"),
 		lc("return getmetatable('')"),
+		lc("return getmetatable('').__index == string"),
+		lc("getmetatable('').x = 1"),
+		lc("local t = {} for k, v in pairs({a = 1}) do t[#t+1] = k .. v end for i, v in ipairs({'x'}) do t[#t+1] = i .. v end return t"),
 
 		// Number literals are read as Lua reads them.
 		lc("return {tostring(010), 010 + 1, tostring(0x10), tostring(1e2), tostring(.5), tostring(0xA)}"),

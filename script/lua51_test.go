@@ -150,6 +150,8 @@ func TestLua51Library(t *testing.T) {
 		{body: "return math.floor('x')", want: errReply("1", "bad argument #1 to 'floor' (number expected, got string)")},
 		{body: "return {string.gsub('abc', '(b)', '[%1%%]')}", want: "*2\r\n" + bulk("a[b%]c") + ":1\r\n"},
 		{body: "local t = {} for w in string.gmatch('a b', '%a') do t[#t+1] = w end return t", want: "*2\r\n" + bulk("a") + bulk("b")},
+		{body: "local n = 0 for i, v in ipairs({5, 6}) do n = n + i * v end for k, v in pairs({x = 1}) do n = n + v end return n", want: ":18\r\n"},
+		{body: "return pairs()", want: errReply("1", "bad argument #1 to 'pairs' (table expected, got no value)")},
 	})
 }
 

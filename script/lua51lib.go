@@ -252,7 +252,7 @@ func (v *vm) installLua51(base *lua.LTable) {
 		"rawset": {argTable, argAny, argAny}, "setmetatable": {argTable, argNilOrTable},
 		"type": {argAny},
 	} {
-		set(base, name, checked(base.RawGetString(name).(*lua.LFunction).GFunction, kinds...))
+		wrapChecked(L, base, name, kinds...)
 	}
 
 	str := base.RawGetString("string").(*lua.LTable)
@@ -316,7 +316,7 @@ func (v *vm) installLua51(base *lua.LTable) {
 	for name, kinds := range map[string][]argKind{
 		"sort": {argTable, argOptFunc}, "getn": {argTable}, "maxn": {argTable},
 	} {
-		set(tbl, name, checked(tbl.RawGetString(name).(*lua.LFunction).GFunction, kinds...))
+		wrapChecked(L, tbl, name, kinds...)
 	}
 	// table.insert and table.remove take their position through
 	// luaL_checkint: coerce it, then run gopher-lua's own.
@@ -344,6 +344,17 @@ const (
 	argOptFunc                   // none, nil or a function (table.sort)
 	argNilOrTable                // setmetatable's metatable
 )
+
+// wrapChecked replaces t[name], a gopher-lua function, with checked of
+// it, keeping its upvalues (ipairs and pairs keep their iterator in one).
+func wrapChecked(L *lua.LState, t *lua.LTable, name string, kinds ...argKind) {
+	orig := t.RawGetString(name).(*lua.LFunction)
+	ups := make([]lua.LValue, len(orig.Upvalues))
+	for i, u := range orig.Upvalues {
+		ups[i] = u.Value()
+	}
+	t.RawSetString(name, L.NewClosure(checked(orig.GFunction, kinds...), ups...))
+}
 
 // checked runs Lua 5.1's argument checks, with its error texts, before
 // fn (a gopher-lua function whose own checks word errors differently).
