@@ -32,6 +32,19 @@ func TestStr2Number(t *testing.T) {
 			t.Errorf("str2number(%q) = %v, %v; want %v, %v", tc.in, got, ok, tc.want, tc.ok)
 		}
 	}
+	for in, want := range map[string]float64{"7": 7, "-42": -42, "123456789012345": 123456789012345, "1234567890123456": 1234567890123456} {
+		if got, ok := str2number(in); !ok || got != want {
+			t.Errorf("str2number(%q) = %v, %v", in, got, ok)
+		}
+	}
+	for _, in := range []string{"-", "1-", "12a"} {
+		if _, ok := str2number(in); ok {
+			t.Errorf("str2number(%q) accepted", in)
+		}
+	}
+	if f, ok := str2number("-0"); !ok || f != 0 || !math.Signbit(f) {
+		t.Errorf("str2number(-0) = %v, %v; want -0", f, ok)
+	}
 	if f, _ := str2number("-nan"); f == f || !math.Signbit(f) {
 		t.Errorf("str2number(-nan) = %v, want a NaN with the sign bit (glibc prints -nan)", f)
 	}
