@@ -998,7 +998,7 @@ func (r *rand48) random(L *lua.LState) int {
 		if l > u {
 			argError(L, 2, "interval is empty")
 		}
-		L.Push(lua.LNumber(math.Floor(f*float64(u-l+1)) + float64(l)))
+		L.Push(lua.LNumber(math.Floor(f*float64(int32(u)-int32(l)+1)) + float64(l))) // C int arithmetic
 	default:
 		L.RaiseError("wrong number of arguments")
 	}
