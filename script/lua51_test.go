@@ -229,3 +229,28 @@ func TestLua51StringArithmeticAndFor(t *testing.T) {
 		{body: "for i = nil, 1 do end", want: errReply("'for' initial value must be a number")},
 	})
 }
+
+// TestLua51Concurrent runs a script using the shared concatenation and for
+// functions (compiled constants every pooled state calls) from several
+// goroutines at once; -race checks that they share nothing mutable.
+func TestLua51Concurrent(t *testing.T) {
+	e, _ := newTestEngine(t)
+	body := []byte("local s = '' for i = 1, ARGV[1] do s = s .. i / 2 .. ',' end return s .. ('010' + 0)")
+	want := "$18\r\n0.5,1,1.5,2,2.5,10\r\n"
+	done := make(chan struct{})
+	for g := 0; g < 6; g++ {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := 0; i < 100; i++ {
+				got, err := e.Eval(nil, body, nil, strs("5"), Options{})
+				if err != nil || string(got) != want {
+					t.Errorf("got %q %v, want %q", got, err, want)
+					return
+				}
+			}
+		}()
+	}
+	for g := 0; g < 6; g++ {
+		<-done
+	}
+}
