@@ -340,6 +340,7 @@ func TestLuaDialectMatchesRedis(t *testing.T) {
 		lc("return loadstring('return 010 .. 1e15')()"),
 		lc("return loadstring('return ARGV[1] .. 1/3')()", "x"),
 		lc("return loadstring('return type(tostring)')()"),
+		lc("local parts = {'return 010 ', '.. 1e15'} local i = 0 return load(function() i = i + 1 return parts[i] end)()"),
 
 		// Argument checks of the base and table functions.
 		lc("assert(nil, 5)"),

@@ -209,6 +209,7 @@ func TestLua51ErrorAndLoadString(t *testing.T) {
 			want: "-ERR <string>:1: Script attempted to access nonexistent global variable 'print' script: SHA, on <string>:1.\r\n"},
 		{body: "return loadstring('x = 1')()", want: "-ERR <string>:1: Attempt to modify a readonly table script: SHA, on <string>:1.\r\n"},
 		{body: "return select(2, loadstring('x ='))", want: bulk("<string>:1: syntax error near '<eof>'")},
+		{body: "local parts = {'return 010 ', '.. 1e15'} local i = 0 return load(function() i = i + 1 return parts[i] end)()", want: bulk("101e+15")},
 	})
 }
 

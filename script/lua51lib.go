@@ -244,6 +244,7 @@ func (v *vm) installLua51(base *lua.LTable) {
 	set(base, "unpack", luaUnpack)
 	set(base, "error", luaError)
 	set(base, "loadstring", luaLoadString)
+	set(base, "load", luaLoad)
 	set(base, "assert", luaAssert)
 	// Lua's argument checks (and texts) before gopher-lua's own function.
 	for name, kinds := range map[string][]argKind{
@@ -468,10 +469,49 @@ func where(L *lua.LState, level int) string {
 
 // luaLoadString is loadstring(s [, name]) compiling with the same Lua 5.1
 // rules as scripts (compileLua51); the function's environment is the
-// script's.
+// script's (the state's, as gopher-lua's loadstring gives).
 func luaLoadString(L *lua.LState) int {
-	code := checkLString(L, 1)
-	name := optLString(L, 2, "<string>")
+	return loadChunk(L, checkLString(L, 1), optLString(L, 2, "<string>"))
+}
+
+// luaLoad is load(func [, name]): the chunk is the concatenation of the
+// strings func returns until it returns nil or "" (gopher-lua's reading,
+// bounded like string.rep), compiled as loadstring does.
+func luaLoad(L *lua.LState) int {
+	fn, ok := L.Get(1).(*lua.LFunction)
+	if !ok {
+		typeError(L, 1, "function")
+	}
+	name := optLString(L, 2, "?")
+	var b strings.Builder
+	for {
+		L.Push(fn)
+		L.Call(0, 1)
+		r := L.Get(-1)
+		L.Pop(1)
+		if r == lua.LNil {
+			break
+		}
+		s, ok := toLString(r)
+		if !ok {
+			L.Push(lua.LNil)
+			L.Push(lua.LString("reader function must return a string"))
+			return 2
+		}
+		if s == "" {
+			break
+		}
+		if b.Len()+len(s) > maxStringRep {
+			L.RaiseError("resulting string too large")
+		}
+		b.WriteString(s)
+	}
+	return loadChunk(L, b.String(), name)
+}
+
+// loadChunk compiles code (loadstring, load) and pushes the function, or
+// nil and the error message.
+func loadChunk(L *lua.LState, code, name string) int {
 	proto, err := compileLua51(code, name)
 	if err != nil {
 		msg := err.Error()
