@@ -338,8 +338,9 @@ func TestLuaDialectMatchesRedis(t *testing.T) {
 		lc("error('x', 0)"),
 		lc("error()"),
 		lc("return loadstring('return 010 .. 1e15')()"),
-		lc("return loadstring('return KEYS[1] .. 1/3')()"),
+		lc("return loadstring('return ARGV[1] .. 1/3')()", "x"),
 		lc("return loadstring('return type(tostring)')()"),
+		lc("local parts = {'return 010 ', '.. 1e15'} local i = 0 return load(function() i = i + 1 return parts[i] end)()"),
 
 		// Argument checks of the base and table functions.
 		lc("assert(nil, 5)"),
@@ -362,6 +363,26 @@ func TestLuaDialectMatchesRedis(t *testing.T) {
 		lc("return table.insert({}, 1, 2, 3)"),
 		lc("return table.remove()"),
 		lc("return type(newproxy)"),
+
+		// Arithmetic on strings and numeric for loops convert as Lua does.
+		lc("local n = 0 for i = 1, ARGV[1] do n = n + 1 end return n", "3"),
+		lc("local n = 0 for i = ARGV[1], 1, '-1' do n = n + i end return n", "3"),
+		lc("local n = 0 for i = '0x2', ' 4 ' do n = n + i end return n"),
+		lc("for i = 1, 'x' do end"),
+		lc("for i = {}, 2 do end"),
+		lc("for i = 1, 2, nil do end"),
+		lc("return {'010' + 0, -'010', '0x10' * 1, ' 5 ' * 2, '1e2' / 4, '5' % '3', '-5' % 3, '2' ^ '10'}"),
+		lc("return tostring('5.5' % -2)"),
+		lc("return 'x' + 1"),
+		lc("return 1 - '1_0'"),
+		lc("return '0b11' * 1"),
+		lc("return -'x'"),
+		lc("return ARGV[1] * 2", "21"),
+		lc("local t = setmetatable({}, {__add = function(a, b) return 42 end}) return {'1' + t, t + '1', 'x' + t}"),
+		lc("return getmetatable('')"),
+		lc("return getmetatable('').__index == string"),
+		lc("getmetatable('').x = 1"),
+		lc("local t = {} for k, v in pairs({a = 1}) do t[#t+1] = k .. v end for i, v in ipairs({'x'}) do t[#t+1] = i .. v end return t"),
 
 		// Number literals are read as Lua reads them.
 		lc("return {tostring(010), 010 + 1, tostring(0x10), tostring(1e2), tostring(.5), tostring(0xA)}"),

@@ -100,9 +100,7 @@ func compileLua51(code, name string) (*lua.FunctionProto, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(sites) > 0 {
-		installConcat(proto, concatFuncs(sites))
-	}
+	installConcat(proto, concatFuncs(sites))
 	return proto, nil
 }
 

@@ -34,3 +34,16 @@ func BenchmarkNewVM(b *testing.B) {
 		newVM(e).L.Close()
 	}
 }
+
+// BenchmarkEngineEvalArgvArith: arithmetic on ARGV strings (the string
+// metatable's metamethods since the Lua 5.1 dialect; gopher-lua's inline
+// conversion before).
+func BenchmarkEngineEvalArgvArith(b *testing.B) {
+	benchEval(b, "local n = ARGV[1] * 2 + ARGV[2] - ARGV[1] / 4 return n", nil, strs("60", "7"))
+}
+
+// BenchmarkEngineEvalForArgv: a numeric for loop bounded by ARGV[1]
+// (tonumber before: gopher-lua refuses a string limit).
+func BenchmarkEngineEvalForArgv(b *testing.B) {
+	benchEval(b, "local n = 0 for i = 1, tonumber(ARGV[1]) do n = n + i end return n", nil, strs("10"))
+}

@@ -32,6 +32,19 @@ func TestStr2Number(t *testing.T) {
 			t.Errorf("str2number(%q) = %v, %v; want %v, %v", tc.in, got, ok, tc.want, tc.ok)
 		}
 	}
+	for in, want := range map[string]float64{"7": 7, "-42": -42, "123456789012345": 123456789012345, "1234567890123456": 1234567890123456} {
+		if got, ok := str2number(in); !ok || got != want {
+			t.Errorf("str2number(%q) = %v, %v", in, got, ok)
+		}
+	}
+	for _, in := range []string{"-", "1-", "12a"} {
+		if _, ok := str2number(in); ok {
+			t.Errorf("str2number(%q) accepted", in)
+		}
+	}
+	if f, ok := str2number("-0"); !ok || f != 0 || !math.Signbit(f) {
+		t.Errorf("str2number(-0) = %v, %v; want -0", f, ok)
+	}
 	if f, _ := str2number("-nan"); f == f || !math.Signbit(f) {
 		t.Errorf("str2number(-nan) = %v, want a NaN with the sign bit (glibc prints -nan)", f)
 	}
@@ -150,6 +163,8 @@ func TestLua51Library(t *testing.T) {
 		{body: "return math.floor('x')", want: errReply("1", "bad argument #1 to 'floor' (number expected, got string)")},
 		{body: "return {string.gsub('abc', '(b)', '[%1%%]')}", want: "*2\r\n" + bulk("a[b%]c") + ":1\r\n"},
 		{body: "local t = {} for w in string.gmatch('a b', '%a') do t[#t+1] = w end return t", want: "*2\r\n" + bulk("a") + bulk("b")},
+		{body: "local n = 0 for i, v in ipairs({5, 6}) do n = n + i * v end for k, v in pairs({x = 1}) do n = n + v end return n", want: ":18\r\n"},
+		{body: "return pairs()", want: errReply("1", "bad argument #1 to 'pairs' (table expected, got no value)")},
 	})
 }
 
@@ -194,5 +209,49 @@ func TestLua51ErrorAndLoadString(t *testing.T) {
 			want: "-ERR <string>:1: Script attempted to access nonexistent global variable 'print' script: SHA, on <string>:1.\r\n"},
 		{body: "return loadstring('x = 1')()", want: "-ERR <string>:1: Attempt to modify a readonly table script: SHA, on <string>:1.\r\n"},
 		{body: "return select(2, loadstring('x ='))", want: bulk("<string>:1: syntax error near '<eof>'")},
+		{body: "local parts = {'return 010 ', '.. 1e15'} local i = 0 return load(function() i = i + 1 return parts[i] end)()", want: bulk("101e+15")},
 	})
+}
+
+func TestLua51StringArithmeticAndFor(t *testing.T) {
+	e, _ := newTestEngine(t)
+	errReply := func(msg string) string {
+		return "-ERR user_script:1: " + msg + " script: SHA, on @user_script:1.\r\n"
+	}
+	runEvalCases(t, e, Options{}, []evalCase{
+		{body: "return '010' + 0", want: ":10\r\n"},
+		{body: "return -'010'", want: ":-10\r\n"},
+		{body: "return ARGV[1] * 2", args: []string{"21"}, want: ":42\r\n"},
+		{body: "return '-5' % 3", want: ":1\r\n"},
+		{body: "return '1_0' + 0", want: errReply("attempt to perform arithmetic on a string value")},
+		{body: "local t = setmetatable({}, {__add = function() return 7 end}) return '1' + t", want: ":7\r\n"},
+		{body: "local n = 0 for i = 1, ARGV[1] do n = n + 1 end return n", args: []string{"3"}, want: ":3\r\n"},
+		{body: "for i = 1, 'x' do end", want: errReply("'for' limit must be a number")},
+		{body: "for i = nil, 1 do end", want: errReply("'for' initial value must be a number")},
+	})
+}
+
+// TestLua51Concurrent runs a script using the shared concatenation and for
+// functions (compiled constants every pooled state calls) from several
+// goroutines at once; -race checks that they share nothing mutable.
+func TestLua51Concurrent(t *testing.T) {
+	e, _ := newTestEngine(t)
+	body := []byte("local s = '' for i = 1, ARGV[1] do s = s .. i / 2 .. ',' end return s .. ('010' + 0)")
+	want := "$18\r\n0.5,1,1.5,2,2.5,10\r\n"
+	done := make(chan struct{})
+	for g := 0; g < 6; g++ {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := 0; i < 100; i++ {
+				got, err := e.Eval(nil, body, nil, strs("5"), Options{})
+				if err != nil || string(got) != want {
+					t.Errorf("got %q %v, want %q", got, err, want)
+					return
+				}
+			}
+		}()
+	}
+	for g := 0; g < 6; g++ {
+		<-done
+	}
 }

@@ -144,10 +144,10 @@ func (r *rewriter) stmt(st ast.Stmt, fn int) {
 		r.block(s.Then, fn)
 		r.block(s.Else, fn)
 	case *ast.NumberForStmt:
-		s.Init = r.expr(s.Init, fn)
-		s.Limit = r.expr(s.Limit, fn)
+		s.Init = forNumber(r.expr(s.Init, fn), "init")
+		s.Limit = forNumber(r.expr(s.Limit, fn), "limit")
 		if s.Step != nil {
-			s.Step = r.expr(s.Step, fn)
+			s.Step = forNumber(r.expr(s.Step, fn), "step")
 		}
 		r.push(fn)
 		r.declare(s.Name)
@@ -283,6 +283,41 @@ func (r *rewriter) concat(x *ast.StringConcatOpExpr, fn int) ast.Expr {
 	return call
 }
 
+// forNumber wraps a numeric for's init, limit or step, unless it is a
+// number literal, in a call that converts a numeric string to a number as
+// Lua 5.1's OP_FORPREP does (for i = 1, ARGV[1]), where gopher-lua's
+// refuses strings.
+func forNumber(e ast.Expr, what string) ast.Expr {
+	if _, ok := e.(*ast.NumberExpr); ok {
+		return e
+	}
+	marker := &ast.StringExpr{Value: concatMarker + what}
+	marker.SetLine(e.Line())
+	marker.SetLastLine(e.LastLine())
+	call := &ast.FuncCallExpr{Func: marker, Args: []ast.Expr{e}}
+	call.SetLine(e.Line())
+	call.SetLastLine(e.LastLine())
+	return call
+}
+
+// forFuncs are the conversion functions of forNumber, by marker suffix.
+var forFuncs = map[string]*lua.LFunction{
+	"init":  forFunc("'for' initial value must be a number"),
+	"limit": forFunc("'for' limit must be a number"),
+	"step":  forFunc("'for' step must be a number"),
+}
+
+func forFunc(msg string) *lua.LFunction {
+	return &lua.LFunction{IsG: true, Env: concatEnv, GFunction: func(L *lua.LState) int {
+		f, ok := toNumber51(L.Get(1))
+		if !ok {
+			L.RaiseError("%s", msg)
+		}
+		L.Push(lua.LNumber(f))
+		return 1
+	}}
+}
+
 // describe is Lua 5.1's varinfo for an operand: "local 'x'",
 // "global 'x'", "upvalue 'x'", "field 'x'" ("field '?'" when the key is
 // not a string constant), or "" for temporaries.
@@ -318,8 +353,10 @@ func normalizeNumber(s string) string {
 func installConcat(p *lua.FunctionProto, fns []*lua.LFunction) {
 	for i, k := range p.Constants {
 		if s, ok := k.(lua.LString); ok && strings.HasPrefix(string(s), concatMarker) {
-			n, err := strconv.Atoi(string(s[len(concatMarker):]))
-			if err == nil && n >= 0 && n < len(fns) {
+			suffix := string(s[len(concatMarker):])
+			if f := forFuncs[suffix]; f != nil {
+				p.Constants[i] = f
+			} else if n, err := strconv.Atoi(suffix); err == nil && n >= 0 && n < len(fns) {
 				p.Constants[i] = fns[n]
 			}
 		}

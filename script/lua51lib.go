@@ -244,6 +244,7 @@ func (v *vm) installLua51(base *lua.LTable) {
 	set(base, "unpack", luaUnpack)
 	set(base, "error", luaError)
 	set(base, "loadstring", luaLoadString)
+	set(base, "load", luaLoad)
 	set(base, "assert", luaAssert)
 	// Lua's argument checks (and texts) before gopher-lua's own function.
 	for name, kinds := range map[string][]argKind{
@@ -252,7 +253,7 @@ func (v *vm) installLua51(base *lua.LTable) {
 		"rawset": {argTable, argAny, argAny}, "setmetatable": {argTable, argNilOrTable},
 		"type": {argAny},
 	} {
-		set(base, name, checked(base.RawGetString(name).(*lua.LFunction).GFunction, kinds...))
+		wrapChecked(L, base, name, kinds...)
 	}
 
 	str := base.RawGetString("string").(*lua.LTable)
@@ -265,6 +266,17 @@ func (v *vm) installLua51(base *lua.LTable) {
 		set(str, name, fn)
 	}
 	str.RawSetString("gfind", str.RawGetString("gmatch")) // LUA_COMPAT_GFIND
+
+	// Arithmetic on strings: gopher-lua's VM converts them with Go's
+	// rules ("010" is octal) unless the string metatable has the
+	// metamethod, which it consults first; these convert as Lua 5.1 does.
+	smt := L.NewTable()
+	smt.RawSetString("__index", str)
+	smt.RawSetString("__metatable", lua.LFalse)
+	for _, ev := range []string{"__add", "__sub", "__mul", "__div", "__mod", "__pow", "__unm"} {
+		set(smt, ev, strArith(ev))
+	}
+	L.SetMetatable(lua.LString(""), smt)
 
 	m := base.RawGetString("math").(*lua.LTable)
 	for name, fn := range map[string]func(float64) float64{
@@ -305,7 +317,7 @@ func (v *vm) installLua51(base *lua.LTable) {
 	for name, kinds := range map[string][]argKind{
 		"sort": {argTable, argOptFunc}, "getn": {argTable}, "maxn": {argTable},
 	} {
-		set(tbl, name, checked(tbl.RawGetString(name).(*lua.LFunction).GFunction, kinds...))
+		wrapChecked(L, tbl, name, kinds...)
 	}
 	// table.insert and table.remove take their position through
 	// luaL_checkint: coerce it, then run gopher-lua's own.
@@ -333,6 +345,17 @@ const (
 	argOptFunc                   // none, nil or a function (table.sort)
 	argNilOrTable                // setmetatable's metatable
 )
+
+// wrapChecked replaces t[name], a gopher-lua function, with checked of
+// it, keeping its upvalues (ipairs and pairs keep their iterator in one).
+func wrapChecked(L *lua.LState, t *lua.LTable, name string, kinds ...argKind) {
+	orig := t.RawGetString(name).(*lua.LFunction)
+	ups := make([]lua.LValue, len(orig.Upvalues))
+	for i, u := range orig.Upvalues {
+		ups[i] = u.Value()
+	}
+	t.RawSetString(name, L.NewClosure(checked(orig.GFunction, kinds...), ups...))
+}
 
 // checked runs Lua 5.1's argument checks, with its error texts, before
 // fn (a gopher-lua function whose own checks word errors differently).
@@ -446,10 +469,49 @@ func where(L *lua.LState, level int) string {
 
 // luaLoadString is loadstring(s [, name]) compiling with the same Lua 5.1
 // rules as scripts (compileLua51); the function's environment is the
-// script's.
+// script's (the state's, as gopher-lua's loadstring gives).
 func luaLoadString(L *lua.LState) int {
-	code := checkLString(L, 1)
-	name := optLString(L, 2, "<string>")
+	return loadChunk(L, checkLString(L, 1), optLString(L, 2, "<string>"))
+}
+
+// luaLoad is load(func [, name]): the chunk is the concatenation of the
+// strings func returns until it returns nil or "" (gopher-lua's reading,
+// bounded like string.rep), compiled as loadstring does.
+func luaLoad(L *lua.LState) int {
+	fn, ok := L.Get(1).(*lua.LFunction)
+	if !ok {
+		typeError(L, 1, "function")
+	}
+	name := optLString(L, 2, "?")
+	var b strings.Builder
+	for {
+		L.Push(fn)
+		L.Call(0, 1)
+		r := L.Get(-1)
+		L.Pop(1)
+		if r == lua.LNil {
+			break
+		}
+		s, ok := toLString(r)
+		if !ok {
+			L.Push(lua.LNil)
+			L.Push(lua.LString("reader function must return a string"))
+			return 2
+		}
+		if s == "" {
+			break
+		}
+		if b.Len()+len(s) > maxStringRep {
+			L.RaiseError("resulting string too large")
+		}
+		b.WriteString(s)
+	}
+	return loadChunk(L, b.String(), name)
+}
+
+// loadChunk compiles code (loadstring, load) and pushes the function, or
+// nil and the error message.
+func loadChunk(L *lua.LState, code, name string) int {
 	proto, err := compileLua51(code, name)
 	if err != nil {
 		msg := err.Error()
@@ -507,6 +569,61 @@ func luaUnpack(L *lua.LState) int {
 		L.Push(t.RawGetInt(int(k)))
 	}
 	return int(n)
+}
+
+// strArith is the string metatable's arithmetic metamethod for event:
+// Lua 5.1's luaV_arith when an operand is a string (luai_nummod is
+// a - floor(a/b)*b), then the other operand's metamethod, then Lua's
+// "attempt to perform arithmetic on a string value".
+func strArith(event string) lua.LGFunction {
+	return func(L *lua.LState) int {
+		a := L.Get(1)
+		b := a // __unm gets one operand (Lua passes it twice)
+		if event != "__unm" {
+			b = L.Get(2)
+		}
+		x, okx := toNumber51(a)
+		y, oky := toNumber51(b)
+		if okx && oky {
+			var r float64
+			switch event {
+			case "__add":
+				r = x + y
+			case "__sub":
+				r = x - y
+			case "__mul":
+				r = x * y
+			case "__div":
+				r = x / y
+			case "__mod":
+				r = x - math.Floor(x/y)*y
+			case "__pow":
+				r = math.Pow(x, y)
+			case "__unm":
+				r = -x
+			}
+			L.Push(lua.LNumber(r))
+			return 1
+		}
+		for _, o := range []lua.LValue{a, b} {
+			if _, isStr := o.(lua.LString); isStr {
+				continue
+			}
+			if mm := L.GetMetaField(o, event); mm != lua.LNil {
+				L.Push(mm)
+				L.Push(a)
+				L.Push(b)
+				L.Call(2, 1)
+				return 1
+			}
+		}
+		bad := a
+		if okx {
+			bad = b
+		}
+		L.RaiseError("attempt to perform arithmetic on a %s value", bad.Type().String())
+		return 0
+	}
 }
 
 // ---------------------------------------------------------------------------
@@ -921,7 +1038,7 @@ func (r *rand48) random(L *lua.LState) int {
 		if l > u {
 			argError(L, 2, "interval is empty")
 		}
-		L.Push(lua.LNumber(math.Floor(f*float64(u-l+1)) + float64(l)))
+		L.Push(lua.LNumber(math.Floor(f*float64(int32(u)-int32(l)+1)) + float64(l))) // C int arithmetic
 	default:
 		L.RaiseError("wrong number of arguments")
 	}

@@ -31,6 +31,23 @@ func isCSpace(c byte) bool {
 // (optionally "nan(chars)"), any case. The string ends at its first NUL,
 // as a C string does.
 func str2number(s string) (float64, bool) {
+	// Fast path: a short decimal integer, what ARGV usually holds.
+	if n := len(s); n > 0 && n <= 15 {
+		i, neg := 0, s[0] == '-'
+		if neg {
+			i = 1
+		}
+		v := int64(0)
+		for ; i < n && isDigit(s[i]); i++ {
+			v = v*10 + int64(s[i]-'0')
+		}
+		if i == n && (n > 1 || !neg) {
+			if neg {
+				return -float64(v), true
+			}
+			return float64(v), true
+		}
+	}
 	if i := strings.IndexByte(s, 0); i >= 0 {
 		s = s[:i]
 	}

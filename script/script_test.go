@@ -244,7 +244,9 @@ func TestSandbox(t *testing.T) {
 	runEvalCases(t, e, Options{}, []evalCase{
 		{body: "return type(loadstring)", want: "$8\r\nfunction\r\n"},
 		{body: "return loadstring('return 1 + 1')()", want: ":2\r\n"},
-		{body: "return getmetatable('')", want: "$-1\r\n"},
+		{body: "return getmetatable('')", want: "*0\r\n"}, // Redis: a read-only table
+		{body: "return getmetatable('').__index == string", want: ":1\r\n"},
+		{body: "getmetatable('').__index = nil", want: "-ERR user_script:1: Attempt to modify a readonly table script: SHA, on @user_script:1.\r\n"},
 		{body: "return getmetatable(_G)", want: "$-1\r\n"},
 		{body: "return (pcall(setmetatable, _G, {}))", want: "$-1\r\n"},
 		{body: "return (pcall(setmetatable, 1, {}))", want: "$-1\r\n"},

@@ -137,7 +137,14 @@ func newVM(e *Engine) *vm {
 		checkTable(L, 1) // Lua 5.1: tables only (gopher-lua would set the shared metatable of a basic type)
 		return origSetmt(L)
 	}))
-	builtins.RawSetString("getmetatable", L.NewFunction(checked(luaGetMetatable, argAny)))
+	var strMeta lua.LValue // getmetatable(s) for a string: set below
+	builtins.RawSetString("getmetatable", L.NewFunction(checked(func(L *lua.LState) int {
+		if _, ok := L.Get(1).(lua.LString); ok {
+			L.Push(strMeta)
+			return 1
+		}
+		return luaGetMetatable(L)
+	}, argAny)))
 	builtins.RawSetString("pcall", L.NewFunction(v.pcall))
 	zero := L.NewFunction(func(L *lua.LState) int { L.Push(lua.LNumber(0)); return 1 })
 	builtins.RawSetString("collectgarbage", zero) // not runtime.GC: one script must not stop the world
@@ -157,11 +164,17 @@ func newVM(e *Engine) *vm {
 	}
 
 	str := orig.RawGetString("string").(*lua.LTable)
-	// The string metatable is the string library itself; hide it.
+	// gopher-lua's string metatable was the string library itself; hide it
+	// (the one in use is installLua51's).
 	str.RawSetString("__metatable", lua.LFalse)
 	for _, name := range []string{"string", "table", "math"} {
 		builtins.RawSetString(name, v.proxy(orig.RawGetString(name).(*lua.LTable)))
 	}
+	// Scripts see the string metatable as Redis shows it: a read-only
+	// table whose __index is string.
+	view := L.NewTable()
+	view.RawSetString("__index", builtins.RawGetString("string"))
+	strMeta = v.proxy(view)
 	builtins.RawSetString("redis", v.proxy(v.redisLib()))
 
 	v.env = L.NewTable()
