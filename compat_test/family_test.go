@@ -398,6 +398,18 @@ func TestFamilyTracking(t *testing.T) {
 		}
 		expectNoPush(t, rc)
 	}
+	// a peek is a read: the tracking client is told when the key it peeked
+	// at is written by someone else
+	rc.exchange(t, "CL.THROTTLE_RO", "peeked", "9", "10", "1")
+	rc.exchange(t, "CL.PTHROTTLE_RO", "peeked:ms", "9", "10", "1000")
+	expectNoPush(t, rc)
+	writers["go-redis"]("CL.MTHROTTLE", "peeked", "9", "10", "1", "1")
+	writers["rueidis"]("CL.PTHROTTLE", "peeked:ms", "9", "10", "1000")
+	for _, k := range []string{"peeked", "peeked:ms"} {
+		if got := readValue(t, rc); got != push(k) {
+			t.Fatalf("after a peek at %s and a write: got %q, want its invalidation", k, got)
+		}
+	}
 
 	cached := newRueidisCached(t, ts)
 	w := newRueidis(t, ts)
