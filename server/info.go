@@ -250,7 +250,7 @@ func (s *Server) infoStats(now time.Time) []string {
 		"sync_full:0",
 		"sync_partial_ok:0",
 		"sync_partial_err:0",
-		"expired_keys:0",
+		"expired_keys:" + itoa(s.store.ExpiredKeys()),
 		"evicted_keys:0",
 		"keyspace_hits:" + itoa(hits),
 		"keyspace_misses:" + itoa(misses),
@@ -300,11 +300,11 @@ func (s *Server) infoErrorstats(time.Time) []string {
 }
 
 func (s *Server) infoKeyspace(time.Time) []string {
-	keys, expires := s.store.Counts()
+	keys, expires, avgTTL := s.store.KeyspaceStats(s.nowMs())
 	if keys == 0 {
 		return nil
 	}
-	return []string{"db0:keys=" + strconv.Itoa(keys) + ",expires=" + strconv.Itoa(expires) + ",avg_ttl=0"}
+	return []string{"db0:keys=" + strconv.Itoa(keys) + ",expires=" + strconv.Itoa(expires) + ",avg_ttl=" + itoa(avgTTL)}
 }
 
 // infoCommandstats: usec is the sampled time scaled to all calls.
