@@ -201,9 +201,8 @@ func unwrapConn[T any](nc net.Conn) (T, bool) {
 type pumpResult uint8
 
 const (
-	pumpDone  pumpResult = iota // the connection ends: close it
-	pumpRead                    // its socket to be readable (event loop only)
-	pumpWrite                   // its output backlog to be written (event loop only)
+	pumpDone pumpResult = iota // the connection ends: close it
+	pumpRead                   // its socket to be readable (event loop only)
 )
 
 // serveConn serves c's connection until it is closed, Shutdown's read
@@ -232,8 +231,9 @@ func (s *Server) serveConn(c *client) {
 // connection it returns only when the connection ends. On an event loop's
 // connection it returns pumpRead once the socket has nothing more (it
 // reads once per call, and again only while the guard holds input read
-// ahead), and pumpWrite when the socket did not take all the output: the
-// commands not run yet stay in st for the next call, with read false.
+// ahead). Output the socket does not take waits in the connection's
+// output buffer (obuf.go) and never stops the reading: a client may send
+// a whole batch before it reads any reply, as with Redis.
 func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 	for {
 		var rerr error
@@ -294,13 +294,8 @@ func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 			st.flat = make([][]byte, 0, 4*maxBatchCmds)
 		}
 		st.compact()
-		if st.lc != nil {
-			if st.lc.backlogged() {
-				return pumpWrite
-			}
-			if st.held == nil || !st.held.ReadReady() {
-				return pumpRead // level-triggered: the loop calls again
-			}
+		if st.lc != nil && (st.held == nil || !st.held.ReadReady()) {
+			return pumpRead // level-triggered: the loop calls again
 		}
 	}
 }
@@ -308,7 +303,7 @@ func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 // runBatch runs the commands parseBatch parsed, in order, advancing
 // st.start past each. Output that outgrows maxBatchOut is written out
 // between commands. ran reports whether any command ran; stop is true when
-// pump must return r (the connection failed, or its output is backlogged).
+// pump must return r (the connection failed).
 //
 // Isolation: consecutive commands that dispatch would run under the
 // client's isolation read lock (everything but MULTI/EXEC-style immediate
@@ -341,9 +336,6 @@ func (s *Server) runBatch(c *client, st *connState) (r pumpResult, ran, stop boo
 			c.publishCommands()
 			if s.writeOut(c, st.pc, false) != nil {
 				return pumpDone, ran, true
-			}
-			if st.lc != nil && st.lc.backlogged() {
-				return pumpWrite, ran, true
 			}
 		}
 	}

@@ -92,6 +92,11 @@ type Config struct {
 	// more events before it sleeps in epoll_wait (busypoll.go). 0 means
 	// DefaultBusyPoll; negative, never.
 	BusyPoll time.Duration
+	// OutputBufferLimit bounds each client's output buffer (replies and
+	// pushes its socket has not taken yet) as Redis's
+	// client-output-buffer-limit for normal clients (obuf.go). The zero
+	// value is Redis's default: no limit.
+	OutputBufferLimit OutputBufferLimit
 }
 
 // DefaultBusyPoll is Config.BusyPoll's default.
@@ -107,6 +112,9 @@ func (c Config) Validate() error {
 	}
 	if c.IOLoops > 64 {
 		return errors.New("server: more than 64 event loops")
+	}
+	if l := c.OutputBufferLimit; l.Hard < 0 || l.Soft < 0 || l.SoftSeconds < 0 {
+		return errors.New("server: negative output buffer limit")
 	}
 	return nil
 }
@@ -177,6 +185,9 @@ type stats struct {
 	allowed     atomic.Int64
 	denied      atomic.Int64
 	panics      atomic.Int64
+	// obufDisconnects counts clients closed for their output buffer
+	// (client_output_buffer_limit_disconnections).
+	obufDisconnects atomic.Int64
 }
 
 // New returns a Server over st. It does not listen until Serve.
