@@ -84,8 +84,8 @@ type loopConn struct {
 	// on: a loop owns the socket. Before, the methods forward to Conn,
 	// under mu, so that none races with detach.
 	on       atomic.Bool
-	closed   atomic.Bool // Close was called: the loop ends the connection
-	readStop atomic.Bool // a read deadline in the past: end after the replies
+	closed   atomic.Bool  // Close was called: the loop ends the connection
+	readStop atomic.Bool  // a read deadline in the past: end after the replies
 	wdl      atomic.Int64 // write deadline, ns: a backlog must move by then
 	written  atomic.Int64 // bytes the socket took (total_net_output_bytes)
 
