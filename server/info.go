@@ -265,6 +265,7 @@ func (s *Server) infoStats(now time.Time) []string {
 		"tracking_total_prefixes:" + strconv.Itoa(tp),
 		"unexpected_error_replies:0",
 		"total_error_replies:" + itoa(errs),
+		"client_output_buffer_limit_disconnections:" + itoa(s.stats.obufDisconnects.Load()),
 		"throttle_allowed:" + itoa(s.stats.allowed.Load()),
 		"throttle_denied:" + itoa(s.stats.denied.Load()),
 		"handler_panics:" + itoa(s.stats.panics.Load()),

@@ -240,6 +240,13 @@ func (q *outQueue) reset() {
 	q.mem.Store(0)
 }
 
+// discard drops everything queued without recycling the blocks (a writer
+// may still be reading them).
+func (q *outQueue) discard() {
+	q.blocks, q.head, q.n = nil, 0, 0
+	q.mem.Store(0)
+}
+
 // outBuffer is what CLIENT LIST, INFO and the tracking pushes read of a
 // connection's output side: loopConn and outConn implement it.
 type outBuffer interface {

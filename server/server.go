@@ -225,6 +225,8 @@ func (s *Server) Listen() (net.Listener, error) {
 func (s *Server) Serve(ln net.Listener) error {
 	if s.startLoops(ln) {
 		ln = wrapLoopListener(ln)
+	} else {
+		ln = outListener{ln, s} // outconn.go
 	}
 	if s.cfg.WrapListener != nil {
 		ln = s.cfg.WrapListener(ln)
@@ -440,6 +442,9 @@ func (s *Server) accept(nc net.Conn, dl *drainListener) *client {
 	}
 	c := newClient(s, nc)
 	c.ln = dl
+	if o, ok := unwrapConn[*outConn](nc); ok {
+		o.setClient(c)
+	}
 	s.mu.Lock()
 	if s.closing.Load() {
 		// Shutdown has taken its list of clients: this one would never
