@@ -39,8 +39,9 @@ type config struct {
 	logFormat     string
 	healthcheck   bool
 	access        accessConfig
-	metrics       metricsConfig // main_metrics.go
-	pprofAddr     string        // main_pprof.go
+	metrics       metricsConfig    // main_metrics.go
+	pprofAddr     string           // main_pprof.go
+	outputBuffer  outputBufferFlag // main_obuf.go
 	// Cluster mode (cluster_setup.go).
 	clusterNodes    string
 	clusterAnnounce string
@@ -89,6 +90,7 @@ func parseFlags(args []string) (config, error) {
 	registerAccessFlags(fs, &c.access)
 	registerMetricsFlags(fs, &c.metrics)
 	registerPprofFlags(fs, &c.pprofAddr)
+	registerOutputBufferFlags(fs, &c.outputBuffer)
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.BoolVar(&c.healthcheck, "healthcheck", false, "PING the server at --addr and exit 0 if it answers PONG (for container health checks)")
 	if err := fs.Parse(args); err != nil {
@@ -112,6 +114,9 @@ func parseFlags(args []string) (config, error) {
 	}
 	if c.busyPoll < 0 || c.busyPoll > time.Second {
 		return c, errors.New("--busy-poll must be 0 to 1s")
+	}
+	if err := c.outputBuffer.check(); err != nil {
+		return c, err
 	}
 	return c, nil
 }
@@ -165,6 +170,7 @@ func run(args []string) int {
 		srvCfg.IOLoops = -1 // the flag's 0: no loop
 	}
 	srvCfg.BusyPoll = cfg.busyPoll
+	srvCfg.OutputBufferLimit = cfg.outputBuffer.limit
 	if cfg.busyPoll == 0 {
 		srvCfg.BusyPoll = -1 // the flag's 0: never
 	}
