@@ -177,6 +177,7 @@ func (s *Server) newConnState(c *client) *connState {
 	if cap(c.out) == 0 {
 		c.out = make([]byte, 0, initialOut)
 	}
+	c.st = st
 	return st
 }
 
@@ -246,6 +247,9 @@ func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 			var n int
 			n, rerr = c.netConn.Read(st.buf[st.end:])
 			st.end += n
+			if n > 0 {
+				c.noteRead(n) // clientinfo.go: a counter and the idle clock
+			}
 			if rerr == syscall.EAGAIN {
 				// Non-blocking: nothing more now, or (n > 0) only
 				// part of a command, which cannot run yet.
@@ -294,6 +298,7 @@ func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 			st.flat = make([][]byte, 0, 4*maxBatchCmds)
 		}
 		st.compact()
+		c.publishBuffers(st) // for CLIENT LIST elsewhere: loads, rarely a store
 		if st.lc != nil && (st.held == nil || !st.held.ReadReady()) {
 			return pumpRead // level-triggered: the loop calls again
 		}
@@ -395,6 +400,7 @@ func makeRoom(buf []byte, start, end int) ([]byte, int, int) {
 // writeOut writes c.out (see pushConn.writeReplies for done) and empties
 // it, dropping a buffer grown past maxKeepOut by a large reply.
 func (s *Server) writeOut(c *client, pc *pushConn, done bool) error {
+	c.noteReplies(len(c.out)) // rbp
 	var err error
 	if pc != nil {
 		err = pc.writeReplies(c.out, done)

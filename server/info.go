@@ -240,12 +240,13 @@ func (s *Server) infoStats(now time.Time) []string {
 	}
 	tk, ti, tp := s.ext.trk.counts()
 	polls, pollHits := s.busyPollCounts()
+	netIn, netOut := s.netBytes()
 	return []string{
 		"total_connections_received:" + itoa(s.stats.connections.Load()),
 		"total_commands_processed:" + itoa(cmds),
 		"instantaneous_ops_per_sec:" + strconv.FormatInt(int64(s.ext.opsPerSec(cmds, now)+0.5), 10),
-		"total_net_input_bytes:0",
-		"total_net_output_bytes:0",
+		"total_net_input_bytes:" + itoa(netIn),
+		"total_net_output_bytes:" + itoa(netOut),
 		"rejected_connections:" + itoa(rejected),
 		"sync_full:0",
 		"sync_partial_ok:0",

@@ -158,11 +158,18 @@ type Server struct {
 	// (the live ones count their own: client.commands).
 	closedCommands int64
 
-	nextID   atomic.Int64
-	closing  atomic.Bool
-	conns    sync.WaitGroup
-	sweepCtl chan struct{}
-	sweepWG  sync.WaitGroup
+	nextID  atomic.Int64
+	closing atomic.Bool
+	// coarseMs is the wall clock in Unix ms, updated every 100 ms by the
+	// sweep goroutine: what connections stamp their reads with (idle=).
+	coarseMs atomic.Int64
+	// closedNetIn and closedNetOut are the bytes read and written by
+	// connections already closed (guarded by mu; the live ones count
+	// their own, see client.netBytes).
+	closedNetIn, closedNetOut int64
+	conns                     sync.WaitGroup
+	sweepCtl                  chan struct{}
+	sweepWG                   sync.WaitGroup
 
 	watch watchRegistry
 	iso   isolation
@@ -206,6 +213,7 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 	}
 	s.watch.init()
 	s.ext.init() // serverext.go
+	s.coarseMs.Store(time.Now().UnixMilli())
 	return s, nil
 }
 
@@ -465,9 +473,12 @@ func (s *Server) closed(c *client) {
 	s.watch.unwatchAll(c)
 	s.trackingClosed(c)
 	c.publishCommands()
+	in, out := c.netBytes()
 	s.mu.Lock()
 	delete(s.clients, c.id)
 	s.closedCommands += c.commands.Load()
+	s.closedNetIn += in
+	s.closedNetOut += out
 	s.mu.Unlock()
 	s.conns.Done()
 }
@@ -487,6 +498,22 @@ func (s *Server) commandsProcessed() int64 {
 	return n
 }
 
+// netBytes is total_net_input_bytes and total_net_output_bytes: bytes
+// read from and taken by the sockets of every connection, live and
+// closed, counted per read and per write (not per command). It costs two
+// atomic loads per connected client, under s.mu.
+func (s *Server) netBytes() (in, out int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in, out = s.closedNetIn, s.closedNetOut
+	for _, c := range s.clients {
+		i, o := c.netBytes()
+		in += i
+		out += o
+	}
+	return in, out
+}
+
 // now reads the clock once for a command.
 func (s *Server) now() int64 { return s.cfg.Clock() }
 
@@ -496,10 +523,14 @@ func (s *Server) sweepLoop() {
 	defer s.sweepWG.Done()
 	t := time.NewTicker(s.cfg.SweepInterval)
 	defer t.Stop()
+	clock := time.NewTicker(100 * time.Millisecond)
+	defer clock.Stop()
 	for {
 		select {
 		case <-s.sweepCtl:
 			return
+		case now := <-clock.C:
+			s.coarseMs.Store(now.UnixMilli())
 		case <-t.C:
 			s.store.SweepStep(s.now()/1e6, s.cfg.SweepInterval/4)
 		}
