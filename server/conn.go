@@ -225,6 +225,9 @@ func (s *Server) serveConn(c *client) {
 		}
 	}()
 	s.pump(c, s.newConnState(c), true)
+	if o, ok := unwrapConn[*outConn](c.netConn); ok {
+		o.drain() // replies still queued are written before the close
+	}
 }
 
 // pump serves c: it reads (first, when read is set), runs every whole

@@ -27,10 +27,9 @@ import (
 // the socket that long again for every piece the writer writes: a backlog
 // that makes no progress for the write timeout ends the connection.
 //
-// Close writes what is queued first (bounded by the write timeout, or
-// closeDrain when there is none) and then closes; the reader stops at once.
-// Over the output buffer limit the connection is closed at once and its
-// output dropped.
+// The connection's goroutine drains the queue before it closes the
+// connection (bounded by the write timeout); Close drops what is left, as
+// does going over the output buffer limit.
 type outConn struct {
 	net.Conn // the accepted connection: *net.TCPConn, *tls.Conn, ...
 	s        *Server
@@ -216,30 +215,48 @@ func (o *outConn) writeLoop() {
 		if err != nil && !o.dead {
 			o.dropLocked()
 		}
+		o.cond.Broadcast() // for drain
 		o.mu.Unlock()
 	}
 }
 
-// Close closes the connection once its queued output is written; the
-// reader stops at once. Any goroutine; idempotent; never blocks on the
-// network.
+// drain waits until the queued output is written or the connection has
+// failed or been closed: the connection's goroutine calls it before it
+// closes the connection and unregisters the client, so that a graceful
+// shutdown has flushed every reply before it returns. A client that reads
+// nothing holds it for the write timeout at most (or until Shutdown's
+// grace ends and closes the connection).
+func (o *outConn) drain() {
+	o.mu.Lock()
+	for !o.dead && (o.out.len() > 0 || o.inflight > 0) {
+		o.cond.Wait()
+	}
+	o.mu.Unlock()
+}
+
+// Close closes the connection at once, dropping output not yet written, as
+// the event loop's Close does: a served client's goroutine drains its
+// output first (drain), so this drops only when someone else closes it
+// (Shutdown's grace ending, a failed push). A connection that is not a
+// served client (the guard answering one refused over maxclients) writes
+// its queued answer first, within the write deadline set for it, and then
+// closes. Any goroutine; idempotent; never blocks on the network.
 func (o *outConn) Close() error {
 	o.mu.Lock()
 	if o.dead || o.closing {
 		o.mu.Unlock()
 		return nil
 	}
-	if o.out.len() == 0 && o.inflight == 0 {
-		o.dead = true
+	if o.c == nil && (o.out.len() > 0 || o.inflight > 0) {
+		o.closing = true // the writer writes the rest, then closes
 		o.cond.Broadcast()
 		o.mu.Unlock()
-		return o.Conn.Close()
+		o.Conn.SetReadDeadline(time.Unix(1, 0))
+		return nil
 	}
-	o.closing = true
-	o.cond.Broadcast()
+	o.dropLocked()
 	o.mu.Unlock()
-	o.Conn.SetReadDeadline(time.Unix(1, 0))
-	return nil
+	return o.Conn.Close()
 }
 
 // SetDeadline sets the read deadline and keeps the write deadline.
