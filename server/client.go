@@ -21,6 +21,9 @@ type client struct {
 	created time.Time
 
 	authed bool // AUTH done, or no password configured
+	// unauthed is !authed for the output buffer's check (obuf.go), which
+	// may run on other goroutines (pushes).
+	unauthed atomic.Bool
 	// isoHeld: runBatch holds this client's isolation read lock across a
 	// batch of ordinary commands, so dispatch does not take it per command.
 	isoHeld bool
@@ -85,6 +88,7 @@ func newClient(s *Server, nc net.Conn) *client {
 		multiLen: -1,
 	}
 	c.authed = s.cfg.RequirePass == ""
+	c.unauthed.Store(!c.authed)
 	c.obuf, _ = unwrapConn[outBuffer](nc)
 	c.io.lastSeen.Store(s.coarseMs.Load())
 	if ra := nc.RemoteAddr(); ra != nil {

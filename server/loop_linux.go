@@ -203,7 +203,7 @@ func (lc *loopConn) Write(b []byte) (int, error) {
 		}
 	}
 	lc.out.push(b)
-	if lim := lc.loop.s.cfg.OutputBufferLimit; lim != (OutputBufferLimit{}) && lim.over(lc.out.memory(), &lc.softSince) {
+	if lc.loop.s.outputOver(lc.c, lc.out.memory(), &lc.softSince) {
 		mem := lc.out.memory()
 		lc.out.reset()
 		lc.closed.Store(true)

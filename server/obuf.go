@@ -138,6 +138,25 @@ func (l OutputBufferLimit) over(mem int64, softSince *int64) bool {
 	return now-*softSince > l.SoftSeconds
 }
 
+// unauthOutputLimit bounds the output buffer of a client that must
+// authenticate and has not: past it the client is closed, whatever
+// OutputBufferLimit says, as Redis does since 7.2.8 / 7.4.3
+// (CVE-2025-21605: an unauthenticated client that never reads could make
+// the server buffer NOAUTH replies without bound). Any backlog passes it:
+// the queue counts whole 16 KiB blocks.
+const unauthOutputLimit = 1024
+
+// outputOver reports whether an output buffer of mem bytes must close the
+// connection of c (nil: not registered yet): the unauthenticated bound,
+// then OutputBufferLimit. *softSince is the connection's soft-limit timer.
+func (s *Server) outputOver(c *client, mem int64, softSince *int64) bool {
+	if c != nil && c.unauthed.Load() && mem > unauthOutputLimit {
+		return true
+	}
+	lim := s.cfg.OutputBufferLimit
+	return lim != (OutputBufferLimit{}) && lim.over(mem, softSince)
+}
+
 // errOutputLimit is what a write returns once the connection has been
 // closed for its output buffer.
 var errOutputLimit = errors.New("server: client closed for overcoming of output buffer limits")

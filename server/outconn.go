@@ -128,7 +128,7 @@ func (o *outConn) Write(b []byte) (int, error) {
 		}
 	}
 	o.out.push(b)
-	if lim := o.s.cfg.OutputBufferLimit; lim != (OutputBufferLimit{}) && lim.over(o.out.memory(), &o.softSince) {
+	if o.s.outputOver(o.c, o.out.memory(), &o.softSince) {
 		mem, c := o.out.memory(), o.c
 		o.dropLocked()
 		o.mu.Unlock()
