@@ -29,8 +29,11 @@ import (
 // Hot-path cost per command: the parse (one pass over the header bytes),
 // dispatch, and no allocation; per pipeline: one Read, one Write, one atomic
 // add (the command count, client.publishCommands) and one or two atomic
-// loads (pushConn). Memory per connection: readBufSize plus the replies of
-// one pipeline (at most about maxBatchOut before they are written early).
+// loads (pushConn), plus the introspection counters (clientinfo.go: an
+// atomic add per read, a few loads). Memory per connection: readBufSize plus
+// the replies of one pipeline (at most about maxBatchOut before they are
+// written early), plus, while the client does not read, its output buffer
+// (obuf.go, bounded by Config.OutputBufferLimit).
 //
 // Because arguments alias the read buffer, which the next read overwrites,
 // a command must copy whatever it keeps beyond its own call (dispatch's doc
