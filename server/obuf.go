@@ -142,9 +142,11 @@ func (l OutputBufferLimit) over(mem int64, softSince *int64) bool {
 // authenticate and has not: past it the client is closed, whatever
 // OutputBufferLimit says, as Redis does since 7.2.8 / 7.4.3
 // (CVE-2025-21605: an unauthenticated client that never reads could make
-// the server buffer NOAUTH replies without bound). Any backlog passes it:
-// the queue counts whole 16 KiB blocks.
-const unauthOutputLimit = 1024
+// the server buffer NOAUTH replies without bound). Redis allows 1 KiB
+// beyond its 16 KiB reply buffer; celld allows 64 KiB of queue (four
+// blocks), since a TLS connection queues every reply on its way to the
+// socket.
+const unauthOutputLimit = 64 << 10
 
 // outputOver reports whether an output buffer of mem bytes must close the
 // connection of c (nil: not registered yet): the unauthenticated bound,
