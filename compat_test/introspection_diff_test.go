@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/celld/celld/server"
 )
 
 // Differential tests of the introspection numbers (issue 14 item 8, issue
@@ -21,10 +23,11 @@ import (
 // client-output-buffer-limit.
 
 // startRedisServerForDiff starts a redis-server on a free loopback port
-// with persistence off and returns its address; it is killed when the test
+// with persistence off (and the extra args, as on its command line) and
+// returns its address; it is killed when the test
 // ends. CI (CI set, as .ci/run runs) installs redis-server, so there a
 // missing binary fails the test; elsewhere the test is skipped.
-func startRedisServerForDiff(t *testing.T) string {
+func startRedisServerForDiff(t *testing.T, args ...string) string {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -40,8 +43,8 @@ func startRedisServerForDiff(t *testing.T) string {
 		}
 		port := ln.Addr().(*net.TCPAddr).Port
 		ln.Close()
-		cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", t.TempDir())
+		cmd := exec.Command(bin, append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", t.TempDir()}, args...)...)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -419,6 +422,58 @@ func TestDiffExpiredKeysAvgTTLAndConfig(t *testing.T) {
 			t.Fatalf("%s: CONFIG GET client-output-buffer-limit: %v", d.name, v)
 		}
 		cfg = append(cfg, fmt.Sprint(v))
+	}
+	if cfg[0] != cfg[1] {
+		t.Errorf("CONFIG GET client-output-buffer-limit: celld %s, redis %s", cfg[0], cfg[1])
+	}
+}
+
+// With client-output-buffer-limit "normal 1mb 0 0" on both, a client that
+// pipelines 16 MiB of replies and reads nothing is disconnected by both
+// before it gets them all; the same batch under the limit is answered in
+// full by both; CONFIG GET shows the limit the same way.
+func TestDiffOutputBufferHardLimit(t *testing.T) {
+	redisAddr := startRedisServerForDiff(t, "--client-output-buffer-limit", "normal 1mb 0 0")
+	celldAddr := startServer(t, quietLog(), withConfig(func(c *server.Config) {
+		c.OutputBufferLimit = server.OutputBufferLimit{Hard: 1 << 20}
+	})).Addr
+	big := strings.Repeat("v", 256<<10)
+	var pipe []byte
+	for range 64 {
+		pipe = append(pipe, resp("ECHO", big)...)
+	}
+	var cfg []string
+	for _, srv := range []struct{ name, addr string }{{"celld", celldAddr}, {"redis", redisAddr}} {
+		d := dialDiff(t, srv.name, srv.addr)
+		v, _ := d.do("CONFIG", "GET", "client-output-buffer-limit").([]any)
+		cfg = append(cfg, fmt.Sprint(v))
+
+		c, err := net.Dial("tcp", srv.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Send everything before reading: the write ends when the
+		// server has read it all (it answered every command) or has
+		// closed the connection (the limit).
+		c.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		wrote := make(chan struct{})
+		go func() { c.Write(pipe); close(wrote) }()
+		<-wrote
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		n, err := io.Copy(io.Discard, c)
+		c.Close()
+		if n >= int64(len(pipe)) {
+			t.Errorf("%s: read %d bytes of replies, all of them, past a 1 MiB limit", srv.name, n)
+		}
+		if err != nil && !strings.Contains(err.Error(), "reset") {
+			t.Errorf("%s: %v after %d bytes, want EOF or a reset", srv.name, err, n)
+		}
+		// Under the limit: 4 replies of 256 KiB read as they come.
+		for i := range 4 {
+			if got := d.str("ECHO", big); len(got) != len(big) {
+				t.Fatalf("%s: ECHO %d under the limit: %d bytes", srv.name, i, len(got))
+			}
+		}
 	}
 	if cfg[0] != cfg[1] {
 		t.Errorf("CONFIG GET client-output-buffer-limit: celld %s, redis %s", cfg[0], cfg[1])
