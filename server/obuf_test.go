@@ -23,7 +23,7 @@ func pipelineBeforeReading(t *testing.T, addr string, n int) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(2 * time.Minute))
+	c.SetDeadline(time.Now().Add(5 * time.Minute)) // generous: -race on a loaded machine
 	throttle := encode("CL.THROTTLE", "bp:key", "1000000000", "1", "1")
 	ping := []byte("*1\r\n$4\r\nPING\r\n")
 	var chunk []byte

@@ -24,8 +24,10 @@ import (
 //
 // Write deadlines: the guard sets one before each Write; outConn keeps it
 // (it does not pass it down, so a direct write is never refused) and gives
-// the socket that long again for every piece the writer writes: a backlog
-// that makes no progress for the write timeout ends the connection.
+// the socket that long again for every piece the writer writes and for
+// every Write that queues more (the client is still sending, as on the
+// event loop): a backlog that makes no progress for the write timeout
+// while the client sends nothing ends the connection.
 //
 // The connection's goroutine drains the queue before it closes the
 // connection (bounded by the write timeout); Close drops what is left, as
@@ -141,6 +143,12 @@ func (o *outConn) Write(b []byte) (int, error) {
 		go o.writeLoop()
 	} else {
 		o.cond.Signal()
+	}
+	if o.inflight > 0 && o.span > 0 {
+		// The client is still sending: as on the event loop, where each
+		// write sets the deadline afresh, its backlog gets the write
+		// timeout from now (the writer may be blocked on the socket).
+		o.Conn.SetWriteDeadline(time.Now().Add(time.Duration(o.span)))
 	}
 	o.mu.Unlock()
 	return size, nil
