@@ -63,6 +63,7 @@ func run(args []string) int {
 		srvCfg.IOLoops = -1 // the flag's 0: no loop
 	}
 	srvCfg.BusyPoll = cfg.BusyPoll
+	srvCfg.OutputBufferLimit = server.OutputBufferLimit(cfg.OutputBufferLimit)
 	if cfg.BusyPoll == 0 {
 		srvCfg.BusyPoll = -1 // the flag's 0: never
 	}

@@ -61,6 +61,10 @@ type Config struct {
 	BusyPoll      time.Duration // 0 = never
 	ShutdownGrace time.Duration // how long SIGTERM waits for connections
 
+	// OutputBufferLimit is Redis's client-output-buffer-limit for normal
+	// clients; the zero value is no limit.
+	OutputBufferLimit OutputBufferLimit
+
 	// Actions: what to do instead of serving. No environment variable
 	// sets these (CELLD_HEALTHCHECK=yes in an image would turn every start
 	// into a health check).
@@ -194,4 +198,7 @@ var table = []setting{
 	{Name: "shutdown-grace", Group: Tuning, Default: "10s",
 		Usage: "how long SIGTERM waits for connections to drain and the final flush (then exits, saying what was not flushed)",
 		bind:  func(c *Config) value { return durationValue{p: &c.ShutdownGrace, min: 0, max: maxDuration} }},
+	{Name: "client-output-buffer-limit", Group: Tuning, Default: "normal 0 0 0",
+		Usage: "Redis's limit on a client's unread replies: 'normal <hard> <soft> <soft-seconds>' (e.g. 'normal 256mb 64mb 60'); a client past hard, or at or above soft for longer than soft-seconds, is closed; 0 = no limit",
+		bind:  func(c *Config) value { return outputBufferValue{&c.OutputBufferLimit} }},
 }

@@ -286,6 +286,14 @@ var (
 		"Key lookups by read commands that did not find the key.", nil, nil)
 	descPanics = prometheus.NewDesc("celld_handler_panics_total",
 		"Command handler panics (each closed its connection).", nil, nil)
+	descExpired = prometheus.NewDesc("celld_expired_keys_total",
+		"Keys removed because their TTL passed (on access or by the background sweep), as INFO expired_keys.", nil, nil)
+	descNetIn = prometheus.NewDesc("celld_net_input_bytes_total",
+		"Bytes read from client connections.", nil, nil)
+	descNetOut = prometheus.NewDesc("celld_net_output_bytes_total",
+		"Bytes written to client connections.", nil, nil)
+	descObufDisconnects = prometheus.NewDesc("celld_client_output_buffer_limit_disconnections_total",
+		"Clients closed because their unread replies passed --client-output-buffer-limit.", nil, nil)
 
 	descFlushDuration = prometheus.NewDesc("celld_persist_last_flush_duration_seconds",
 		"Duration of the most recent flush attempt.", nil, nil)
@@ -325,7 +333,8 @@ type serverCollector Exporter
 func (c *serverCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descDecisions, descErrors, descCalls, descFailed, descRejected,
 		descLatency, descProcessed, descKeys, descClients, descConnections, descRejectedConns,
-		descTrackingClients, descTrackingKeys, descHits, descMisses, descPanics} {
+		descTrackingClients, descTrackingKeys, descHits, descMisses, descPanics,
+		descExpired, descNetIn, descNetOut, descObufDisconnects} {
 		ch <- d
 	}
 }
@@ -377,6 +386,10 @@ func (c *serverCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descHits, st.KeyspaceHits)
 	counter(descMisses, st.KeyspaceMisses)
 	counter(descPanics, st.HandlerPanics)
+	counter(descExpired, st.ExpiredKeys)
+	counter(descNetIn, st.NetInputBytes)
+	counter(descNetOut, st.NetOutputBytes)
+	counter(descObufDisconnects, st.OutputBufferLimitDisconnections)
 }
 
 type persistCollector Exporter

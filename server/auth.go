@@ -93,6 +93,7 @@ func (s *Server) passwordMatches(pass []byte) bool {
 // setAuthed records the client's authentication and tells the guard.
 func (c *client) setAuthed(ok bool) {
 	c.authed = ok
+	c.unauthed.Store(!ok && c.srv.cfg.RequirePass != "")
 	if g, isGuard := c.netConn.(authSetter); isGuard {
 		g.SetAuthenticated(ok)
 	}

@@ -2,8 +2,6 @@ package server
 
 import (
 	"net"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +21,9 @@ type client struct {
 	created time.Time
 
 	authed bool // AUTH done, or no password configured
+	// unauthed is !authed for the output buffer's check (obuf.go), which
+	// may run on other goroutines (pushes).
+	unauthed atomic.Bool
 	// isoHeld: runBatch holds this client's isolation read lock across a
 	// batch of ordinary commands, so dispatch does not take it per command.
 	isoHeld bool
@@ -57,9 +58,18 @@ type client struct {
 	trk    *trackState
 	ncalls int
 
+	// Introspection (clientinfo.go): obuf is the connection's output side
+	// (nil for a script's client; set before the client is served), st its
+	// request side (for its own CLIENT INFO only), io what its owner
+	// publishes for others.
+	obuf outBuffer
+	st   *connState
+	io   ioStats
+
 	mu       sync.Mutex
-	proto    int // 2 or 3, mirrors resp3
-	multiLen int // queued commands, -1 outside MULTI
+	proto    int   // 2 or 3, mirrors resp3
+	multiLen int   // queued commands, -1 outside MULTI
+	multiMem int64 // their memory, as CLIENT LIST's multi-mem
 	name     string
 	libName  string
 	libVer   string
@@ -78,6 +88,9 @@ func newClient(s *Server, nc net.Conn) *client {
 		multiLen: -1,
 	}
 	c.authed = s.cfg.RequirePass == ""
+	c.unauthed.Store(!c.authed)
+	c.obuf, _ = unwrapConn[outBuffer](nc)
+	c.io.lastSeen.Store(s.coarseMs.Load())
 	if ra := nc.RemoteAddr(); ra != nil {
 		c.addr = ra.String()
 	}
@@ -96,40 +109,6 @@ func (c *client) publishCommands() {
 		c.commands.Add(c.pending)
 		c.pending = 0
 	}
-}
-
-// info returns the client's CLIENT LIST / CLIENT INFO line, in Redis 7's
-// field order. It reads only immutable fields and those under mu, so any
-// goroutine may call it.
-func (c *client) info(now time.Time) string {
-	c.mu.Lock()
-	name, lib, ver, db := c.name, c.libName, c.libVer, c.db
-	resp, multi := c.proto, c.multiLen
-	c.mu.Unlock()
-	cmd := "NULL"
-	if last := c.lastCmd.Load(); last != nil {
-		cmd = last.fullname
-	}
-	flags := "N"
-	if multi >= 0 {
-		flags = "x"
-	}
-	age := int64(now.Sub(c.created) / time.Second)
-	var b strings.Builder
-	b.WriteString("id=" + strconv.FormatInt(c.id, 10))
-	b.WriteString(" addr=" + c.addr)
-	b.WriteString(" laddr=" + c.laddr)
-	b.WriteString(" fd=0 name=" + name)
-	b.WriteString(" age=" + strconv.FormatInt(age, 10) + " idle=0")
-	b.WriteString(" flags=" + flags)
-	b.WriteString(" db=" + strconv.Itoa(db))
-	b.WriteString(" sub=0 psub=0 ssub=0 multi=" + strconv.Itoa(multi))
-	b.WriteString(" qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r")
-	b.WriteString(" cmd=" + cmd)
-	b.WriteString(" user=default redir=-1")
-	b.WriteString(" resp=" + strconv.Itoa(resp))
-	b.WriteString(" lib-name=" + lib + " lib-ver=" + ver)
-	return b.String()
 }
 
 // reset returns the client to a fresh connection's state (RESET).
@@ -165,5 +144,11 @@ func (c *client) setProto(resp3 bool) {
 func (c *client) setMultiLen(n int) {
 	c.mu.Lock()
 	c.multiLen = n
+	switch {
+	case n <= 0:
+		c.multiMem = 0
+	case n == len(c.queue): // one more queued: dispatch appends, then calls this
+		c.multiMem += queuedMem(c.queue[n-1])
+	}
 	c.mu.Unlock()
 }

@@ -258,6 +258,7 @@ func (s *Server) configParams() [][2]string {
 	}
 	return [][2]string{
 		{"appendonly", "no"}, {"databases", "1"}, {"maxmemory", "0"},
+		{"client-output-buffer-limit", s.cfg.OutputBufferLimit.configValue()},
 		{"port", port}, {"save", ""}, {"timeout", "0"},
 	}
 }

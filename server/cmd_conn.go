@@ -227,8 +227,8 @@ func cmdClientSetInfo(s *Server, c *client, args [][]byte) {
 	c.out = append(c.out, replyOK...)
 }
 
-func cmdClientInfo(s *Server, c *client, _ [][]byte) {
-	c.out = c.appendVerbatim(c.out, c.info(time.Now())+"\n")
+func cmdClientInfo(s *Server, c *client, args [][]byte) {
+	c.out = c.appendVerbatim(c.out, c.info(time.Now(), args)+"\n")
 }
 
 func cmdClientList(s *Server, c *client, args [][]byte) {
@@ -270,7 +270,11 @@ func cmdClientList(s *Server, c *client, args [][]byte) {
 	now := time.Now()
 	var b strings.Builder
 	for _, o := range list {
-		b.WriteString(o.info(now))
+		var cur [][]byte // c's own line shows its current command
+		if o == c {
+			cur = args
+		}
+		b.WriteString(o.info(now, cur))
 		b.WriteByte('\n')
 	}
 	c.out = c.appendVerbatim(c.out, b.String())

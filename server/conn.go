@@ -29,8 +29,11 @@ import (
 // Hot-path cost per command: the parse (one pass over the header bytes),
 // dispatch, and no allocation; per pipeline: one Read, one Write, one atomic
 // add (the command count, client.publishCommands) and one or two atomic
-// loads (pushConn). Memory per connection: readBufSize plus the replies of
-// one pipeline (at most about maxBatchOut before they are written early).
+// loads (pushConn), plus the introspection counters (clientinfo.go: an
+// atomic add per read, a few loads). Memory per connection: readBufSize plus
+// the replies of one pipeline (at most about maxBatchOut before they are
+// written early), plus, while the client does not read, its output buffer
+// (obuf.go, bounded by Config.OutputBufferLimit).
 //
 // Because arguments alias the read buffer, which the next read overwrites,
 // a command must copy whatever it keeps beyond its own call (dispatch's doc
@@ -177,6 +180,7 @@ func (s *Server) newConnState(c *client) *connState {
 	if cap(c.out) == 0 {
 		c.out = make([]byte, 0, initialOut)
 	}
+	c.st = st
 	return st
 }
 
@@ -201,9 +205,8 @@ func unwrapConn[T any](nc net.Conn) (T, bool) {
 type pumpResult uint8
 
 const (
-	pumpDone  pumpResult = iota // the connection ends: close it
-	pumpRead                    // its socket to be readable (event loop only)
-	pumpWrite                   // its output backlog to be written (event loop only)
+	pumpDone pumpResult = iota // the connection ends: close it
+	pumpRead                   // its socket to be readable (event loop only)
 )
 
 // serveConn serves c's connection until it is closed, Shutdown's read
@@ -225,6 +228,9 @@ func (s *Server) serveConn(c *client) {
 		}
 	}()
 	s.pump(c, s.newConnState(c), true)
+	if o, ok := unwrapConn[*outConn](c.netConn); ok {
+		o.drain() // replies still queued are written before the close
+	}
 }
 
 // pump serves c: it reads (first, when read is set), runs every whole
@@ -232,8 +238,9 @@ func (s *Server) serveConn(c *client) {
 // connection it returns only when the connection ends. On an event loop's
 // connection it returns pumpRead once the socket has nothing more (it
 // reads once per call, and again only while the guard holds input read
-// ahead), and pumpWrite when the socket did not take all the output: the
-// commands not run yet stay in st for the next call, with read false.
+// ahead). Output the socket does not take waits in the connection's
+// output buffer (obuf.go) and never stops the reading: a client may send
+// a whole batch before it reads any reply, as with Redis.
 func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 	for {
 		var rerr error
@@ -246,6 +253,9 @@ func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 			var n int
 			n, rerr = c.netConn.Read(st.buf[st.end:])
 			st.end += n
+			if n > 0 {
+				c.noteRead(n) // clientinfo.go: a counter and the idle clock
+			}
 			if rerr == syscall.EAGAIN {
 				// Non-blocking: nothing more now, or (n > 0) only
 				// part of a command, which cannot run yet.
@@ -294,13 +304,9 @@ func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 			st.flat = make([][]byte, 0, 4*maxBatchCmds)
 		}
 		st.compact()
-		if st.lc != nil {
-			if st.lc.backlogged() {
-				return pumpWrite
-			}
-			if st.held == nil || !st.held.ReadReady() {
-				return pumpRead // level-triggered: the loop calls again
-			}
+		c.publishBuffers(st) // for CLIENT LIST elsewhere: loads, rarely a store
+		if st.lc != nil && (st.held == nil || !st.held.ReadReady()) {
+			return pumpRead // level-triggered: the loop calls again
 		}
 	}
 }
@@ -308,7 +314,7 @@ func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 // runBatch runs the commands parseBatch parsed, in order, advancing
 // st.start past each. Output that outgrows maxBatchOut is written out
 // between commands. ran reports whether any command ran; stop is true when
-// pump must return r (the connection failed, or its output is backlogged).
+// pump must return r (the connection failed).
 //
 // Isolation: consecutive commands that dispatch would run under the
 // client's isolation read lock (everything but MULTI/EXEC-style immediate
@@ -341,9 +347,6 @@ func (s *Server) runBatch(c *client, st *connState) (r pumpResult, ran, stop boo
 			c.publishCommands()
 			if s.writeOut(c, st.pc, false) != nil {
 				return pumpDone, ran, true
-			}
-			if st.lc != nil && st.lc.backlogged() {
-				return pumpWrite, ran, true
 			}
 		}
 	}
@@ -403,6 +406,7 @@ func makeRoom(buf []byte, start, end int) ([]byte, int, int) {
 // writeOut writes c.out (see pushConn.writeReplies for done) and empties
 // it, dropping a buffer grown past maxKeepOut by a large reply.
 func (s *Server) writeOut(c *client, pc *pushConn, done bool) error {
+	c.noteReplies(len(c.out)) // rbp
 	var err error
 	if pc != nil {
 		err = pc.writeReplies(c.out, done)

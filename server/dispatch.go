@@ -127,6 +127,7 @@ func (s *Server) dispatch(c *client, cmd *command, args [][]byte) {
 		}
 		c.queue = append(c.queue, q)
 		c.setMultiLen(len(c.queue))
+		c.lastCmd.Store(cmd) // CLIENT LIST's cmd=, as Redis: the last command read
 		c.out = append(c.out, "+QUEUED\r\n"...)
 		return
 	}

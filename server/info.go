@@ -240,17 +240,18 @@ func (s *Server) infoStats(now time.Time) []string {
 	}
 	tk, ti, tp := s.ext.trk.counts()
 	polls, pollHits := s.busyPollCounts()
+	netIn, netOut := s.netBytes()
 	return []string{
 		"total_connections_received:" + itoa(s.stats.connections.Load()),
 		"total_commands_processed:" + itoa(cmds),
 		"instantaneous_ops_per_sec:" + strconv.FormatInt(int64(s.ext.opsPerSec(cmds, now)+0.5), 10),
-		"total_net_input_bytes:0",
-		"total_net_output_bytes:0",
+		"total_net_input_bytes:" + itoa(netIn),
+		"total_net_output_bytes:" + itoa(netOut),
 		"rejected_connections:" + itoa(rejected),
 		"sync_full:0",
 		"sync_partial_ok:0",
 		"sync_partial_err:0",
-		"expired_keys:0",
+		"expired_keys:" + itoa(s.store.ExpiredKeys()),
 		"evicted_keys:0",
 		"keyspace_hits:" + itoa(hits),
 		"keyspace_misses:" + itoa(misses),
@@ -265,6 +266,7 @@ func (s *Server) infoStats(now time.Time) []string {
 		"tracking_total_prefixes:" + strconv.Itoa(tp),
 		"unexpected_error_replies:0",
 		"total_error_replies:" + itoa(errs),
+		"client_output_buffer_limit_disconnections:" + itoa(s.stats.obufDisconnects.Load()),
 		"throttle_allowed:" + itoa(s.stats.allowed.Load()),
 		"throttle_denied:" + itoa(s.stats.denied.Load()),
 		"handler_panics:" + itoa(s.stats.panics.Load()),
@@ -300,11 +302,11 @@ func (s *Server) infoErrorstats(time.Time) []string {
 }
 
 func (s *Server) infoKeyspace(time.Time) []string {
-	keys, expires := s.store.Counts()
+	keys, expires, avgTTL := s.store.KeyspaceStats(s.nowMs())
 	if keys == 0 {
 		return nil
 	}
-	return []string{"db0:keys=" + strconv.Itoa(keys) + ",expires=" + strconv.Itoa(expires) + ",avg_ttl=0"}
+	return []string{"db0:keys=" + strconv.Itoa(keys) + ",expires=" + strconv.Itoa(expires) + ",avg_ttl=" + itoa(avgTTL)}
 }
 
 // infoCommandstats: usec is the sampled time scaled to all calls.

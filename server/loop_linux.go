@@ -34,22 +34,19 @@ import (
 // goroutine ever uses a number that was closed and reused.
 //
 // Writes never block the loop: what the socket does not take is kept in
-// loopConn.pending, the connection waits for EPOLLOUT instead of EPOLLIN
-// (so no more of its commands run and its backlog cannot grow from its own
-// requests), and it is closed if the backlog is not written within the
-// write timeout the guard sets, or grows past maxPendingOut through pushes.
+// the connection's output buffer (loopConn.out, obuf.go) and written when
+// epoll says the socket is writable (EPOLLOUT, asked for only while output
+// waits). Meanwhile the connection is read and its commands run as usual,
+// as Redis does: a client may send a whole batch before it reads a reply.
+// The buffer is bounded by Config.OutputBufferLimit (none by default, as
+// Redis's normal clients), and a backlog whose socket takes nothing within
+// the write timeout the guard sets is closed.
 //
 // A command that takes long (a Lua script, up to its time limit) holds
 // every connection of its loop, as in Redis.
 
 // loopsSupported reports whether this platform has the event loop.
 const loopsSupported = true
-
-// maxPendingOut bounds the unwritten output of one connection once the
-// socket stops taking it (pushes from other connections can add to it
-// while its own commands wait); past it the connection is closed, as
-// Redis does at its client-output-buffer-limit.
-var maxPendingOut = maxPendingPush // a var for tests
 
 // loopListener accepts TCP connections as *loopConn, forwarding to the
 // *net.TCPConn until the server hands the connection to a loop (detach).
@@ -87,14 +84,18 @@ type loopConn struct {
 	// on: a loop owns the socket. Before, the methods forward to Conn,
 	// under mu, so that none races with detach.
 	on       atomic.Bool
-	closed   atomic.Bool // Close was called: the loop ends the connection
-	readStop atomic.Bool // a read deadline in the past: end after the replies
-	wdl      atomic.Int64
+	closed   atomic.Bool  // Close was called: the loop ends the connection
+	readStop atomic.Bool  // a read deadline in the past: end after the replies
+	wdl      atomic.Int64 // write deadline, ns: a backlog must move by then
+	written  atomic.Int64 // bytes the socket took (total_net_output_bytes)
 
-	mu       sync.Mutex // guards the fields below and the fd's closing
-	pending  []byte     // output the socket has not taken yet
-	events   uint32     // the epoll interest now registered
-	fdClosed bool
+	mu        sync.Mutex // guards the fields below and the fd's closing
+	out       outQueue   // output the socket has not taken yet
+	events    uint32     // the epoll interest now registered
+	fdClosed  bool
+	noRead    bool  // ending: only the backlog is written, nothing read
+	span      int64 // the write timeout as a span (ns), from the deadline the guard set
+	softSince int64 // when the soft output limit was reached (OutputBufferLimit.over)
 
 	// The loop's own: the connection's state and where it stands.
 	c       *client
@@ -168,9 +169,10 @@ func (lc *loopConn) Read(p []byte) (int, error) {
 	}
 }
 
-// Write writes b, or as much as the socket takes and keeps the rest for
-// the loop to write when the socket is writable. It never blocks. Any
-// goroutine.
+// Write writes b, or as much as the socket takes and keeps the rest in
+// the output buffer for the loop to write when the socket is writable. It
+// never blocks. Past the output buffer limit the connection is closed and
+// Write fails with errOutputLimit. Any goroutine.
 func (lc *loopConn) Write(b []byte) (int, error) {
 	if lc.forwarding() {
 		defer lc.mu.Unlock()
@@ -184,24 +186,71 @@ func (lc *loopConn) Write(b []byte) (int, error) {
 	if lc.fdClosed {
 		return 0, net.ErrClosed
 	}
-	if len(lc.pending) > 0 {
-		if len(lc.pending)+len(b) > maxPendingOut {
-			lc.closed.Store(true)
-			lc.loop.kick(lc)
-			return 0, errors.New("server: output backlog over its limit")
+	size := len(b)
+	if lc.out.len() == 0 {
+		n, err := writeFd(lc.fd, b)
+		lc.written.Add(int64(n))
+		if err != nil || n == len(b) {
+			return n, err
 		}
-		lc.pending = append(lc.pending, b...)
-		return len(b), nil
+		b = b[n:]
+		// A backlog starts: the guard has just set the write deadline
+		// for this write; remember it as a span, so that each write
+		// from the backlog gives the socket that long again.
+		lc.span = 0
+		if dl := lc.wdl.Load(); dl != 0 {
+			lc.span = max(dl-time.Now().UnixNano(), 0)
+		}
 	}
-	n, err := writeFd(lc.fd, b)
-	if err != nil {
-		return n, err
+	lc.out.push(b)
+	if lc.loop.s.outputOver(lc.c, lc.out.memory(), &lc.softSince) {
+		mem := lc.out.memory()
+		lc.out.reset()
+		lc.closed.Store(true)
+		lc.loop.kick(lc)
+		lc.loop.s.outputLimitReached(lc.c, lc.raddr.String(), mem)
+		return 0, errOutputLimit
 	}
-	if n < len(b) {
-		lc.pending = append(lc.pending, b[n:]...)
-		lc.rearmLocked()
+	lc.rearmLocked()
+	return size, nil
+}
+
+// writeBacklogLocked writes the output buffer until it is empty or the
+// socket is full, with vectored writes; it returns how much it wrote.
+// Requires lc.mu.
+func (lc *loopConn) writeBacklogLocked() (int, error) {
+	var iov [64][]byte
+	total := 0
+	for lc.out.len() > 0 {
+		n, err := unix.Writev(lc.fd, lc.out.front(iov[:0], len(iov)))
+		if n > 0 {
+			lc.out.consume(n)
+			lc.written.Add(int64(n))
+			total += n
+		}
+		switch {
+		case err == unix.EINTR:
+		case err == unix.EAGAIN:
+			return total, nil
+		case err != nil:
+			return total, err
+		}
 	}
-	return len(b), nil
+	return total, nil
+}
+
+func (lc *loopConn) outMemory() (int64, int) {
+	mem := lc.out.mem.Load()
+	return mem, int(mem / outBlock)
+}
+
+func (lc *loopConn) outWritten() int64 { return lc.written.Load() }
+
+func (lc *loopConn) outFd() int {
+	if !lc.on.Load() {
+		return -1
+	}
+	return lc.fd
 }
 
 // writeFd writes b until done or the socket is full (EAGAIN: not an
@@ -227,18 +276,21 @@ func writeFd(fd int, b []byte) (int, error) {
 func (lc *loopConn) backlogged() bool {
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
-	return len(lc.pending) > 0
+	return lc.out.len() > 0
 }
 
-// rearmLocked registers the interest the connection needs now: writable
-// while output is pending, else readable. Requires lc.mu.
+// rearmLocked registers the interest the connection needs now: readable
+// (unless it is ending), and writable while output waits. Requires lc.mu.
 func (lc *loopConn) rearmLocked() {
 	if lc.fdClosed {
 		return
 	}
-	want := uint32(unix.EPOLLIN | unix.EPOLLRDHUP)
-	if len(lc.pending) > 0 {
-		want = unix.EPOLLOUT
+	var want uint32
+	if !lc.noRead {
+		want = unix.EPOLLIN | unix.EPOLLRDHUP
+	}
+	if lc.out.len() > 0 {
+		want |= unix.EPOLLOUT
 	}
 	if want == lc.events {
 		return
@@ -503,9 +555,14 @@ func (l *eventLoop) run() {
 			if lc == nil || lc.done {
 				continue
 			}
-			if lc.closing || lc.backlogged() {
+			ev := events[i].Events
+			if lc.closing || ev&unix.EPOLLOUT != 0 {
 				l.writable(lc)
-			} else {
+				if lc.done || lc.closing {
+					continue
+				}
+			}
+			if ev&^uint32(unix.EPOLLOUT) != 0 {
 				l.serve(lc, true)
 			}
 		}
@@ -604,49 +661,55 @@ func (l *eventLoop) serve(lc *loopConn, read bool) {
 	switch res {
 	case pumpDone:
 		l.end(lc)
-	default: // pumpRead, pumpWrite: rearm does both
+	default: // pumpRead
 		lc.mu.Lock()
 		lc.rearmLocked()
 		lc.mu.Unlock()
 	}
 }
 
-// writable writes lc's backlog; once it is written, the connection reads
-// (and runs what it had read already) again, or closes if it was ending.
+// writable writes what it can of lc's backlog. Once all is written the
+// connection stops asking for EPOLLOUT, or closes if it was ending. Each
+// write that makes progress gives the socket the write timeout again.
 func (l *eventLoop) writable(lc *loopConn) {
 	lc.mu.Lock()
-	n, err := writeFd(lc.fd, lc.pending)
+	n, err := lc.writeBacklogLocked()
 	if err != nil {
-		lc.pending = lc.pending[:0]
+		lc.out.reset()
 		lc.mu.Unlock()
 		lc.closed.Store(true)
 		l.finish(lc)
 		return
 	}
-	lc.pending = lc.pending[:copy(lc.pending, lc.pending[n:])]
-	left := len(lc.pending)
-	if left == 0 && cap(lc.pending) > maxKeepOut {
-		lc.pending = nil
-	}
-	if left > 0 || lc.closing {
+	if lc.out.len() == 0 && lc.closing {
 		lc.mu.Unlock()
-		if left == 0 {
-			l.finish(lc)
-		}
+		l.finish(lc)
 		return
+	}
+	if n > 0 {
+		if lc.span > 0 {
+			lc.wdl.Store(time.Now().UnixNano() + lc.span)
+		}
+		if lim := l.s.cfg.OutputBufferLimit; lim.Soft > 0 && lc.out.memory() < lim.Soft {
+			lc.softSince = 0
+		}
 	}
 	lc.rearmLocked()
 	lc.mu.Unlock()
-	l.serve(lc, false)
 }
 
-// end closes lc once its backlog is written: at once when there is none.
+// end closes lc once its backlog is written: at once when there is none;
+// meanwhile nothing more is read.
 func (l *eventLoop) end(lc *loopConn) {
 	if lc.closed.Load() || !lc.backlogged() {
 		l.finish(lc)
 		return
 	}
 	lc.closing = true
+	lc.mu.Lock()
+	lc.noRead = true
+	lc.rearmLocked()
+	lc.mu.Unlock()
 }
 
 // expireBacklogs closes connections whose output has waited past its
@@ -675,7 +738,7 @@ func (l *eventLoop) finish(lc *loopConn) {
 	unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, lc.fd, nil)
 	unix.Close(lc.fd)
 	lc.fdClosed = true
-	lc.pending = nil
+	lc.out.reset()
 	lc.mu.Unlock()
 	l.s.closed(c)
 }

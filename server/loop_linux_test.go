@@ -94,12 +94,12 @@ func TestLoopBackloggedClientDoesNotStallOthers(t *testing.T) {
 	}
 }
 
-// Pushes to a client that does not read pile up in its pending output;
-// past maxPendingOut the connection is closed instead of growing.
+// Pushes to a client that does not read pile up in its output buffer;
+// past pushBacklogLimit the connection is closed instead of growing.
 func TestLoopPushBacklogIsBounded(t *testing.T) {
-	old := maxPendingOut
-	maxPendingOut = 256 << 10
-	t.Cleanup(func() { maxPendingOut = old })
+	old := pushBacklogLimit
+	pushBacklogLimit = 256 << 10
+	t.Cleanup(func() { pushBacklogLimit = old })
 	s, addr := startServer(t, nil)
 	a := dial(t, addr)
 	a.send([]string{"HELLO", "3"}, []string{"CLIENT", "TRACKING", "ON", "BCAST"})
@@ -130,8 +130,8 @@ func TestLoopPushBacklogIsBounded(t *testing.T) {
 	// a gets what was written before the drop, then EOF.
 	a.c.SetDeadline(time.Now().Add(10 * time.Second))
 	n, err := io.Copy(io.Discard, a.rd)
-	if n < int64(maxPendingOut) {
-		t.Errorf("a read %d bytes of pushes before the drop, want over %d", n, maxPendingOut)
+	if n < int64(pushBacklogLimit) {
+		t.Errorf("a read %d bytes of pushes before the drop, want over %d", n, pushBacklogLimit)
 	}
 	if err != nil && !strings.Contains(err.Error(), "reset") {
 		t.Fatalf("a: %v", err)

@@ -92,6 +92,11 @@ type Config struct {
 	// more events before it sleeps in epoll_wait (busypoll.go). 0 means
 	// DefaultBusyPoll; negative, never.
 	BusyPoll time.Duration
+	// OutputBufferLimit bounds each client's output buffer (replies and
+	// pushes its socket has not taken yet) as Redis's
+	// client-output-buffer-limit for normal clients (obuf.go). The zero
+	// value is Redis's default: no limit.
+	OutputBufferLimit OutputBufferLimit
 }
 
 // DefaultBusyPoll is Config.BusyPoll's default.
@@ -107,6 +112,9 @@ func (c Config) Validate() error {
 	}
 	if c.IOLoops > 64 {
 		return errors.New("server: more than 64 event loops")
+	}
+	if l := c.OutputBufferLimit; l.Hard < 0 || l.Soft < 0 || l.SoftSeconds < 0 {
+		return errors.New("server: negative output buffer limit")
 	}
 	return nil
 }
@@ -150,11 +158,18 @@ type Server struct {
 	// (the live ones count their own: client.commands).
 	closedCommands int64
 
-	nextID   atomic.Int64
-	closing  atomic.Bool
-	conns    sync.WaitGroup
-	sweepCtl chan struct{}
-	sweepWG  sync.WaitGroup
+	nextID  atomic.Int64
+	closing atomic.Bool
+	// coarseMs is the wall clock in Unix ms, updated every 100 ms by the
+	// sweep goroutine: what connections stamp their reads with (idle=).
+	coarseMs atomic.Int64
+	// closedNetIn and closedNetOut are the bytes read and written by
+	// connections already closed (guarded by mu; the live ones count
+	// their own, see client.netBytes).
+	closedNetIn, closedNetOut int64
+	conns                     sync.WaitGroup
+	sweepCtl                  chan struct{}
+	sweepWG                   sync.WaitGroup
 
 	watch watchRegistry
 	iso   isolation
@@ -179,6 +194,9 @@ type stats struct {
 	allowed     atomic.Int64
 	denied      atomic.Int64
 	panics      atomic.Int64
+	// obufDisconnects counts clients closed for their output buffer
+	// (client_output_buffer_limit_disconnections).
+	obufDisconnects atomic.Int64
 }
 
 // New returns a Server over st. It does not listen until Serve.
@@ -197,6 +215,7 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 	}
 	s.watch.init()
 	s.ext.init() // serverext.go
+	s.coarseMs.Store(time.Now().UnixMilli())
 	return s, nil
 }
 
@@ -216,6 +235,8 @@ func (s *Server) Listen() (net.Listener, error) {
 func (s *Server) Serve(ln net.Listener) error {
 	if s.startLoops(ln) {
 		ln = wrapLoopListener(ln)
+	} else {
+		ln = outListener{ln, s} // outconn.go
 	}
 	if s.cfg.WrapListener != nil {
 		ln = s.cfg.WrapListener(ln)
@@ -431,6 +452,9 @@ func (s *Server) accept(nc net.Conn, dl *drainListener) *client {
 	}
 	c := newClient(s, nc)
 	c.ln = dl
+	if o, ok := unwrapConn[*outConn](nc); ok {
+		o.setClient(c)
+	}
 	s.mu.Lock()
 	if s.closing.Load() {
 		// Shutdown has taken its list of clients: this one would never
@@ -451,9 +475,12 @@ func (s *Server) closed(c *client) {
 	s.watch.unwatchAll(c)
 	s.trackingClosed(c)
 	c.publishCommands()
+	in, out := c.netBytes()
 	s.mu.Lock()
 	delete(s.clients, c.id)
 	s.closedCommands += c.commands.Load()
+	s.closedNetIn += in
+	s.closedNetOut += out
 	s.mu.Unlock()
 	s.conns.Done()
 }
@@ -473,6 +500,22 @@ func (s *Server) commandsProcessed() int64 {
 	return n
 }
 
+// netBytes is total_net_input_bytes and total_net_output_bytes: bytes
+// read from and taken by the sockets of every connection, live and
+// closed, counted per read and per write (not per command). It costs two
+// atomic loads per connected client, under s.mu.
+func (s *Server) netBytes() (in, out int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in, out = s.closedNetIn, s.closedNetOut
+	for _, c := range s.clients {
+		i, o := c.netBytes()
+		in += i
+		out += o
+	}
+	return in, out
+}
+
 // now reads the clock once for a command.
 func (s *Server) now() int64 { return s.cfg.Clock() }
 
@@ -482,10 +525,14 @@ func (s *Server) sweepLoop() {
 	defer s.sweepWG.Done()
 	t := time.NewTicker(s.cfg.SweepInterval)
 	defer t.Stop()
+	clock := time.NewTicker(100 * time.Millisecond)
+	defer clock.Stop()
 	for {
 		select {
 		case <-s.sweepCtl:
 			return
+		case now := <-clock.C:
+			s.coarseMs.Store(now.UnixMilli())
 		case <-t.C:
 			s.store.SweepStep(s.now()/1e6, s.cfg.SweepInterval/4)
 		}

@@ -136,8 +136,14 @@ type Stats struct {
 	KeyspaceHits        int64
 	KeyspaceMisses      int64
 	HandlerPanics       int64
-	Keys                int  // keys in the store (DBSIZE)
-	Loading             bool // a restore is in progress
+	ExpiredKeys         int64 // keys removed because their TTL passed (expired_keys)
+	NetInputBytes       int64 // bytes read from clients (total_net_input_bytes)
+	NetOutputBytes      int64 // bytes written to clients (total_net_output_bytes)
+	// OutputBufferLimitDisconnections counts clients closed for their
+	// output buffer (client_output_buffer_limit_disconnections).
+	OutputBufferLimitDisconnections int64
+	Keys                            int  // keys in the store (DBSIZE)
+	Loading                         bool // a restore is in progress
 	// Errors counts error replies by kind (the reply's first word, "Cell"
 	// for CL.THROTTLE's "Cell error: ...", "OTHER" for the rest).
 	Errors map[string]int64
@@ -230,23 +236,26 @@ func (s *Server) Stats() Stats {
 	s.mu.Unlock()
 	rejected, maxClients := s.ext.listenerTotals()
 	st := Stats{
-		Start:               s.start,
-		ConnectionsReceived: s.stats.connections.Load(),
-		ConnectedClients:    connected,
-		RejectedConnections: rejected,
-		MaxClients:          maxClients,
-		TrackingClients:     int(s.ext.trk.active.Load()),
-		TrackedKeys:         s.ext.trk.numKeys(),
-		CommandsProcessed:   s.commandsProcessed(),
-		ThrottleAllowed:     s.stats.allowed.Load(),
-		ThrottleDenied:      s.stats.denied.Load(),
-		Decisions:           s.family.decisions(),
-		HandlerPanics:       s.stats.panics.Load(),
-		Keys:                s.store.Len(),
-		Loading:             s.loading(),
-		Errors:              make(map[string]int64, len(errorKinds)),
-		Commands:            s.commandStats(),
+		Start:                           s.start,
+		ConnectionsReceived:             s.stats.connections.Load(),
+		ConnectedClients:                connected,
+		RejectedConnections:             rejected,
+		MaxClients:                      maxClients,
+		TrackingClients:                 int(s.ext.trk.active.Load()),
+		TrackedKeys:                     s.ext.trk.numKeys(),
+		CommandsProcessed:               s.commandsProcessed(),
+		ThrottleAllowed:                 s.stats.allowed.Load(),
+		ThrottleDenied:                  s.stats.denied.Load(),
+		Decisions:                       s.family.decisions(),
+		HandlerPanics:                   s.stats.panics.Load(),
+		ExpiredKeys:                     s.store.ExpiredKeys(),
+		OutputBufferLimitDisconnections: s.stats.obufDisconnects.Load(),
+		Keys:                            s.store.Len(),
+		Loading:                         s.loading(),
+		Errors:                          make(map[string]int64, len(errorKinds)),
+		Commands:                        s.commandStats(),
 	}
+	st.NetInputBytes, st.NetOutputBytes = s.netBytes()
 	for i := range s.ext.errors {
 		if n := s.ext.errors[i].Load(); n > 0 {
 			st.Errors[errorKinds[i]] = n

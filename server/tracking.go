@@ -739,6 +739,7 @@ func (p *pushConn) ensure(inCommand bool) *pushState {
 	ps := p.ps.Load()
 	if ps == nil {
 		ps = &pushState{conn: p.Conn, wake: make(chan struct{}, 1), done: make(chan struct{})}
+		ps.obuf, _ = unwrapConn[outBuffer](p.Conn)
 		if p.ps.CompareAndSwap(nil, ps) {
 			go ps.loop()
 			if p.closed.Load() {
@@ -765,6 +766,7 @@ type pushState struct {
 	mu      sync.Mutex // guards the fields below; never held across I/O
 	busy    bool       // requests read whose replies are not flushed yet
 	pending []byte     // pushes not written yet
+	obuf    outBuffer  // the connection's output buffer, if it has one (obuf.go)
 	spare   []byte
 	dead    bool
 
@@ -780,7 +782,7 @@ func (ps *pushState) enqueue(msg []byte) {
 		ps.mu.Unlock()
 		return
 	}
-	if len(ps.pending)+len(msg) > maxPendingPush {
+	if len(ps.pending)+len(msg)+ps.backlog() > pushBacklogLimit {
 		ps.dead = true
 		ps.pending = nil
 		ps.mu.Unlock()

@@ -96,6 +96,7 @@ type shard struct {
 	seq      uint32       // write sequence, source of entry.ver
 	sweep    uint32       // next slot the expiry sweep looks at
 	track    bool         // dirty and deleted are kept (set once by New)
+	expired  int64        // keys removed because their TTL passed (stats.go)
 	seed     maphash.Seed // the store's seed, for rehashing
 	_        [64]byte     // keep neighbouring shards' locks off one cache line
 }
@@ -222,6 +223,7 @@ func (sh *shard) lookupLocked(key []byte, h uint64, nowMs int64) (uint32, bool) 
 	}
 	if !sh.slab[slot].alive(nowMs) {
 		sh.removeLocked(slot, pos)
+		sh.expired++
 		return 0, false
 	}
 	return slot, true

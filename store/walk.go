@@ -115,6 +115,7 @@ func (s *Store) SweepStep(nowMs int64, budget time.Duration) int {
 			if expired > 0 {
 				sh.shrinkLocked()
 			}
+			sh.expired += int64(expired)
 			sh.mu.Unlock()
 			deleted += expired
 			if expired*4 <= seen || time.Now().After(deadline) {
@@ -250,6 +251,7 @@ func (s *Store) DrainFunc(nowMs int64, block []byte, fn func(Change)) []byte {
 			if !e.alive(nowMs) {
 				sh.deleteSlotLocked(slot)
 				sh.deleted = sh.deleted[:len(sh.deleted)-1] // listed here instead
+				sh.expired++
 				fn(Change{Key: key, Deleted: true})
 				continue
 			}

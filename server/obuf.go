@@ -1,0 +1,232 @@
+package server
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Output back-pressure, as Redis does it. A client may pipeline any number
+// of commands before it reads a reply; the server goes on reading and
+// running them, and what the socket does not take is kept in the
+// connection's output buffer (outQueue) until the client reads. Nothing
+// ever blocks on a client's socket: the event loop's connections
+// (loopConn) and the others (outConn, a goroutine per connection) both
+// queue and write when the socket is writable.
+//
+// The buffer is bounded by Redis's client-output-buffer-limit for normal
+// clients (OutputBufferLimit): past the hard limit, or above the soft limit
+// for longer than its seconds, the client is closed, its output dropped, a
+// warning logged and INFO's client_output_buffer_limit_disconnections
+// counted. The default, as Redis's, is no limit ("normal 0 0 0").
+//
+// What is counted, as Redis's omem: the queue's blocks (outBlock bytes
+// each), not the replies of the pipeline being answered (client.out, at
+// most about maxBatchOut, Redis's 16 KiB reply buffer in spirit).
+//
+// A backlog must also move: a connection whose socket takes nothing for the
+// guard's write timeout (10 s by default) while output waits is closed.
+//
+// Cost: none on the path where the socket takes every reply at once (the
+// queue is empty: one length check per write); the rest is the slow path.
+
+// OutputBufferLimit is Redis's client-output-buffer-limit for one class of
+// client: Hard and Soft in bytes (0: none), SoftSeconds how long the
+// buffer may stay at or above Soft. The zero value is no limit.
+type OutputBufferLimit struct {
+	Hard, Soft  int64
+	SoftSeconds int64
+}
+
+// String is the normal class as CONFIG GET shows it ("normal 0 0 0").
+func (l OutputBufferLimit) String() string {
+	return "normal " + itoa(l.Hard) + " " + itoa(l.Soft) + " " + itoa(l.SoftSeconds)
+}
+
+// configValue is CONFIG GET client-output-buffer-limit: the normal class,
+// then Redis's defaults for the classes celld does not have.
+func (l OutputBufferLimit) configValue() string {
+	return l.String() + " slave 268435456 67108864 60 pubsub 33554432 8388608 60"
+}
+
+// over reports whether a buffer of mem bytes breaks the limit, keeping the
+// time the soft limit was first reached in *softSince (Unix seconds; 0:
+// below it), exactly as Redis's checkClientOutputBufferLimits: hard at or
+// above Hard; soft once at or above Soft for more than SoftSeconds whole
+// seconds. The caller holds whatever guards *softSince.
+func (l OutputBufferLimit) over(mem int64, softSince *int64) bool {
+	if l.Hard > 0 && mem >= l.Hard {
+		return true
+	}
+	if l.Soft == 0 || mem < l.Soft {
+		*softSince = 0
+		return false
+	}
+	now := time.Now().Unix()
+	if *softSince == 0 {
+		*softSince = now
+		return false
+	}
+	return now-*softSince > l.SoftSeconds
+}
+
+// unauthOutputLimit bounds the output buffer of a client that must
+// authenticate and has not: past it the client is closed, whatever
+// OutputBufferLimit says, as Redis does since 7.2.8 / 7.4.3
+// (CVE-2025-21605: an unauthenticated client that never reads could make
+// the server buffer NOAUTH replies without bound). Redis allows 1 KiB
+// beyond its 16 KiB reply buffer; celld allows 64 KiB of queue (four
+// blocks), since a TLS connection queues every reply on its way to the
+// socket.
+const unauthOutputLimit = 64 << 10
+
+// outputOver reports whether an output buffer of mem bytes must close the
+// connection of c (nil: not registered yet): the unauthenticated bound,
+// then OutputBufferLimit. *softSince is the connection's soft-limit timer.
+func (s *Server) outputOver(c *client, mem int64, softSince *int64) bool {
+	if c != nil && c.unauthed.Load() && mem > unauthOutputLimit {
+		return true
+	}
+	lim := s.cfg.OutputBufferLimit
+	return lim != (OutputBufferLimit{}) && lim.over(mem, softSince)
+}
+
+// errOutputLimit is what a write returns once the connection has been
+// closed for its output buffer.
+var errOutputLimit = errors.New("server: client closed for overcoming of output buffer limits")
+
+// outputLimitReached counts and logs a connection closed for its output
+// buffer (mem bytes); c may be nil (not registered yet). Any goroutine.
+func (s *Server) outputLimitReached(c *client, addr string, mem int64) {
+	s.stats.obufDisconnects.Add(1)
+	var id int64
+	if c != nil {
+		id = c.id
+	}
+	s.log.Warn("client closed for overcoming of output buffer limits",
+		"client", id, "addr", addr, "omem", mem, "limit", s.cfg.OutputBufferLimit.String())
+}
+
+// outBlock is the size of an output buffer block: Redis's reply chunk.
+const outBlock = 16 << 10
+
+// outBlocks recycles output blocks: a backlog of a million replies takes
+// and gives back a couple of thousand of them.
+var outBlocks = sync.Pool{New: func() any { return new([outBlock]byte) }}
+
+// outQueue is a connection's output not yet taken by the socket: a list
+// of outBlock-sized blocks, the first read from head. Appending copies; a
+// write takes from the front. Its owner's lock guards it. The zero value
+// is empty.
+type outQueue struct {
+	blocks [][]byte // each a full outBlock array sliced to its used length
+	head   int      // bytes of blocks[0] already written
+	n      int      // bytes queued
+	// mem mirrors len(blocks)*outBlock for readers without the lock
+	// (CLIENT LIST's omem and oll).
+	mem atomic.Int64
+}
+
+func (q *outQueue) len() int { return q.n }
+
+// memory is what the queue holds, counted by whole blocks as Redis counts
+// its reply list (omem, and the limits).
+func (q *outQueue) memory() int64 { return int64(len(q.blocks)) * outBlock }
+
+// push appends a copy of b.
+func (q *outQueue) push(b []byte) {
+	for len(b) > 0 {
+		if k := len(q.blocks); k == 0 || len(q.blocks[k-1]) == outBlock {
+			q.blocks = append(q.blocks, outBlocks.Get().(*[outBlock]byte)[:0])
+		}
+		last := &q.blocks[len(q.blocks)-1]
+		n := copy((*last)[len(*last):outBlock], b)
+		*last = (*last)[:len(*last)+n]
+		b = b[n:]
+		q.n += n
+	}
+	q.mem.Store(q.memory())
+}
+
+// front appends to bufs the queued bytes in order, at most max blocks, for
+// a vectored write (the slices alias the queue: consume after writing).
+func (q *outQueue) front(bufs [][]byte, max int) [][]byte {
+	for i, b := range q.blocks {
+		if i == max {
+			break
+		}
+		if i == 0 {
+			b = b[q.head:]
+		}
+		bufs = append(bufs, b)
+	}
+	return bufs
+}
+
+// consume drops the first n bytes (written), recycling emptied blocks.
+func (q *outQueue) consume(n int) {
+	q.n -= n
+	for n > 0 {
+		b := q.blocks[0]
+		left := len(b) - q.head
+		if n < left {
+			q.head += n
+			break
+		}
+		n -= left
+		outBlocks.Put((*[outBlock]byte)(b[:outBlock]))
+		q.blocks[0] = nil
+		q.blocks, q.head = q.blocks[1:], 0
+	}
+	if len(q.blocks) == 0 {
+		q.blocks = nil
+	}
+	q.mem.Store(q.memory())
+}
+
+// reset drops everything queued.
+func (q *outQueue) reset() {
+	for _, b := range q.blocks {
+		outBlocks.Put((*[outBlock]byte)(b[:outBlock]))
+	}
+	q.blocks, q.head, q.n = nil, 0, 0
+	q.mem.Store(0)
+}
+
+// discard drops everything queued without recycling the blocks (a writer
+// may still be reading them).
+func (q *outQueue) discard() {
+	q.blocks, q.head, q.n = nil, 0, 0
+	q.mem.Store(0)
+}
+
+// outBuffer is what CLIENT LIST, INFO and the tracking pushes read of a
+// connection's output side: loopConn and outConn implement it.
+type outBuffer interface {
+	// outMemory returns the output buffer's size as Redis's omem (bytes
+	// in whole blocks) and its block count (oll). Any goroutine.
+	outMemory() (mem int64, blocks int)
+	// outWritten returns the bytes the socket has taken. Any goroutine.
+	outWritten() int64
+	// outFd returns the socket's file descriptor, or -1. Any goroutine.
+	outFd() int
+}
+
+// pushBacklogLimit bounds what invalidation pushes may add to a
+// connection: a push is dropped, and the connection closed, when the
+// pushes waiting plus the connection's output buffer would exceed it
+// (tracking.go), whatever OutputBufferLimit says, so that a tracking
+// client that stops reading cannot make others' writes grow its memory
+// without bound. Redis bounds RESP2 redirect targets likewise, as Pub/Sub
+// clients (32 MiB hard). A var for tests.
+var pushBacklogLimit = maxPendingPush
+
+// backlog is the connection's output buffer in bytes (0 without one).
+func (ps *pushState) backlog() int {
+	if ps.obuf == nil {
+		return 0
+	}
+	mem, _ := ps.obuf.outMemory()
+	return int(mem)
+}
