@@ -242,6 +242,29 @@ func (s *Server) throttleMulti(c *client, args [][]byte, fc familyCmd, u gcra.Un
 	c.out = o
 }
 
+// maxPrefetchKeys bounds the keys one batch prefetches (parseBatch): the
+// first key of every command, and the further keys of multi-key commands
+// (a CL.MTHROTTLE's groups) while the total stays below it.
+const maxPrefetchKeys = 4 * maxBatchCmds
+
+// appendOtherKeys appends cmd's keys after its first (firstKey + step, ...,
+// lastKey) to keys, for Store.Prefetch, stopping at maxPrefetchKeys. A
+// CL.MTHROTTLE's second and third keys would otherwise each cost a cache
+// miss under the store lock.
+func appendOtherKeys(keys [][]byte, cmd *command, argv [][]byte) [][]byte {
+	last := cmd.lastKey
+	if last < 0 {
+		last += len(argv)
+	}
+	if cmd.step <= 0 {
+		return keys
+	}
+	for i := cmd.firstKey + cmd.step; i <= last && i < len(argv) && len(keys) < maxPrefetchKeys; i += cmd.step {
+		keys = append(keys, argv[i])
+	}
+	return keys
+}
+
 // familyModified is tracking.go's modified() for the family's write
 // commands: whether the reply shows that keys were written (allowed, or
 // error 4, which comes after the writes).
