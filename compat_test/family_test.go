@@ -525,7 +525,7 @@ func TestFamilyCommandInfoDocs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if s := fmt.Sprint(docs); !strings.Contains(s, "summary") || !strings.Contains(s, "module") || !strings.Contains(s, tt.name) {
+			if s := fmt.Sprint(docs); !strings.Contains(s, "summary") || !strings.Contains(s, "generic") || !strings.Contains(s, tt.name) {
 				t.Errorf("COMMAND DOCS %s: %s", tt.name, s)
 			}
 		}

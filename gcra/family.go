@@ -156,7 +156,11 @@ func ApplyAll(u Unit, now int64, gs []Group, out []Result) int {
 				g.TAT, g.Exists = gs[p].TAT, gs[p].Exists
 			}
 		}
-		out[i] = g.Limit.ApplyIn(u, now, g.TAT, g.Exists, g.Q)
+		if u == UnitMillis { // (not ApplyIn: one call level less per group)
+			out[i] = g.Limit.ApplyMs(now, g.TAT, g.Exists, g.Q)
+		} else {
+			out[i] = g.Limit.Apply(now, g.TAT, g.Exists, g.Q)
+		}
 	}
 	return Binding(out)
 }

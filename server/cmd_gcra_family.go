@@ -46,17 +46,19 @@ var familyUsage = [numFamily]string{
 
 // familySpecs are the family's dispatch table entries (table.go appends
 // them). Arity -1 as cl.throttle's: every argument count is the command's
-// own usage error, not Redis's arity error.
+// own usage error, not Redis's arity error. Group "generic", not "module":
+// they are celld's own, and COMMAND LIST FILTERBY MODULE redis-cell lists
+// redis-cell's one command.
 var familySpecs = []spec{
-	{name: "cl.pthrottle", arity: -1, flags: "write", first: 1, last: 1, step: 1, group: "module", since: "0.1.0",
+	{name: "cl.pthrottle", arity: -1, flags: "write", first: 1, last: 1, step: 1, group: "generic", since: "0.1.0",
 		summary: "Rate-limits a key with the generic cell rate algorithm, with the period and the replies in milliseconds.", run: cmdPThrottle},
-	{name: "cl.throttle_ro", arity: -1, flags: ro, first: 1, last: 1, step: 1, group: "module", since: "0.1.0",
+	{name: "cl.throttle_ro", arity: -1, flags: ro, first: 1, last: 1, step: 1, group: "generic", since: "0.1.0",
 		summary: "Returns what CL.THROTTLE would reply now, without changing anything.", run: cmdThrottleRO},
-	{name: "cl.pthrottle_ro", arity: -1, flags: ro, first: 1, last: 1, step: 1, group: "module", since: "0.1.0",
+	{name: "cl.pthrottle_ro", arity: -1, flags: ro, first: 1, last: 1, step: 1, group: "generic", since: "0.1.0",
 		summary: "Returns what CL.PTHROTTLE would reply now, without changing anything.", run: cmdPThrottleRO},
-	{name: "cl.mthrottle", arity: -1, flags: "write", first: 1, last: -1, step: 5, group: "module", since: "0.1.0",
+	{name: "cl.mthrottle", arity: -1, flags: "write", first: 1, last: -1, step: 5, group: "generic", since: "0.1.0",
 		summary: "Rate-limits several keys at once, all or nothing: a denied call uses up none of the limits.", run: cmdMThrottle},
-	{name: "cl.mpthrottle", arity: -1, flags: "write", first: 1, last: -1, step: 5, group: "module", since: "0.1.0",
+	{name: "cl.mpthrottle", arity: -1, flags: "write", first: 1, last: -1, step: 5, group: "generic", since: "0.1.0",
 		summary: "CL.MTHROTTLE with periods and replies in milliseconds.", run: cmdMPThrottle},
 }
 
@@ -240,6 +242,29 @@ func (s *Server) throttleMulti(c *client, args [][]byte, fc familyCmd, u gcra.Un
 		o = appendResult(append(o, "*5\r\n"...), &out[i])
 	}
 	c.out = o
+}
+
+// maxPrefetchKeys bounds the keys one batch prefetches (parseBatch): the
+// first key of every command, and the further keys of multi-key commands
+// (a CL.MTHROTTLE's groups) while the total stays below it.
+const maxPrefetchKeys = 4 * maxBatchCmds
+
+// appendOtherKeys appends cmd's keys after its first (firstKey + step, ...,
+// lastKey) to keys, for Store.Prefetch, stopping at maxPrefetchKeys. A
+// CL.MTHROTTLE's second and third keys would otherwise each cost a cache
+// miss under the store lock.
+func appendOtherKeys(keys [][]byte, cmd *command, argv [][]byte) [][]byte {
+	last := cmd.lastKey
+	if last < 0 {
+		last += len(argv)
+	}
+	if cmd.step <= 0 {
+		return keys
+	}
+	for i := cmd.firstKey + cmd.step; i <= last && i < len(argv) && len(keys) < maxPrefetchKeys; i += cmd.step {
+		keys = append(keys, argv[i])
+	}
+	return keys
 }
 
 // familyModified is tracking.go's modified() for the family's write

@@ -217,3 +217,27 @@ func TestAppendSmallInt(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendOtherKeys: a pipeline batch prefetches every key of a
+// CL.MTHROTTLE (and of DEL), up to maxPrefetchKeys in all.
+func TestAppendOtherKeys(t *testing.T) {
+	m := bargs("CL.MTHROTTLE", "a", "1", "1", "1", "1", "b", "1", "1", "1", "1", "c", "1", "1", "1", "1")
+	got := appendOtherKeys(nil, commands["cl.mthrottle"], m)
+	if len(got) != 2 || string(got[0]) != "b" || string(got[1]) != "c" {
+		t.Errorf("CL.MTHROTTLE: %q", got)
+	}
+	if got := appendOtherKeys(nil, commands["cl.mthrottle"], m[:8]); len(got) != 1 || string(got[0]) != "b" {
+		t.Errorf("CL.MTHROTTLE cut short: %q", got)
+	}
+	del := bargs("DEL", "x", "y", "z")
+	if got := appendOtherKeys(nil, commands["del"], del); len(got) != 2 || string(got[1]) != "z" {
+		t.Errorf("DEL: %q", got)
+	}
+	big := [][]byte{[]byte("DEL")}
+	for range 1000 {
+		big = append(big, []byte("k"))
+	}
+	if got := appendOtherKeys(make([][]byte, 5), commands["del"], big); len(got) != maxPrefetchKeys {
+		t.Errorf("DEL with 1000 keys: %d prefetched, want the bound %d", len(got), maxPrefetchKeys)
+	}
+}

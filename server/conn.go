@@ -149,6 +149,9 @@ func (st *connState) parseBatch() error {
 		st.cmds = append(st.cmds, parsedCmd{cmd: cmd, off: off, n: len(argv), end: st.end - len(rest)})
 		if cmd != nil && cmd.firstKey > 0 && cmd.firstKey < len(argv) {
 			st.keys = append(st.keys, argv[cmd.firstKey])
+			if cmd.lastKey != cmd.firstKey {
+				st.keys = appendOtherKeys(st.keys, cmd, argv) // CL.MTHROTTLE's, DEL's, ...
+			}
 		}
 	}
 	return nil
@@ -270,7 +273,7 @@ func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 				// Start every key's cache misses before the first
 				// command waits on its own (store/prefetch.go).
 				if cap(st.hashes) < len(st.keys) {
-					st.hashes = make([]uint64, maxBatchCmds)
+					st.hashes = make([]uint64, max(maxBatchCmds, maxPrefetchKeys))
 				}
 				s.store.Prefetch(st.keys, st.hashes[:len(st.keys)])
 			}

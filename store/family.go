@@ -32,7 +32,12 @@ func (s *Store) ThrottleIn(u gcra.Unit, key []byte, lim gcra.Limit, q int64, now
 		}
 		tat = e.tat
 	}
-	r := lim.ApplyIn(u, nowNs, tat, ok, q)
+	var r gcra.Result
+	if u == gcra.UnitMillis { // (not ApplyIn, which does not inline)
+		r = lim.ApplyMs(nowNs, tat, ok, q)
+	} else {
+		r = lim.Apply(nowNs, tat, ok, q)
+	}
 	if r.Limited {
 		sh.mu.Unlock()
 		return r, nil
@@ -84,7 +89,10 @@ func (s *Store) Peek(u gcra.Unit, key []byte, lim gcra.Limit, q int64, nowNs int
 		}
 	}
 	sh.mu.Unlock()
-	return lim.ApplyIn(u, nowNs, tat, ok, q), nil
+	if u == gcra.UnitMillis {
+		return lim.ApplyMs(nowNs, tat, ok, q), nil
+	}
+	return lim.Apply(nowNs, tat, ok, q), nil
 }
 
 // smallMulti is the group count up to which ThrottleAll finds repeated keys
