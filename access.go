@@ -58,6 +58,9 @@ func applyAccess(a *config.Config, sc *server.Config, log *slog.Logger) (guard.L
 	// DefaultLimits' fixed value would refuse any --proto-max-bulk-len
 	// above it at start-up, and a bulk of exactly that size at run time.
 	lim.MaxQueryBuffer = 0
+	// Zero too: Redis's 16 KiB before AUTH, or MaxBulk when that is less
+	// (a fixed 16 KiB would refuse any --proto-max-bulk-len below it).
+	lim.UnauthMaxBulk = 0
 	if err := lim.Validate(); err != nil {
 		return lim, err
 	}

@@ -156,6 +156,31 @@ func TestProtoMaxBulkLenRaised(t *testing.T) {
 	}
 }
 
+// --proto-max-bulk-len below Redis's 16 KiB unauthenticated bulk limit
+// (which config accepts: any size from 1 byte) starts: the unauthenticated
+// limit follows it down instead of failing start-up with the guard's
+// "UnauthMaxBulk 16384 not in [1, MaxBulk=1000]".
+func TestProtoMaxBulkLenBelowUnauthLimit(t *testing.T) {
+	c, err := parseFlags([]string{"--proto-max-bulk-len", "1k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sc server.Config
+	if _, err := applyAccess(c, &sc, quietLog()); err != nil {
+		t.Fatalf("--proto-max-bulk-len 1k refused at start-up: %v", err)
+	}
+	lns := serveAccess(t, c, freeAddr(t), io.Discard)
+	rdb := redis.NewClient(&redis.Options{Addr: lns[0].ln.Addr().String(), MaxRetries: -1})
+	defer rdb.Close()
+	v := strings.Repeat("v", 1000)
+	if got, err := rdb.Echo(context.Background(), v).Result(); err != nil || got != v {
+		t.Fatalf("ECHO of --proto-max-bulk-len bytes: %d bytes, %v", len(got), err)
+	}
+	if err := rdb.Echo(context.Background(), v+"v").Err(); err == nil {
+		t.Fatal("a bulk over --proto-max-bulk-len was accepted")
+	}
+}
+
 // writeTestCert writes a CA and a server certificate for 127.0.0.1 signed by
 // it; it returns the server's cert and key files and the CA file.
 func writeTestCert(t *testing.T, dir string) (certFile, keyFile, caFile string) {

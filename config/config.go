@@ -56,6 +56,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"strconv"
 	"strings"
 )
 
@@ -279,7 +281,14 @@ func (c *Config) PlainEnabled() bool {
 	if c.Addr == "" {
 		return false
 	}
-	return !strings.HasSuffix(c.Addr, ":0")
+	// The port as a number: "127.0.0.1:00" is port 0 too (hostPort has
+	// checked that Addr is host:port with a port from 0 to 65535).
+	_, port, err := net.SplitHostPort(c.Addr)
+	if err != nil {
+		return !strings.HasSuffix(c.Addr, ":0")
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	return err != nil || n != 0
 }
 
 // TLSAddr is the TLS listen address (host of Addr, or 127.0.0.1 when Addr

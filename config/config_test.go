@@ -326,3 +326,21 @@ func TestRanges(t *testing.T) {
 		}
 	}
 }
+
+// Port 0 is "no plain port" however it is spelled: "127.0.0.1:00" passes
+// the address check (port 0), so it must not make net.Listen pick a random
+// ephemeral port that nobody asked for.
+func TestPortZeroSpellings(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:0", "127.0.0.1:00", "0.0.0.0:000", ":00", "[::1]:00"} {
+		c := mustParse(t, nil, "--addr", addr, "--tls-port", "6380", "--tls-cert", "c", "--tls-key", "k")
+		if c.PlainEnabled() {
+			t.Errorf("--addr %s: a plain port is served", addr)
+		}
+		if _, err := parse(t, nil, "--addr", addr); err == nil {
+			t.Errorf("--addr %s without --tls-port: accepted, though nothing is listened on", addr)
+		}
+	}
+	if c := mustParse(t, nil, "--addr", "127.0.0.1:010"); !c.PlainEnabled() {
+		t.Error("--addr 127.0.0.1:010 (port 10): no plain port")
+	}
+}

@@ -1,6 +1,7 @@
 package script
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -254,4 +255,54 @@ func TestLua51Concurrent(t *testing.T) {
 	for g := 0; g < 6; g++ {
 		<-done
 	}
+}
+
+// The pattern matcher is Lua 5.1's (lua51match.go), not gopher-lua's: %f
+// frontiers match where Lua's do, a malformed part the match never reaches
+// is no error, %1 after a position capture never matches, gmatch finds
+// each match lazily, and errors read as Lua's. Expected values are Redis
+// 7.0.15's answers.
+func TestLua51PatternMatcher(t *testing.T) {
+	e, _ := newTestEngine(t)
+	const show = "local function show(...) local t = {} for i = 1, select('#', ...) do t[i] = tostring((select(i, ...))) end return table.concat(t, ' ') end " +
+		"local ok, r = pcall(function() return show(%s) end) if ok then return r end return 'error: ' .. r"
+	var cases []evalCase
+	for _, c := range []struct{ expr, want string }{
+		{"string.find('THE (quick) fox', '%f[%a]%a+')", "1 3"},
+		{"string.find('THE (quick) fox', '%f[%a]%a+', 5)", "6 10"},
+		{"string.gsub('THE (quick) fox', '%f[%a]%a+', 'W')", "W (W) W 3"},
+		{"string.gsub('hello world', '%f[%w]%w+', '<%0>')", "<hello> <world> 2"},
+		{"string.find('x', '%f[%z]')", "2 1"},
+		{"string.match('bbb', 'a)')", "nil"},
+		{"string.match('bbb', 'a(')", "nil"},
+		{"string.gsub('bbb', 'a[', 'x')", "bbb 0"},
+		{"string.match('ab', '()a%1')", "nil"},
+		{"string.find('a+b', '%')", "error: user_script:1: malformed pattern (ends with '%')"},
+		{"string.find('a+b', '[a')", "error: user_script:1: malformed pattern (missing ']')"},
+		{"string.find('a+b', '(')", "error: user_script:1: unfinished capture"},
+		{"string.find('a+b', '%fa')", "error: user_script:1: missing '[' after '%f' in pattern"},
+		{"string.find('a+b', '%b')", "error: user_script:1: unbalanced pattern"},
+		{"string.gsub('abc', 'b', '%2')", "error: user_script:1: invalid capture index"},
+		{"string.gsub('abc', '(b)', '[%1%0]')", "a[bb]c 1"},
+		{"string.match('user:42:api', '^(%a+):(%d+):(%a+)$')", "user 42 api"},
+		{"string.match('  trim  ', '^%s*(.-)%s*$')", "trim"},
+		{"string.find('a.b', '.', 1, true)", "2 2"},
+		{"string.gsub('hello', '', '-')", "-h-e-l-l-o- 6"},
+		{"string.gsub('hello', '^h?', 'x')", "xello 1"},
+		{"string.gsub('a,b,,c', ',', ';', 2)", "a;b;,c 2"},
+		{"string.gsub('abc', '%w', {a = 'A', b = true})", "error: user_script:1: invalid replacement value (a boolean)"},
+		{"string.gsub('abc', '()', '%1')", "1a2b3c4 4"},
+	} {
+		cases = append(cases, evalCase{body: fmt.Sprintf(show, c.expr), want: fmt.Sprintf("$%d\r\n%s\r\n", len(c.want), c.want)})
+	}
+	for _, c := range []struct{ body, want string }{
+		{"local t = {} for k, v in string.gmatch('k1=v1;k2=v2', '(%w+)=(%w+)') do t[#t+1] = k .. ':' .. v end return table.concat(t, ',')", "k1:v1,k2:v2"},
+		{"local t = {} for p in string.gmatch('abc', '()') do t[#t+1] = p end return table.concat(t, ',')", "1,2,3,4"},
+		{"local f = string.gmatch('aXbX', '(%w)X') return (f() or '') .. (f() or '') .. tostring(f() == nil)", "abtrue"},
+		{"local t = {} for w in string.gmatch('^a^b', '^.') do t[#t+1] = w end return table.concat(t, ',')", "^a,^b"},
+		{"local n = 0 for w in string.gmatch('bbb', 'a)') do n = n + 1 end return tostring(n)", "0"},
+	} {
+		cases = append(cases, evalCase{body: c.body, want: fmt.Sprintf("$%d\r\n%s\r\n", len(c.want), c.want)})
+	}
+	runEvalCases(t, e, Options{}, cases)
 }

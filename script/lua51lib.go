@@ -8,7 +8,6 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/parse"
-	"github.com/yuin/gopher-lua/pm"
 )
 
 // Library functions with Lua 5.1's argument rules, replacing gopher-lua's
@@ -755,8 +754,8 @@ func strChar(L *lua.LState) int {
 // matcher rather than a plain search.
 const luaSpecials = "^$*+?.([%-"
 
-// strFind and strMatch are lstrlib's str_find_aux; the pattern matcher is
-// gopher-lua's (its pm package).
+// strFind and strMatch are lstrlib's str_find_aux, with Lua 5.1's
+// matcher (lua51match.go).
 func strFind(L *lua.LState) int { return strFindAux(L, true) }
 
 func strMatch(L *lua.LState) int { return strFindAux(L, false) }
@@ -779,18 +778,27 @@ func strFindAux(L *lua.LState, find bool) int {
 		L.Push(lua.LNil)
 		return 1
 	}
-	md := patternFind(L, p, s, int(init), 1)
-	if len(md) == 0 {
-		L.Push(lua.LNil)
-		return 1
+	ms := &matchState{L: L, src: s, pat: cString(p)}
+	pi, anchor := 0, strings.HasPrefix(ms.pat, "^")
+	if anchor {
+		pi = 1
 	}
-	m := md[0]
-	if find {
-		L.Push(lua.LNumber(m.Capture(0) + 1))
-		L.Push(lua.LNumber(m.Capture(1)))
-		return pushCaptures(L, s, m, false) + 2
+	for s1 := int(init); ; s1++ {
+		ms.level = 0
+		if e := ms.match(s1, pi); e >= 0 {
+			if find {
+				L.Push(lua.LNumber(s1 + 1))
+				L.Push(lua.LNumber(e))
+				return ms.pushCaptures(0, 0, false) + 2
+			}
+			return ms.pushCaptures(s1, e, true)
+		}
+		if s1 >= len(s) || anchor {
+			break
+		}
 	}
-	return pushCaptures(L, s, m, true)
+	L.Push(lua.LNil)
+	return 1
 }
 
 // cString is s up to its first NUL, as C's string functions see it.
@@ -801,57 +809,26 @@ func cString(s string) string {
 	return s
 }
 
-// patternFind runs gopher-lua's matcher, turning its errors into Lua
-// errors. Lua 5.1's patterns end at a NUL.
-func patternFind(L *lua.LState, p, s string, init, limit int) []*pm.MatchData {
-	md, err := pm.Find(cString(p), []byte(s), init, limit)
-	if err != nil {
-		L.RaiseError("%s", err.Error())
-	}
-	return md
-}
-
-// pushCaptures pushes a match's captures; with whole, the whole match
-// when the pattern has none (str_match, gmatch), as push_captures does.
-func pushCaptures(L *lua.LState, s string, m *pm.MatchData, whole bool) int {
-	n := m.CaptureLength()/2 - 1
-	if n == 0 {
-		if !whole {
-			return 0
-		}
-		L.Push(lua.LString(s[m.Capture(0):m.Capture(1)]))
-		return 1
-	}
-	for i := 1; i <= n; i++ {
-		L.Push(capture(s, m, i))
-	}
-	return n
-}
-
-// capture is capture i (1-based) of m: a string, or a position.
-func capture(s string, m *pm.MatchData, i int) lua.LValue {
-	if m.IsPosCapture(2 * i) {
-		return lua.LNumber(m.Capture(2 * i))
-	}
-	return lua.LString(s[m.Capture(2*i):m.Capture(2*i+1)])
-}
-
-// strGmatch returns an iterator over the matches of p in s.
+// strGmatch returns an iterator over the matches of p in s (gmatch_aux:
+// each call looks for the next match; '^' is a plain character).
 func strGmatch(L *lua.LState) int {
 	s := checkLString(L, 1)
 	p := checkLString(L, 2)
-	if strings.HasPrefix(p, "^") {
-		p = "%" + p // gmatch_aux does not anchor: '^' is a plain character
-	}
-	md := patternFind(L, p, s, 0, -1)
-	i := 0
+	start := 0
 	L.Push(L.NewFunction(func(L *lua.LState) int {
-		if i >= len(md) {
-			return 0
+		ms := &matchState{L: L, src: s, pat: cString(p)}
+		for src := start; src <= len(s); src++ {
+			ms.level = 0
+			if e := ms.match(src, 0); e >= 0 {
+				start = e
+				if e == src {
+					start++ // empty match: go at least one position
+				}
+				return ms.pushCaptures(src, e, true)
+			}
 		}
-		m := md[i]
-		i++
-		return pushCaptures(L, s, m, true)
+		start = len(s) + 1
+		return 0
 	}))
 	return 1
 }
@@ -867,55 +844,67 @@ func strGsub(L *lua.LState) int {
 		argError(L, 3, "string/function/table expected")
 	}
 	maxS := optInt(L, 4, len(src)+1)
-	if maxS <= 0 {
-		L.Push(lua.LString(src))
-		L.Push(lua.LNumber(0))
-		return 2
+	ms := &matchState{L: L, src: src, pat: cString(p)}
+	pi, anchor := 0, strings.HasPrefix(ms.pat, "^")
+	if anchor {
+		pi = 1
 	}
-	md := patternFind(L, p, src, 0, maxS)
 	var b strings.Builder
-	last := 0
-	for _, m := range md {
-		start, end := m.Capture(0), m.Capture(1)
-		b.WriteString(src[last:start])
-		whole := src[start:end]
-		var val lua.LValue
-		switch r := repl.(type) {
-		case lua.LString, lua.LNumber:
-			rs, _ := toLString(r)
-			gsubAddString(L, &b, rs, src, m)
-			last = end
-			continue
-		case *lua.LFunction:
-			L.Push(r)
-			n := pushCaptures(L, src, m, true)
-			L.Call(n, 1)
-			val = L.Get(-1)
-			L.Pop(1)
-		case *lua.LTable:
-			var key lua.LValue = lua.LString(whole)
-			if m.CaptureLength() > 2 {
-				key = capture(src, m, 1)
-			}
-			val = L.GetTable(r, key)
+	n, at := 0, 0
+	for n < maxS {
+		ms.level = 0
+		e := ms.match(at, pi)
+		if e >= 0 {
+			n++
+			gsubAddValue(ms, &b, repl, at, e)
 		}
-		if !lua.LVAsBool(val) {
-			b.WriteString(whole)
-		} else if vs, ok := toLString(val); ok {
-			b.WriteString(vs)
+		if e > at { // non-empty match: skip it
+			at = e
+		} else if at < len(src) {
+			b.WriteByte(src[at])
+			at++
 		} else {
-			L.RaiseError("invalid replacement value (a %s)", val.Type().String())
+			break
 		}
-		last = end
+		if anchor {
+			break
+		}
 	}
-	b.WriteString(src[last:])
+	b.WriteString(src[at:])
 	L.Push(lua.LString(b.String()))
-	L.Push(lua.LNumber(len(md)))
+	L.Push(lua.LNumber(n))
 	return 2
 }
 
+// gsubAddValue is lstrlib's add_value: the replacement of the match [s, e).
+func gsubAddValue(ms *matchState, b *strings.Builder, repl lua.LValue, s, e int) {
+	L := ms.L
+	var val lua.LValue
+	switch r := repl.(type) {
+	case lua.LString, lua.LNumber:
+		rs, _ := toLString(r)
+		gsubAddString(ms, b, rs, s, e)
+		return
+	case *lua.LFunction:
+		L.Push(r)
+		n := ms.pushCaptures(s, e, true)
+		L.Call(n, 1)
+		val = L.Get(-1)
+		L.Pop(1)
+	case *lua.LTable:
+		val = L.GetTable(r, ms.oneCapture(0, s, e))
+	}
+	if !lua.LVAsBool(val) {
+		b.WriteString(ms.src[s:e])
+	} else if vs, ok := toLString(val); ok {
+		b.WriteString(vs)
+	} else {
+		L.RaiseError("invalid replacement value (a %s)", val.Type().String())
+	}
+}
+
 // gsubAddString is lstrlib's add_s: %0-%9 are captures, %x is x.
-func gsubAddString(L *lua.LState, b *strings.Builder, repl, src string, m *pm.MatchData) {
+func gsubAddString(ms *matchState, b *strings.Builder, repl string, s, e int) {
 	for i := 0; i < len(repl); i++ {
 		c := repl[i]
 		if c != '%' {
@@ -931,20 +920,9 @@ func gsubAddString(L *lua.LState, b *strings.Builder, repl, src string, m *pm.Ma
 		case !isDigit(c):
 			b.WriteByte(c)
 		case c == '0':
-			b.WriteString(src[m.Capture(0):m.Capture(1)])
+			b.WriteString(ms.src[s:e])
 		default:
-			k := int(c - '0')
-			ncap := m.CaptureLength()/2 - 1
-			var v lua.LValue
-			switch {
-			case k <= ncap:
-				v = capture(src, m, k)
-			case k == 1 && ncap == 0:
-				v = lua.LString(src[m.Capture(0):m.Capture(1)])
-			default:
-				L.RaiseError("invalid capture index")
-			}
-			vs, _ := toLString(v)
+			vs, _ := toLString(ms.oneCapture(int(c-'1'), s, e))
 			b.WriteString(vs)
 		}
 	}
