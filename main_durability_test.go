@@ -63,10 +63,12 @@ func pollFolds(rdb *redis.Client, stop <-chan struct{}, done chan<- []foldPoll) 
 	}
 }
 
-// TestProcessKill9DuringFolds: a celld holding 200k keys, with a fold
-// threshold so small that it rewrites its base continuously, serves
-// CL.THROTTLE on 200 hot keys and is killed with SIGKILL at random moments
-// 20 times. It asserts the durability contract in time: after each
+// TestProcessKill9DuringFolds: a celld holding 100k keys, with a fold
+// threshold so small that it rewrites its base as soon as the log has
+// outgrown it, serves CL.THROTTLE on 200 hot keys while a churn client
+// rewrites the cold keys in pipelines of 5,000 (so the log outgrows the
+// base every second or so and folds run back to back), and is killed with
+// SIGKILL at random moments 20 times. It asserts the durability contract in time: after each
 // restart, no acknowledgement older than --flush-interval plus the longest
 // window write the server reported (plus a scheduling allowance, default
 // 300 ms, CELLD_TEST_SCHED_SLACK) is lost; that window writes went on while
@@ -88,7 +90,7 @@ func TestProcessKill9DuringFolds(t *testing.T) {
 		kills    = 20
 		hot      = 200
 		workers  = 4
-		cold     = 200_000
+		cold     = 100_000
 	)
 	args := []string{"--flush-interval", interval.String(), "--log-fold-min-bytes", "4096"}
 	dir := t.TempDir()
@@ -115,6 +117,7 @@ func TestProcessKill9DuringFolds(t *testing.T) {
 	var maxLost, maxAge, maxWrite time.Duration
 	var writesDuringFolds, foldPolls, totalAcks, totalLost int
 	var lastBaseMs int64
+	var maxAgeAt string
 	for iter := range kills {
 		for _, k := range keys {
 			k.acks, k.inflight = k.acks[:0], false
@@ -157,6 +160,24 @@ func TestProcessKill9DuringFolds(t *testing.T) {
 				}
 			}()
 		}
+		wg.Add(1)
+		go func() { // churn: keeps the log growing, so folds keep running
+			defer wg.Done()
+			for r := 0; ; r++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				pipe := rdb.Pipeline()
+				for i := range 5000 {
+					pipe.Do(ctx, "CL.THROTTLE", fmt.Sprintf("cold:%07d", (r*5000+i)%cold), 1000, 1, 3600, 1)
+				}
+				if _, err := pipe.Exec(ctx); err != nil {
+					return
+				}
+			}
+		}()
 		pollStop := make(chan struct{})
 		pollDone := make(chan []foldPoll)
 		go pollFolds(c.client(), pollStop, pollDone)
@@ -172,7 +193,11 @@ func TestProcessKill9DuringFolds(t *testing.T) {
 		var write time.Duration
 		for i, p := range polls {
 			write = max(write, time.Duration(p.flushDurUs)*time.Microsecond)
-			maxAge = max(maxAge, time.Duration(p.ageMs)*time.Millisecond)
+			if age := time.Duration(p.ageMs) * time.Millisecond; age > maxAge {
+				maxAge = age
+				maxAgeAt = fmt.Sprintf("kill %d, %v before it, fold running %v, last write %v", iter,
+					killAt.Sub(p.at).Round(time.Millisecond), p.baseRunning, time.Duration(p.flushDurUs)*time.Microsecond)
+			}
 			lastBaseMs = max(lastBaseMs, p.lastBaseDurationMs)
 			if p.baseRunning {
 				foldPolls++
@@ -227,8 +252,8 @@ func TestProcessKill9DuringFolds(t *testing.T) {
 		}
 	}
 	c.termOK()
-	t.Logf("%d kills, %d acknowledgements, %d keys lost updates; oldest lost acknowledgement %v before its kill; largest last_flush_age_ms under load %v; longest window write %v; longest base rewrite %d ms; %d of %d polls during a fold saw window writes complete",
-		kills, totalAcks, totalLost, maxLost.Round(time.Millisecond), maxAge, maxWrite.Round(time.Microsecond), lastBaseMs, writesDuringFolds, foldPolls)
+	t.Logf("%d kills, %d acknowledgements, %d keys lost updates; oldest lost acknowledgement %v before its kill; largest last_flush_age_ms under load %v (%s); longest window write %v; longest base rewrite %d ms; %d of %d polls during a fold saw window writes complete",
+		kills, totalAcks, totalLost, maxLost.Round(time.Millisecond), maxAge, maxAgeAt, maxWrite.Round(time.Microsecond), lastBaseMs, writesDuringFolds, foldPolls)
 	if foldPolls == 0 || writesDuringFolds == 0 {
 		t.Errorf("no window write completed while a fold ran (%d polls during folds): folds were not exercised, or they hold writes back", foldPolls)
 	}
