@@ -133,7 +133,7 @@ var (
 
 // Defaults for Options fields left at zero.
 const (
-	DefaultMemTableSize = 8 << 20
+	DefaultMemTableSize = 2 << 20
 	DefaultCacheSize    = 8 << 20
 	DefaultCloseTimeout = 10 * time.Second
 	DefaultFoldMinBytes = 32 << 20
@@ -151,10 +151,11 @@ type Options struct {
 	// slog.Default(). pebble's informational lines are logged at Debug.
 	Logger *slog.Logger
 	// MemTableSize is the size in bytes of one pebble memtable. 0 means
-	// DefaultMemTableSize (8 MiB). Bigger memtables mean fewer, larger L0
-	// flushes; pebble keeps at most two in memory before stalling writes,
-	// and they count in RSS: with 16 MiB, a 1M-key server measured ~8-20
-	// bytes per key more.
+	// DefaultMemTableSize (2 MiB). Only base rewrites go through pebble
+	// (the change log does not), so bigger memtables buy little; and each
+	// costs disk as well as RSS: pebble keeps the WAL of every memtable
+	// plus three recycled WAL files, each about a memtable's size (with
+	// 8 MiB, 32 MiB of WAL files beside a 29 MB base).
 	MemTableSize uint64
 	// CacheSize is the size in bytes of pebble's block cache, used by Restore
 	// and Count. 0 means DefaultCacheSize (8 MiB).
@@ -404,7 +405,13 @@ type DB struct {
 		files []changeFile
 		// logBuf is Write's reusable record buffer.
 		logBuf []byte
+		// logDeletes counts the delete ops written since the base.
+		logDeletes int64
 	}
+
+	// baseKeys (the base's key count) and logDeletes (mirrors
+	// mu.logDeletes) let BaseDue fold a base most of whose keys are gone.
+	baseKeys, logDeletes atomic.Int64
 
 	// damagedRecords and damagedBytes count what Open's scan of the change
 	// log found damaged (see Damage).

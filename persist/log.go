@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -74,6 +75,14 @@ func (db *DB) Write(ops []Op) error {
 	}
 	db.mu.logBytes += int64(len(buf) - records*recordHeaderLen)
 	db.logBytes.Store(db.mu.logBytes)
+	var deletes int64
+	for i := range ops {
+		if ops[i].Delete {
+			deletes++
+		}
+	}
+	db.mu.logDeletes += deletes
+	db.logDeletes.Store(db.mu.logDeletes)
 	db.flushedAtMs.Store(stamp)
 	return nil
 }
@@ -120,8 +129,19 @@ func (db *DB) LogBytes() int64 { return db.logBytes.Load() }
 // one base's bytes per log's bytes. Safe for concurrent use;
 // O(1).
 func (db *DB) BaseDue() bool {
-	return db.needBase.Load() || db.logBytes.Load() >= max(db.foldMin, db.baseBytes.Load())
+	if db.needBase.Load() || db.logBytes.Load() >= max(db.foldMin, db.baseBytes.Load()) {
+		return true
+	}
+	// Most of the base deleted (keys expired): fold, so that the disk
+	// follows the live state down instead of keeping the dead base until
+	// the log outgrows it.
+	base := db.baseKeys.Load()
+	return base >= minShrinkFold && db.logDeletes.Load() >= base/2
 }
+
+// minShrinkFold is the smallest base (in keys) that BaseDue folds because
+// half of it was deleted: below it the space is not worth a rewrite.
+const minShrinkFold = 4096
 
 // BaseWriter receives the full state during WriteBase. It is used by one
 // goroutine (WriteBase's fill function) and is invalid after WriteBase
@@ -210,6 +230,47 @@ func (w *BaseWriter) Spill() error {
 	return nil
 }
 
+// tidyTimeout bounds each of tidyLocked's waits on pebble.
+const tidyTimeout = 30 * time.Second
+
+// tidyLocked gives the disk space of the replaced base back, after a
+// successful WriteBase: the new generation went through pebble's memtable
+// and WAL, and the old one is only range-deleted. A flush moves the
+// memtable into a table (its WAL files are then deleted), and a compaction
+// of the base's key range drops the old generation's tables, so the
+// directory holds about one base plus the log (~2x the live state) instead
+// of several bases and WALs. It runs on the fold's goroutine, off the
+// write path; each step is guarded like a base write (guardPebbleWrite)
+// and waited for at most tidyTimeout (pebble retries a failing flush
+// forever), and a failure only leaves the space for the next fold.
+// db.pm must be held.
+func (db *DB) tidyLocked(pdb *pebble.DB) {
+	if err := db.guardPebbleWrite(); err != nil {
+		return
+	}
+	var ch <-chan struct{}
+	if err := callPebble(func() (err error) { ch, err = pdb.AsyncFlush(); return err }); err != nil {
+		db.log.Debug("persist: flush after a base rewrite", "err", err)
+		return
+	}
+	timer := time.NewTimer(tidyTimeout)
+	defer timer.Stop()
+	select {
+	case <-ch:
+	case <-timer.C:
+		db.log.Warn("persist: pebble's flush after a base rewrite did not finish in time; disk space of the old base is kept for now", "timeout", tidyTimeout, "last_pebble_error", db.lastPebbleError())
+		return
+	}
+	if err := db.guardPebbleWrite(); err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), tidyTimeout)
+	defer cancel()
+	if err := callPebble(func() error { return pdb.Compact(ctx, []byte{basePrefix}, []byte{basePrefix + 1}, false) }); err != nil {
+		db.log.Debug("persist: compaction after a base rewrite", "err", err)
+	}
+}
+
 // errUnsafeForPebble marks a base rewrite stopped before a pebble write
 // because the directory looked unable to take it (see guardPebbleWrite).
 var errUnsafeForPebble = errors.New("directory cannot take pebble's writes now; base rewrite stopped before calling pebble")
@@ -286,6 +347,7 @@ func (db *DB) WriteBase(fill func(w *BaseWriter) error) (BaseStats, error) {
 	db.endChangeFileLocked()
 	covered := len(db.mu.files)
 	cutLogBytes := db.mu.logBytes
+	cutDeletes := db.mu.logDeletes
 	db.mu.Unlock()
 
 	gen := db.pm.baseGen + 1
@@ -368,6 +430,7 @@ func (db *DB) WriteBase(fill func(w *BaseWriter) error) (BaseStats, error) {
 		return st, err
 	}
 	db.stampFlushed(stampMs)
+	db.tidyLocked(pdb)
 	db.pm.baseGen, db.pm.baseSeq = gen, lastSeq
 	db.baseBytes.Store(w.bytes)
 	db.pm.legacy = false
@@ -378,7 +441,10 @@ func (db *DB) WriteBase(fill func(w *BaseWriter) error) (BaseStats, error) {
 	db.removeChangeFilesLocked(covered)
 	db.mu.logBytes -= cutLogBytes
 	db.logBytes.Store(db.mu.logBytes)
+	db.mu.logDeletes -= cutDeletes
+	db.logDeletes.Store(db.mu.logDeletes)
 	db.mu.Unlock()
+	db.baseKeys.Store(w.keys)
 	return st, nil
 }
 
@@ -500,6 +566,7 @@ func (db *DB) Replay(nowMs int64, fn func(key, value []byte, expireAtMs int64, d
 	if baseGen == 0 {
 		db.baseBytes.Store(st.BaseBytes)
 	}
+	db.baseKeys.Store(st.Loaded) // the base's keys and the log's sets: an estimate
 	if st.Expired > 0 || legacy > 0 {
 		db.needBase.Store(true) // only a base rewrite removes them from disk
 	}
