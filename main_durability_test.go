@@ -63,7 +63,7 @@ func pollFolds(rdb *redis.Client, stop <-chan struct{}, done chan<- []foldPoll) 
 	}
 }
 
-// TestProcessKill9DuringFolds: a celld holding 100k keys, with a fold
+// TestProcessKill9DuringFolds: a celld holding 60k keys, with a fold
 // threshold so small that it rewrites its base as soon as the log has
 // outgrown it, serves CL.THROTTLE on 200 hot keys while a churn client
 // rewrites the cold keys in pipelines of 5,000 (so the log outgrows the
@@ -90,7 +90,7 @@ func TestProcessKill9DuringFolds(t *testing.T) {
 		kills    = 20
 		hot      = 200
 		workers  = 4
-		cold     = 100_000
+		cold     = 60_000
 	)
 	args := []string{"--flush-interval", interval.String(), "--log-fold-min-bytes", "4096"}
 	dir := t.TempDir()
@@ -181,7 +181,7 @@ func TestProcessKill9DuringFolds(t *testing.T) {
 		pollStop := make(chan struct{})
 		pollDone := make(chan []foldPoll)
 		go pollFolds(c.client(), pollStop, pollDone)
-		time.Sleep(time.Duration(400+rng.IntN(1200)) * time.Millisecond)
+		time.Sleep(time.Duration(300+rng.IntN(900)) * time.Millisecond)
 		killAt := time.Now()
 		c.kill()
 		close(stop)
@@ -507,17 +507,17 @@ func TestProcessReadOnlyDuringFolds(t *testing.T) {
 		round++
 		pipe := rdb.Pipeline()
 		for i := range n {
-			pipe.Do(ctx, "CL.THROTTLE", fmt.Sprintf("k:%06d", (i*7919+round*2003)%300_000), 1000, 1, 3600, 1)
+			pipe.Do(ctx, "CL.THROTTLE", fmt.Sprintf("k:%06d", (i*7919+round*2003)%200_000), 1000, 1, 3600, 1)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			t.Fatalf("celld stopped answering (crashed?): %v\nlog:\n%s", err, c.logs)
 		}
 	}
-	for range 60 {
+	for range 40 {
 		load(5000)
 	}
 	var baseErrors int64
-	for flip := range 8 {
+	for flip := range 5 {
 		// Turn read-only at a moment a fold is likely running.
 		deadline := time.Now().Add(2 * time.Second)
 		for time.Now().Before(deadline) {

@@ -324,10 +324,15 @@ func (db *DB) Damage() Damage {
 //     flushes and compactions panics in pebble's own goroutine, which also
 //     ends the process. In both cases everything Write had acknowledged is
 //     on disk and a restart recovers it. The probe above keeps persist from
-//     driving pebble into these paths while the disk is known to be failing.
+//     driving pebble into these paths while the disk is known to be
+//     failing, and a base rewrite checks before each of its pebble writes
+//     that the directory can create a file and has room for a memtable
+//     flush (guardPebbleWrite), stopping otherwise: what is left is a
+//     failure that starts within microseconds of that check.
 //   - If a failed instance cannot be closed within Options.CloseTimeout
-//     (pebble panicked while holding its commit lock), the DB becomes
-//     unable to rewrite the base: see ErrUnusable. Writes still work.
+//     (pebble panicked while holding its commit lock), or a reopen does not
+//     finish within Options.OpenTimeout, the DB becomes unable to rewrite
+//     the base: see ErrUnusable. Writes still work.
 type DB struct {
 	dir          string
 	fs           vfs.FS
