@@ -53,14 +53,17 @@
 // v3): every log byte was copied into a memtable, flushed and compacted only
 // to be range-deleted by the next fold, ~0.25-0.3 µs of CPU per call. The
 // log is folded away by WriteBase, which rewrites the whole state from
-// memory once the log outgrows the base (BaseDue), in one atomic switch:
-// write the new generation's chunks, then in one synced batch point
-// "m"+"base" at it and range-delete the old generation, any v3 log and any
-// v1 records; then remove the change files, all of whose records the base
-// covers. A crash before that batch leaves the old base and log in charge
-// (the half-written generation is ignored and cleared by the next
-// WriteBase); a crash before the removals leaves files that replay skips
-// and the next Open removes.
+// memory once the log outgrows the base (BaseDue), beside the window
+// writes and in one atomic switch: cut the log (end the current change
+// file; the base will cover every record up to the cut), write the new
+// generation's chunks, then in one synced batch point "m"+"base" at it
+// (with the cut's seq) and range-delete the old generation, any v3 log and
+// any v1 records; then remove the change files ended at the cut, flush
+// pebble's memtable and compact the base range, so the old generation's
+// space is given back. A crash before that batch leaves the old base and
+// log in charge (the half-written generation is ignored and cleared by the
+// next WriteBase); a crash before the removals leaves files that replay
+// skips and the next Open removes.
 package persist
 
 import (
@@ -521,8 +524,8 @@ func (db *DB) checkMetadata() (hasData bool, err error) {
 		switch {
 		case strings.HasPrefix(name, "marker.manifest."):
 			marker = true
-		case strings.HasSuffix(name, ".sst"), strings.HasPrefix(name, "MANIFEST-"),
-			strings.HasPrefix(name, "OPTIONS-"), strings.HasSuffix(name, ".log") && name != probeName:
+		case numberedFile(name, ".sst"), numberedFile(name, ".log"), strings.HasPrefix(name, "MANIFEST-"),
+			strings.HasPrefix(name, "OPTIONS-"), isChangeFileName(name):
 			hasData = true
 			example = name
 		}
@@ -533,6 +536,27 @@ func (db *DB) checkMetadata() (hasData bool, err error) {
 			"(--recover=skip moves the directory aside and starts empty)", ErrCorrupt, db.dir, example)
 	}
 	return hasData, nil
+}
+
+// numberedFile reports whether name is pebble's <digits><suffix> (a table
+// or a WAL), so that a stray file of the operator's is not taken for data.
+func numberedFile(name, suffix string) bool {
+	num, ok := strings.CutSuffix(name, suffix)
+	if !ok || num == "" {
+		return false
+	}
+	for _, c := range num {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// isChangeFileName reports whether name is a change file's.
+func isChangeFileName(name string) bool {
+	_, ok := parseChangeFileName(name)
+	return ok
 }
 
 // openPebble opens a pebble instance on db.dir using the lock db holds.
