@@ -98,6 +98,9 @@ func (p *persistence) metricsSnapshot() metrics.Persistence {
 		BaseRewrites:      s.Bases,
 		BaseErrors:        s.BaseErrors,
 		LogBytes:          p.db.LogBytes(),
+		PendingKeys:       int64(s.PendingKeys),
+		PendingBytes:      s.PendingBytes,
+		DamagedRecords:    p.db.Damage().Records,
 	}
 }
 

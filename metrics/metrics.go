@@ -45,6 +45,8 @@
 //	persist_dirty_keys                      changes not yet durable
 //	persist_restore_duration_seconds        how long the start-up restore took
 //	persist_restore_keys                    records it loaded
+//	persist_pending_keys, persist_pending_bytes  changes a failing disk has not taken, their heap
+//	persist_damaged_records                 change-log records skipped as damaged at start-up
 //	build_info{version}                     1
 //
 // plus the Go runtime and process collectors.
@@ -81,6 +83,10 @@ type Persistence struct {
 	// base (what a restart would replay on top of it).
 	BaseRewrites, BaseErrors int64
 	LogBytes                 int64
+	// PendingKeys and PendingBytes are the changes a failing disk has not
+	// taken yet (and the heap they hold); DamagedRecords counts change-log
+	// records skipped as damaged at start-up.
+	PendingKeys, PendingBytes, DamagedRecords int64
 }
 
 // Config configures an Exporter. Functions may be nil and may be set later
@@ -317,6 +323,12 @@ var (
 		"Failed base rewrites (the log keeps growing until one succeeds).", nil, nil)
 	descLogBytes = prometheus.NewDesc("celld_persist_log_bytes",
 		"Size of the on-disk log since the base: what a restart replays on top of it.", nil, nil)
+	descPendingKeys = prometheus.NewDesc("celld_persist_pending_keys",
+		"Changed keys a failing disk has not taken yet (held in memory, retried).", nil, nil)
+	descPendingBytes = prometheus.NewDesc("celld_persist_pending_bytes",
+		"Heap held by the pending keys (estimate).", nil, nil)
+	descDamaged = prometheus.NewDesc("celld_persist_damaged_records",
+		"Change-log records skipped at start-up because they failed their checksum.", nil, nil)
 )
 
 // latencyBounds are server.LatencyBuckets in seconds.
@@ -396,7 +408,8 @@ type persistCollector Exporter
 
 func (c *persistCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descFlushDuration, descFlushAge, descFlushOK, descFlushes,
-		descFlushErrors, descDirty, descRestoreDuration, descRestoreKeys, descBases, descBaseErrors, descLogBytes} {
+		descFlushErrors, descDirty, descRestoreDuration, descRestoreKeys, descBases, descBaseErrors, descLogBytes,
+		descPendingKeys, descPendingBytes, descDamaged} {
 		ch <- d
 	}
 }
@@ -430,4 +443,7 @@ func (c *persistCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descBases, prometheus.CounterValue, float64(p.BaseRewrites))
 	ch <- prometheus.MustNewConstMetric(descBaseErrors, prometheus.CounterValue, float64(p.BaseErrors))
 	gauge(descLogBytes, float64(p.LogBytes))
+	gauge(descPendingKeys, float64(p.PendingKeys))
+	gauge(descPendingBytes, float64(p.PendingBytes))
+	gauge(descDamaged, float64(p.DamagedRecords))
 }

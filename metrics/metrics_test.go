@@ -288,6 +288,7 @@ func TestPersistenceMetrics(t *testing.T) {
 			Flushes: 7, FlushErrors: 1, DirtyKeys: 5,
 			RestoreDuration: 1500 * time.Millisecond, RestoreKeys: 42,
 			BaseRewrites: 3, BaseErrors: 2, LogBytes: 4096,
+			PendingKeys: 11, PendingBytes: 3300, DamagedRecords: 1,
 		}
 	})
 	fams := scrape(t, startExporter(t, e))
@@ -302,6 +303,9 @@ func TestPersistenceMetrics(t *testing.T) {
 		"celld_persist_base_rewrites_total":         3,
 		"celld_persist_base_rewrite_errors_total":   2,
 		"celld_persist_log_bytes":                   4096,
+		"celld_persist_pending_keys":                11,
+		"celld_persist_pending_bytes":               3300,
+		"celld_persist_damaged_records":             1,
 	} {
 		if got := number(t, fams, name, nil); got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)

@@ -53,14 +53,17 @@
 // v3): every log byte was copied into a memtable, flushed and compacted only
 // to be range-deleted by the next fold, ~0.25-0.3 µs of CPU per call. The
 // log is folded away by WriteBase, which rewrites the whole state from
-// memory once the log outgrows the base (BaseDue), in one atomic switch:
-// write the new generation's chunks, then in one synced batch point
-// "m"+"base" at it and range-delete the old generation, any v3 log and any
-// v1 records; then remove the change files, all of whose records the base
-// covers. A crash before that batch leaves the old base and log in charge
-// (the half-written generation is ignored and cleared by the next
-// WriteBase); a crash before the removals leaves files that replay skips
-// and the next Open removes.
+// memory once the log outgrows the base (BaseDue), beside the window
+// writes and in one atomic switch: cut the log (end the current change
+// file; the base will cover every record up to the cut), write the new
+// generation's chunks, then in one synced batch point "m"+"base" at it
+// (with the cut's seq) and range-delete the old generation, any v3 log and
+// any v1 records; then remove the change files ended at the cut, flush
+// pebble's memtable and compact the base range, so the old generation's
+// space is given back. A crash before that batch leaves the old base and
+// log in charge (the half-written generation is ignored and cleared by the
+// next WriteBase); a crash before the removals leaves files that replay
+// skips and the next Open removes.
 package persist
 
 import (
@@ -133,7 +136,7 @@ var (
 
 // Defaults for Options fields left at zero.
 const (
-	DefaultMemTableSize = 8 << 20
+	DefaultMemTableSize = 2 << 20
 	DefaultCacheSize    = 8 << 20
 	DefaultCloseTimeout = 10 * time.Second
 	DefaultFoldMinBytes = 32 << 20
@@ -151,10 +154,11 @@ type Options struct {
 	// slog.Default(). pebble's informational lines are logged at Debug.
 	Logger *slog.Logger
 	// MemTableSize is the size in bytes of one pebble memtable. 0 means
-	// DefaultMemTableSize (8 MiB). Bigger memtables mean fewer, larger L0
-	// flushes; pebble keeps at most two in memory before stalling writes,
-	// and they count in RSS: with 16 MiB, a 1M-key server measured ~8-20
-	// bytes per key more.
+	// DefaultMemTableSize (2 MiB). Only base rewrites go through pebble
+	// (the change log does not), so bigger memtables buy little; and each
+	// costs disk as well as RSS: pebble keeps the WAL of every memtable
+	// plus three recycled WAL files, each about a memtable's size (with
+	// 8 MiB, 32 MiB of WAL files beside a 29 MB base).
 	MemTableSize uint64
 	// CacheSize is the size in bytes of pebble's block cache, used by Restore
 	// and Count. 0 means DefaultCacheSize (8 MiB).
@@ -323,10 +327,15 @@ func (db *DB) Damage() Damage {
 //     flushes and compactions panics in pebble's own goroutine, which also
 //     ends the process. In both cases everything Write had acknowledged is
 //     on disk and a restart recovers it. The probe above keeps persist from
-//     driving pebble into these paths while the disk is known to be failing.
+//     driving pebble into these paths while the disk is known to be
+//     failing, and a base rewrite checks before each of its pebble writes
+//     that the directory can create a file and has room for a memtable
+//     flush (guardPebbleWrite), stopping otherwise: what is left is a
+//     failure that starts within microseconds of that check.
 //   - If a failed instance cannot be closed within Options.CloseTimeout
-//     (pebble panicked while holding its commit lock), the DB becomes
-//     unable to rewrite the base: see ErrUnusable. Writes still work.
+//     (pebble panicked while holding its commit lock), or a reopen does not
+//     finish within Options.OpenTimeout, the DB becomes unable to rewrite
+//     the base: see ErrUnusable. Writes still work.
 type DB struct {
 	dir          string
 	fs           vfs.FS
@@ -404,7 +413,13 @@ type DB struct {
 		files []changeFile
 		// logBuf is Write's reusable record buffer.
 		logBuf []byte
+		// logDeletes counts the delete ops written since the base.
+		logDeletes int64
 	}
+
+	// baseKeys (the base's key count) and logDeletes (mirrors
+	// mu.logDeletes) let BaseDue fold a base most of whose keys are gone.
+	baseKeys, logDeletes atomic.Int64
 
 	// damagedRecords and damagedBytes count what Open's scan of the change
 	// log found damaged (see Damage).
@@ -509,8 +524,8 @@ func (db *DB) checkMetadata() (hasData bool, err error) {
 		switch {
 		case strings.HasPrefix(name, "marker.manifest."):
 			marker = true
-		case strings.HasSuffix(name, ".sst"), strings.HasPrefix(name, "MANIFEST-"),
-			strings.HasPrefix(name, "OPTIONS-"), strings.HasSuffix(name, ".log") && name != probeName:
+		case numberedFile(name, ".sst"), numberedFile(name, ".log"), strings.HasPrefix(name, "MANIFEST-"),
+			strings.HasPrefix(name, "OPTIONS-"), isChangeFileName(name):
 			hasData = true
 			example = name
 		}
@@ -521,6 +536,27 @@ func (db *DB) checkMetadata() (hasData bool, err error) {
 			"(--recover=skip moves the directory aside and starts empty)", ErrCorrupt, db.dir, example)
 	}
 	return hasData, nil
+}
+
+// numberedFile reports whether name is pebble's <digits><suffix> (a table
+// or a WAL), so that a stray file of the operator's is not taken for data.
+func numberedFile(name, suffix string) bool {
+	num, ok := strings.CutSuffix(name, suffix)
+	if !ok || num == "" {
+		return false
+	}
+	for _, c := range num {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// isChangeFileName reports whether name is a change file's.
+func isChangeFileName(name string) bool {
+	_, ok := parseChangeFileName(name)
+	return ok
 }
 
 // openPebble opens a pebble instance on db.dir using the lock db holds.

@@ -451,6 +451,19 @@ func TestMissingManifestMarkerRefused(t *testing.T) {
 	t.Fatalf("pebble's files are gone after the refused open: %v (before: %v)", names, before)
 }
 
+// TestStrayFilesAreNotData: files of the operator's in a new data
+// directory (a log, notes) do not make Open take it for a database whose
+// metadata is missing.
+func TestStrayFilesAreNotData(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"celld.log", "notes.txt", "backup.sst.old"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustClose(t, mustOpen(t, dir, Options{}))
+}
+
 // TestOpenRefusesUnusableDirectory: a directory that does not take a
 // synced write, or a filesystem with too little space, is refused at once
 // with an error naming the directory and the cause.

@@ -181,6 +181,7 @@ type Flusher struct {
 	fresh    []Op
 	buf      []Op // reused Drain buffer
 	batch    []Op // reused piece of a backlog write
+	piece    int  // the current piece size limit (0: pieceBytes)
 	failures int  // consecutive failed writes
 	retryAt  time.Time
 	// pendingBytes is the key and value bytes held by pending.
@@ -496,8 +497,13 @@ func (f *Flusher) releaseFreshLocked() {
 }
 
 // pieceBytes is the most a pending backlog's write puts in one synced
-// record (see Flusher). A variable only so that tests can make it small.
-var pieceBytes = 1 << 20
+// record (see Flusher); after a failed piece the next attempt's pieces are
+// a quarter as big, down to minPieceBytes, and grow back as they succeed.
+// Variables only so that tests can make them small.
+var (
+	pieceBytes    = 1 << 20
+	minPieceBytes = 16 << 10
+)
 
 // writeLocked writes fresh as one synced batch, or the pending set in
 // pieces of at most pieceBytes (each synced; a piece that succeeds leaves
@@ -525,10 +531,13 @@ func (f *Flusher) writeLocked() error {
 		// Pieces are gathered from the map as they are written: no copy
 		// of the whole backlog.
 		n = len(f.pending)
+		if f.piece == 0 {
+			f.piece = pieceBytes
+		}
 		for len(f.pending) > 0 {
 			piece, size := f.batch[:0], 0
 			for _, op := range f.pending {
-				if len(piece) > 0 && size+entrySize(&op) > pieceBytes {
+				if len(piece) > 0 && size+entrySize(&op) > f.piece {
 					break
 				}
 				piece = append(piece, op)
@@ -536,8 +545,12 @@ func (f *Flusher) writeLocked() error {
 			}
 			f.batch = piece
 			if err = f.db.Write(piece); err != nil {
+				// Maybe the disk has room for less: try smaller pieces
+				// next time (down to minPieceBytes).
+				f.piece = max(f.piece/4, minPieceBytes)
 				break
 			}
+			f.piece = min(f.piece*2, pieceBytes)
 			for i := range piece {
 				op := &piece[i]
 				f.pendingBytes -= int64(len(op.Key) + len(op.Value))

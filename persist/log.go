@@ -1,15 +1,18 @@
 package persist
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // logKey is the pebble key of log chunk seq.
@@ -72,6 +75,14 @@ func (db *DB) Write(ops []Op) error {
 	}
 	db.mu.logBytes += int64(len(buf) - records*recordHeaderLen)
 	db.logBytes.Store(db.mu.logBytes)
+	var deletes int64
+	for i := range ops {
+		if ops[i].Delete {
+			deletes++
+		}
+	}
+	db.mu.logDeletes += deletes
+	db.logDeletes.Store(db.mu.logDeletes)
 	db.flushedAtMs.Store(stamp)
 	return nil
 }
@@ -118,13 +129,25 @@ func (db *DB) LogBytes() int64 { return db.logBytes.Load() }
 // one base's bytes per log's bytes. Safe for concurrent use;
 // O(1).
 func (db *DB) BaseDue() bool {
-	return db.needBase.Load() || db.logBytes.Load() >= max(db.foldMin, db.baseBytes.Load())
+	if db.needBase.Load() || db.logBytes.Load() >= max(db.foldMin, db.baseBytes.Load()) {
+		return true
+	}
+	// Most of the base deleted (keys expired): fold, so that the disk
+	// follows the live state down instead of keeping the dead base until
+	// the log outgrows it.
+	base := db.baseKeys.Load()
+	return base >= minShrinkFold && db.logDeletes.Load() >= base/2
 }
+
+// minShrinkFold is the smallest base (in keys) that BaseDue folds because
+// half of it was deleted: below it the space is not worth a rewrite.
+const minShrinkFold = 4096
 
 // BaseWriter receives the full state during WriteBase. It is used by one
 // goroutine (WriteBase's fill function) and is invalid after WriteBase
 // returns.
 type BaseWriter struct {
+	db    *DB
 	pdb   *pebble.DB
 	abort *atomic.Bool
 	gen   uint64
@@ -188,6 +211,10 @@ func (w *BaseWriter) Spill() error {
 	start := 0
 	for _, end := range w.cuts {
 		chunk := w.buf[start:end]
+		if err := w.db.guardPebbleWrite(); err != nil {
+			w.err = err
+			return err
+		}
 		if err := callPebble(func() error {
 			return w.pdb.Set(baseChunkKey(w.gen, w.idx), chunk, pebble.NoSync)
 		}); err != nil {
@@ -200,6 +227,75 @@ func (w *BaseWriter) Spill() error {
 	}
 	w.buf = w.buf[:copy(w.buf, w.buf[start:])]
 	w.cuts = w.cuts[:0]
+	return nil
+}
+
+// tidyTimeout bounds each of tidyLocked's waits on pebble.
+const tidyTimeout = 30 * time.Second
+
+// tidyLocked gives the disk space of the replaced base back, after a
+// successful WriteBase: the new generation went through pebble's memtable
+// and WAL, and the old one is only range-deleted. A flush moves the
+// memtable into a table (its WAL files are then deleted), and a compaction
+// of the base's key range drops the old generation's tables, so the
+// directory holds about one base plus the log (~2x the live state) instead
+// of several bases and WALs. It runs on the fold's goroutine, off the
+// write path; each step is guarded like a base write (guardPebbleWrite)
+// and waited for at most tidyTimeout (pebble retries a failing flush
+// forever), and a failure only leaves the space for the next fold.
+// db.pm must be held.
+func (db *DB) tidyLocked(pdb *pebble.DB) {
+	if err := db.guardPebbleWrite(); err != nil {
+		return
+	}
+	var ch <-chan struct{}
+	if err := callPebble(func() (err error) { ch, err = pdb.AsyncFlush(); return err }); err != nil {
+		db.log.Debug("persist: flush after a base rewrite", "err", err)
+		return
+	}
+	timer := time.NewTimer(tidyTimeout)
+	defer timer.Stop()
+	select {
+	case <-ch:
+	case <-timer.C:
+		db.log.Warn("persist: pebble's flush after a base rewrite did not finish in time; disk space of the old base is kept for now", "timeout", tidyTimeout, "last_pebble_error", db.lastPebbleError())
+		return
+	}
+	if err := db.guardPebbleWrite(); err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), tidyTimeout)
+	defer cancel()
+	if err := callPebble(func() error { return pdb.Compact(ctx, []byte{basePrefix}, []byte{basePrefix + 1}, false) }); err != nil {
+		db.log.Debug("persist: compaction after a base rewrite", "err", err)
+	}
+}
+
+// errUnsafeForPebble marks a base rewrite stopped before a pebble write
+// because the directory looked unable to take it (see guardPebbleWrite).
+var errUnsafeForPebble = errors.New("directory cannot take pebble's writes now; base rewrite stopped before calling pebble")
+
+// guardPebbleWrite checks, before each pebble write of a base rewrite,
+// that the directory can create a file and has room for pebble's next
+// memtable flush. pebble v2.1.7 ends the process when it cannot create its
+// next WAL while rotating it (a memtable filled during the rewrite: see
+// DB), and when a MANIFEST write fails; a read-only directory, an immutable
+// one or a full disk would do that. Checking first narrows that to a
+// failure that starts within microseconds of the check. Cost: a create and
+// a remove of an empty file, and a statfs, per 16 KiB chunk (~10 µs).
+func (db *DB) guardPebbleWrite() error {
+	name := db.fs.PathJoin(db.dir, probeName)
+	f, err := db.fs.Create(name, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errUnsafeForPebble, err)
+	}
+	_ = f.Close()
+	if err := db.fs.Remove(name); err != nil {
+		return fmt.Errorf("%w: %w", errUnsafeForPebble, err)
+	}
+	if u, err := db.fs.GetDiskUsage(db.dir); err == nil && u.AvailBytes < 2*db.memTableSize+uint64(maxChunk) {
+		return fmt.Errorf("%w: only %d bytes free, pebble may need %d: %w", errUnsafeForPebble, u.AvailBytes, 2*db.memTableSize, syscall.ENOSPC)
+	}
 	return nil
 }
 
@@ -251,10 +347,11 @@ func (db *DB) WriteBase(fill func(w *BaseWriter) error) (BaseStats, error) {
 	db.endChangeFileLocked()
 	covered := len(db.mu.files)
 	cutLogBytes := db.mu.logBytes
+	cutDeletes := db.mu.logDeletes
 	db.mu.Unlock()
 
 	gen := db.pm.baseGen + 1
-	w := &BaseWriter{pdb: pdb, abort: &db.abortBase, gen: gen, buf: db.pm.baseBuf[:0]}
+	w := &BaseWriter{db: db, pdb: pdb, abort: &db.abortBase, gen: gen, buf: db.pm.baseBuf[:0]}
 	var stampMs int64
 	err = callPebble(func() error {
 		// Chunks of an interrupted earlier attempt at this generation.
@@ -303,6 +400,9 @@ func (db *DB) WriteBase(fill func(w *BaseWriter) error) (BaseStats, error) {
 		if db.abortBase.Load() {
 			return ErrAborted
 		}
+		if err := db.guardPebbleWrite(); err != nil {
+			return err
+		}
 		if err := b.Commit(pebble.Sync); err != nil {
 			return err
 		}
@@ -321,11 +421,16 @@ func (db *DB) WriteBase(fill func(w *BaseWriter) error) (BaseStats, error) {
 		if errors.Is(err, ErrAborted) {
 			return st, err
 		}
+		if errors.Is(err, errUnsafeForPebble) {
+			// pebble was not called: its instance is fine.
+			return st, fmt.Errorf("persist: write base to %s: %w", db.dir, err)
+		}
 		err = fmt.Errorf("persist: write base to %s: %w", db.dir, err)
 		db.discardLocked(err)
 		return st, err
 	}
 	db.stampFlushed(stampMs)
+	db.tidyLocked(pdb)
 	db.pm.baseGen, db.pm.baseSeq = gen, lastSeq
 	db.baseBytes.Store(w.bytes)
 	db.pm.legacy = false
@@ -336,7 +441,10 @@ func (db *DB) WriteBase(fill func(w *BaseWriter) error) (BaseStats, error) {
 	db.removeChangeFilesLocked(covered)
 	db.mu.logBytes -= cutLogBytes
 	db.logBytes.Store(db.mu.logBytes)
+	db.mu.logDeletes -= cutDeletes
+	db.logDeletes.Store(db.mu.logDeletes)
 	db.mu.Unlock()
+	db.baseKeys.Store(w.keys)
 	return st, nil
 }
 
@@ -458,6 +566,7 @@ func (db *DB) Replay(nowMs int64, fn func(key, value []byte, expireAtMs int64, d
 	if baseGen == 0 {
 		db.baseBytes.Store(st.BaseBytes)
 	}
+	db.baseKeys.Store(st.Loaded) // the base's keys and the log's sets: an estimate
 	if st.Expired > 0 || legacy > 0 {
 		db.needBase.Store(true) // only a base rewrite removes them from disk
 	}
