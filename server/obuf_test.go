@@ -117,7 +117,14 @@ func TestOutputBufferHardLimitClosesClient(t *testing.T) {
 				pipe = append(pipe, encode("ECHO", big)...)
 			}
 			go slow.c.Write(pipe) // may block once the server stops reading
-			waitFor(t, func() bool { return s.stats.obufDisconnects.Load() == 1 })
+			// Some MB go into the sockets first: under -race on a busy
+			// machine that takes longer than waitFor's 5 s.
+			for deadline := time.Now().Add(time.Minute); s.stats.obufDisconnects.Load() != 1; {
+				if time.Now().After(deadline) {
+					t.Fatal("the client over the hard limit was not closed within a minute")
+				}
+				time.Sleep(time.Millisecond)
+			}
 			slow.c.SetReadDeadline(time.Now().Add(10 * time.Second))
 			n, err := io.Copy(io.Discard, slow.c)
 			if n >= int64(len(pipe)) {
