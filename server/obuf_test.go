@@ -109,6 +109,9 @@ func TestOutputBufferHardLimitClosesClient(t *testing.T) {
 			s, addr := startServerConfig(t, &log, Config{IOLoops: tc.loops,
 				OutputBufferLimit: OutputBufferLimit{Hard: 1 << 20}})
 			slow := dial(t, addr)
+			// A small receive buffer, so that the sockets cannot hold
+			// all 16 MiB (Linux may grow it to tcp_rmem's maximum).
+			slow.c.(*net.TCPConn).SetReadBuffer(64 << 10)
 			// 64 replies of 256 KiB: 16 MiB, far past 1 MiB plus what
 			// the sockets hold.
 			big := strings.Repeat("v", 256<<10)
