@@ -112,6 +112,9 @@ func TestOutputBufferHardLimitClosesClient(t *testing.T) {
 			// A small receive buffer, so that the sockets cannot hold
 			// all 16 MiB (Linux may grow it to tcp_rmem's maximum).
 			slow.c.(*net.TCPConn).SetReadBuffer(64 << 10)
+			// dial's 10 s deadline could stop the sending before the
+			// server, slow under -race, has queued 1 MiB.
+			slow.c.SetDeadline(time.Now().Add(2 * time.Minute))
 			// 64 replies of 256 KiB: 16 MiB, far past 1 MiB plus what
 			// the sockets hold.
 			big := strings.Repeat("v", 256<<10)
@@ -124,7 +127,7 @@ func TestOutputBufferHardLimitClosesClient(t *testing.T) {
 			// machine that takes longer than waitFor's 5 s.
 			for deadline := time.Now().Add(time.Minute); s.stats.obufDisconnects.Load() != 1; {
 				if time.Now().After(deadline) {
-					t.Fatal("the client over the hard limit was not closed within a minute")
+					t.Fatalf("the client over the hard limit was not closed within a minute (%d closed)", s.stats.obufDisconnects.Load())
 				}
 				time.Sleep(time.Millisecond)
 			}
