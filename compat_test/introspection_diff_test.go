@@ -452,6 +452,9 @@ func TestDiffOutputBufferHardLimit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// A small receive buffer, so that the sockets cannot hold all
+		// 16 MiB of replies.
+		c.(*net.TCPConn).SetReadBuffer(64 << 10)
 		// Send everything before reading: the write ends when the
 		// server has read it all (it answered every command) or has
 		// closed the connection (the limit).

@@ -109,6 +109,12 @@ func TestOutputBufferHardLimitClosesClient(t *testing.T) {
 			s, addr := startServerConfig(t, &log, Config{IOLoops: tc.loops,
 				OutputBufferLimit: OutputBufferLimit{Hard: 1 << 20}})
 			slow := dial(t, addr)
+			// A small receive buffer, so that the sockets cannot hold
+			// all 16 MiB (Linux may grow it to tcp_rmem's maximum).
+			slow.c.(*net.TCPConn).SetReadBuffer(64 << 10)
+			// dial's 10 s deadline could stop the sending before the
+			// server, slow under -race, has queued 1 MiB.
+			slow.c.SetDeadline(time.Now().Add(2 * time.Minute))
 			// 64 replies of 256 KiB: 16 MiB, far past 1 MiB plus what
 			// the sockets hold.
 			big := strings.Repeat("v", 256<<10)
@@ -117,7 +123,14 @@ func TestOutputBufferHardLimitClosesClient(t *testing.T) {
 				pipe = append(pipe, encode("ECHO", big)...)
 			}
 			go slow.c.Write(pipe) // may block once the server stops reading
-			waitFor(t, func() bool { return s.stats.obufDisconnects.Load() == 1 })
+			// Some MB go into the sockets first: under -race on a busy
+			// machine that takes longer than waitFor's 5 s.
+			for deadline := time.Now().Add(time.Minute); s.stats.obufDisconnects.Load() != 1; {
+				if time.Now().After(deadline) {
+					t.Fatalf("the client over the hard limit was not closed within a minute (%d closed)", s.stats.obufDisconnects.Load())
+				}
+				time.Sleep(time.Millisecond)
+			}
 			slow.c.SetReadDeadline(time.Now().Add(10 * time.Second))
 			n, err := io.Copy(io.Discard, slow.c)
 			if n >= int64(len(pipe)) {
