@@ -56,6 +56,9 @@ type client struct {
 	// current top-level one (cmdstats.go).
 	trk    *trackState
 	ncalls int
+	// errCounted: the error reply of the command running was counted
+	// already, as the error of a command a script called (scripterr.go).
+	errCounted bool
 
 	mu       sync.Mutex
 	proto    int // 2 or 3, mirrors resp3

@@ -285,6 +285,7 @@ func cmdConfigSet(s *Server, c *client, args [][]byte) {
 }
 
 func cmdConfigResetStat(s *Server, c *client, _ [][]byte) {
+	s.resetStats(c) // errorstats.go
 	c.out = append(c.out, replyOK...)
 }
 
@@ -310,7 +311,12 @@ func cmdSave(s *Server, c *client, _ [][]byte) {
 	c.out = append(c.out, replyOK...)
 }
 
-func cmdBgsave(s *Server, c *client, _ [][]byte) {
+func cmdBgsave(s *Server, c *client, args [][]byte) {
+	// BGSAVE [SCHEDULE]: anything else is a syntax error, as in Redis.
+	if len(args) > 2 || (len(args) == 2 && !strings.EqualFold(string(args[1]), "schedule")) {
+		c.out = appendError(c.out, errSyntax)
+		return
+	}
 	if p := s.cfg.Persister; p != nil {
 		p.BackgroundSave()
 	}

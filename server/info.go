@@ -50,7 +50,13 @@ var infoSections = []infoSection{
 }
 
 func cmdInfo(s *Server, c *client, args [][]byte) {
-	c.publishCommands() // count this pipeline's commands so far, INFO included
+	// Count this pipeline's commands so far; INFO itself is counted after
+	// it returns, as Redis does.
+	if c.pending > 0 {
+		c.pending--
+		c.publishCommands()
+		c.pending++
+	}
 	want := map[string]bool{}
 	for _, a := range args[1:] {
 		want[strings.ToLower(string(a))] = true
@@ -234,10 +240,7 @@ func (s *Server) infoStats(now time.Time) []string {
 		hits += cs.Hits
 		misses += cs.Misses
 	}
-	var errs int64
-	for i := range s.ext.errors {
-		errs += s.ext.errors[i].Load()
-	}
+	errs := s.ext.totalErrors()
 	tk, ti, tp := s.ext.trk.counts()
 	polls, pollHits := s.busyPollCounts()
 	return []string{
@@ -291,10 +294,8 @@ func (s *Server) infoReplication(time.Time) []string {
 
 func (s *Server) infoErrorstats(time.Time) []string {
 	var lines []string
-	for i, kind := range errorKinds {
-		if n := s.ext.errors[i].Load(); n > 0 {
-			lines = append(lines, "errorstat_"+kind+":count="+itoa(n))
-		}
+	for _, e := range s.ext.errorCounts() { // errorstats.go
+		lines = append(lines, "errorstat_"+e.code+":count="+itoa(e.count))
 	}
 	return lines
 }

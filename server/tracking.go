@@ -398,7 +398,7 @@ func cmdClientTracking(s *Server, c *client, args [][]byte) {
 				c.out = appendError(c.out, errTrkOneRedirect)
 				return
 			}
-			id, ok := parseInt64(args[j])
+			id, ok := parseRedisInt(args[j])
 			if !ok {
 				c.out = appendError(c.out, errNotInt)
 				return

@@ -1,0 +1,200 @@
+package compat_test
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// Issue 16's differences from Redis's own test suite, each checked against a
+// real redis-server (redisdiff_test.go).
+
+// Redis commands' integer arguments follow string2ll (no '+', no leading
+// zeros, no "-0"); SCAN's cursor follows strtoul. CL.THROTTLE keeps
+// redis-cell's own rule, checked in errors_test.go and throttle_test.go.
+func TestRedisDiffIntegerArguments(t *testing.T) {
+	diffRun(t, []dstep{
+		dw("SET k 7", "+OK\r\n"),
+		dw("EXPIRE k 00", "-ERR value is not an integer or out of range\r\n"),
+		dw("GET k", "$1\r\n7\r\n"),
+		d("EXPIRE k +100"),
+		d("EXPIRE k -0"),
+		d("PEXPIRE k 0100"),
+		d("EXPIREAT k +5"),
+		d("PEXPIREAT k +5"),
+		dw("TTL k", ":-1\r\n"),
+		d("SET k 8 EX +100"),
+		d("SET k 8 PX 0100"),
+		d("SET k 8 EXAT -0"),
+		dw("GET k", "$1\r\n7\r\n"),
+		d("SELECT 00"),
+		d("SELECT +0"),
+		d("SELECT -0"),
+		dw("SELECT 0", "+OK\r\n"),
+		{cmd: []string{"EVAL", "return 1", "00"}},
+		{cmd: []string{"EVAL", "return 1", "+0"}},
+		{cmd: []string{"EVAL", "return 1", "-0"}},
+		{cmd: []string{"EVAL", "return 1", "0"}, want: ":1\r\n"},
+		d("SCAN 0 COUNT 010"),
+		d("SCAN 0 COUNT +10"),
+		d("HELLO 03"),
+		d("HELLO +2"),
+		d("CLIENT TRACKING ON REDIRECT 01"),
+		d("CLIENT TRACKING ON REDIRECT +1"),
+		dw("DEL k", ":1\r\n"),
+		dw("SCAN +0", "*2\r\n$1\r\n0\r\n*0\r\n"),
+		dw("SCAN -0", "*2\r\n$1\r\n0\r\n*0\r\n"),
+		d("SCAN 00"),
+		d("SCAN +"),
+		d("SCAN 0x0"),
+		d("SCAN 18446744073709551616"),
+		{cmd: []string{"SCAN", ""}, want: "*2\r\n$1\r\n0\r\n*0\r\n"},
+		{cmd: []string{"SCAN", " 0"}},
+	})
+}
+
+// A key that a later command gives a cursor past the end still ends the
+// scan: SCAN +5 on an empty database answers cursor 0 on both.
+func TestRedisDiffScanSignedCursor(t *testing.T) {
+	diffRun(t, []dstep{
+		dw("SCAN +5", "*2\r\n$1\r\n0\r\n*0\r\n"),
+		dw("SCAN -1", "*2\r\n$1\r\n0\r\n*0\r\n"),
+	})
+}
+
+// FLUSHALL and FLUSHDB touch the watchers of keys that existed only.
+func TestRedisDiffFlushWatch(t *testing.T) {
+	for _, flush := range []string{"FLUSHALL", "FLUSHDB"} {
+		t.Run(flush, func(t *testing.T) {
+			diffRun(t, []dstep{
+				d("DEL x"),
+				d("WATCH x"),
+				d(flush),
+				d("MULTI"),
+				d("PING"),
+				dw("EXEC", "*1\r\n+PONG\r\n"),
+				// A watched key that existed: the flush aborts EXEC.
+				d("SET x 1"),
+				d("WATCH x"),
+				d(flush),
+				d("MULTI"),
+				d("PING"),
+				dw("EXEC", "*-1\r\n"),
+				// One of two watched keys existed.
+				d("SET y 1"),
+				d("WATCH x y"),
+				d(flush),
+				d("MULTI"),
+				d("PING"),
+				dw("EXEC", "*-1\r\n"),
+				// A flush of an empty keyspace touches nobody.
+				d("WATCH x"),
+				d(flush + " ASYNC"),
+				d("MULTI"),
+				d("PING"),
+				dw("EXEC", "*1\r\n+PONG\r\n"),
+			})
+		})
+	}
+}
+
+// SAVE and SHUTDOWN (Redis's no-multi commands) are refused inside MULTI
+// and doom the transaction to EXECABORT; EXEC's own arity error aborts
+// it; BGSAVE takes only SCHEDULE.
+func TestRedisDiffTransactionRefusals(t *testing.T) {
+	diffRun(t, []dstep{
+		d("MULTI"),
+		d("SET foo 1"),
+		dw("SAVE", "-ERR Command not allowed inside a transaction\r\n"),
+		dw("EXEC", "-EXECABORT Transaction discarded because of previous errors.\r\n"),
+		dw("GET foo", "$-1\r\n"),
+		d("MULTI"),
+		d("SET foo 1"),
+		dw("SHUTDOWN", "-ERR Command not allowed inside a transaction\r\n"),
+		dw("EXEC", "-EXECABORT Transaction discarded because of previous errors.\r\n"),
+		dw("GET foo", "$-1\r\n"),
+		d("MULTI"),
+		d("SET foo 1"),
+		d("EXEC x"),
+		dw("EXEC", "-ERR EXEC without MULTI\r\n"),
+		dw("GET foo", "$-1\r\n"),
+		d("EXEC x"),
+		d("BGSAVE FOO"),
+		d("BGSAVE FOO BAR"),
+		d("MULTI"),
+		d("SHUTDOWN NOSAVE"),
+		d("DISCARD"),
+	})
+}
+
+// CONFIG RESETSTAT resets the command, error and server statistics.
+func TestRedisDiffResetStat(t *testing.T) {
+	diffRun(t, []dstep{
+		d("SET a 1"),
+		d("GET a"),
+		d("GET b"),
+		d("NOSUCHCMD"),
+		d("GET"),
+		{cmd: []string{"EVAL", "return redis.error_reply('MY_ERR_CODE custom')", "0"}},
+		d("CONFIG RESETSTAT"),
+		{cmd: []string{"INFO", "commandstats"}, norm: stat("cmdstat_get")},
+		{cmd: []string{"INFO", "errorstats"}, norm: stat("errorstat_")},
+		{cmd: []string{"INFO", "stats"}, norm: stat("keyspace_")},
+		{cmd: []string{"INFO", "stats"}, norm: stat("total_error_replies")},
+		d("GET b"),
+		d("GET"),
+		d("NOSUCHCMD"),
+		{cmd: []string{"INFO", "commandstats"}, norm: stat("cmdstat_get")},
+		{cmd: []string{"INFO", "errorstats"}, norm: stat("errorstat_")},
+		{cmd: []string{"INFO", "stats"}, norm: stat("keyspace_")},
+		{cmd: []string{"INFO", "stats"}, norm: stat("total_error_replies")},
+		{cmd: []string{"INFO", "stats"}, norm: stat("total_commands_processed")},
+	})
+}
+
+// Error replies are counted by their code (the first word, within the first
+// 32 bytes), custom codes from scripts included; commands refused before
+// they run are not commands processed; a script's call with the wrong arity
+// is a rejected call of that command.
+func TestRedisDiffErrorstats(t *testing.T) {
+	diffRun(t, []dstep{
+		d("CONFIG RESETSTAT"),
+		{cmd: []string{"EVAL", "return redis.error_reply('MY_ERR_CODE custom msg')", "0"}},
+		{cmd: []string{"EVAL", "return redis.error_reply('NOSPACEATALL')", "0"}},
+		{cmd: []string{"EVAL", "return redis.error_reply('ANEXTREMELYLONGERRORCODEOFMORETHAN32BYTES x')", "0"}},
+		{cmd: []string{"EVAL", "return {err='OTHER_CODE x'}", "0"}},
+		{cmd: []string{"INFO", "errorstats"}, norm: stat("errorstat_")},
+		d("CONFIG RESETSTAT"),
+		d("NOSUCHCMD"),
+		d("GET"),
+		d("GET a b"),
+		d("PING"),
+		{cmd: []string{"INFO", "stats"}, norm: stat("total_commands_processed")},
+		d("CONFIG RESETSTAT"),
+		{cmd: []string{"EVAL", "return redis.pcall('get')", "0"}},
+		{cmd: []string{"EVAL", "return redis.call('get')", "0"}, norm: func(s string) string { return s[:strings.IndexByte(s, ' ')] }},
+		{cmd: []string{"INFO", "commandstats"}, norm: stat("cmdstat_get")},
+		{cmd: []string{"INFO", "errorstats"}, norm: stat("errorstat_")},
+		// An error a called command gave is counted once, whether the
+		// script swallows it, returns it or raises it (Redis's "Consistent
+		// eval error reporting").
+		d("CONFIG RESETSTAT"),
+		{cmd: []string{"EVAL", "local t = redis.pcall('select', 99); return 1", "0"}, want: ":1\r\n"},
+		{cmd: []string{"EVAL", "return redis.pcall('select', 99)", "0"}},
+		{cmd: []string{"EVAL", "return redis.call('select', 99)", "0"}, norm: func(s string) string { return s[:strings.Index(s, " script:")] }},
+		{cmd: []string{"INFO", "errorstats"}, norm: stat("errorstat_")},
+		{cmd: []string{"INFO", "stats"}, norm: stat("total_error_replies")},
+		{cmd: []string{"INFO", "commandstats"}, norm: stat("cmdstat_select")},
+		{cmd: []string{"INFO", "commandstats"}, norm: stat("cmdstat_eval")},
+	})
+}
+
+// stat returns a normaliser keeping only the INFO lines that start with
+// field, joined by '|', without their timings (usec, usec_per_call).
+func stat(field string) func(string) string {
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(field) + `[^\r]*`)
+	usec := regexp.MustCompile(`usec=[0-9]+,usec_per_call=[0-9.]+,`)
+	return func(s string) string {
+		return usec.ReplaceAllString(strings.Join(re.FindAllString(s, -1), "|"), "")
+	}
+}
