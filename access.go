@@ -29,6 +29,7 @@ type accessConfig struct {
 	tlsKey          string
 	tlsCA           string
 	tlsPort         int
+	limits          limitsConfig // main_limits.go
 }
 
 func registerAccessFlags(fs *flag.FlagSet, a *accessConfig) {
@@ -43,6 +44,7 @@ func registerAccessFlags(fs *flag.FlagSet, a *accessConfig) {
 	fs.StringVar(&a.tlsKey, "tls-key", envOr("CELLD_TLS_KEY", ""), "TLS private key file (PEM) (env CELLD_TLS_KEY)")
 	fs.StringVar(&a.tlsCA, "tls-ca", envOr("CELLD_TLS_CA", ""), "CA file (PEM): when set, clients must present a certificate it signed (env CELLD_TLS_CA)")
 	fs.IntVar(&a.tlsPort, "tls-port", tlsPort, "TLS port on --addr's host; 0 = no TLS. With --addr '' only TLS is served (env CELLD_TLS_PORT)")
+	registerLimitsFlags(fs, &a.limits)
 }
 
 // applyAccess fills the server config's access settings and returns the
@@ -92,6 +94,7 @@ func applyAccess(a accessConfig, sc *server.Config, log *slog.Logger) (guard.Lim
 	// DefaultLimits' fixed value would refuse any --proto-max-bulk-len
 	// above it at start-up, and a bulk of exactly that size at run time.
 	lim.MaxQueryBuffer = 0
+	a.limits.apply(&lim) // --max-multibulk-len, --client-query-buffer-limit
 	if err := lim.Validate(); err != nil {
 		return lim, err
 	}

@@ -98,6 +98,9 @@ func parseFlags(args []string) (config, error) {
 		fmt.Println("celld", version)
 		os.Exit(0)
 	}
+	if err := c.access.limits.validate(c.access.maxBulk); err != nil { // main_limits.go
+		return c, err
+	}
 	if c.recoverMode != "fail" && c.recoverMode != "skip" {
 		return c, fmt.Errorf("--recover must be fail or skip, not %q", c.recoverMode)
 	}

@@ -2,8 +2,11 @@ package compat_test
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/celld/celld/guard"
 )
 
 // Issue 16's differences from Redis's own test suite, each checked against a
@@ -197,4 +200,48 @@ func stat(field string) func(string) string {
 	return func(s string) string {
 		return usec.ReplaceAllString(strings.Join(re.FindAllString(s, -1), "|"), "")
 	}
+}
+
+// A command may carry up to 1,048,576 arguments (the guard's MaxArgs,
+// --max-multibulk-len), multibulk or inline, as in Redis; what bounds its
+// memory is the query buffer limit, raised here for the largest one.
+func TestRedisDiffManyArguments(t *testing.T) {
+	keys := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = "k" + strconv.Itoa(i+1)
+		}
+		return out
+	}
+	million := []string{"EXISTS"} // 1,048,576 elements with the name
+	for len(million) < 1<<20 {
+		million = append(million, "k")
+	}
+	diffRun(t, []dstep{
+		// redis-cli del $(seq -f k%g 1 1025)
+		{cmd: append([]string{"DEL"}, keys(1025)...), want: ":0\r\n"},
+		d("SET k1 1"),
+		d("SET k20002 2"),
+		{cmd: append([]string{"DEL"}, keys(20002)...), want: ":2\r\n"},
+		{raw: "DEL " + strings.Join(keys(1025), " ") + "\r\n", want: ":0\r\n"},
+		{raw: "EXISTS" + strings.Repeat(" k", 20000) + "\r\n", want: ":0\r\n"},
+		{cmd: million, want: ":0\r\n"},
+		d("PING"),
+	}, withGuard(nil, guard.Limits{MaxQueryBuffer: 64 << 20}))
+}
+
+// With the default query buffer limit (1 MiB), 20,000 small arguments
+// (Redis's "test large number of args") are served; a command declaring
+// more than the limit closes the connection, as client-query-buffer-limit
+// does in Redis.
+func TestManyArgumentsDefaultLimits(t *testing.T) {
+	ts := startServer(t, guarded())
+	rc := dialRaw(t, ts)
+	args := []string{"EXISTS"}
+	for range 20000 {
+		args = append(args, "k")
+	}
+	runRaw(t, rc, []rawStep{{resp(args...), ":0\r\n"}})
+	rc.write("*1048576\r\n" + strings.Repeat("$1\r\nk\r\n", 40000))
+	rc.expectClosed("")
 }

@@ -119,10 +119,12 @@ func (st *connState) parseBatch() error {
 		// The parsers append the arguments to the argument buffer they
 		// are given: st.flat's spare capacity, so that they land in
 		// place; only a command that outgrows it is copied.
-		if packet[0] == '$' {
-			// redcon's Reader (and Redis) read a line starting with
-			// '$' as an inline command; ReadNextCommand would take it
-			// for Tile38's native protocol.
+		if packet[0] != '*' {
+			// Inline commands are split here, as redcon's Reader (and
+			// Redis) split them: ReadNextCommand would take a line
+			// starting with '$' for Tile38's native protocol, and its
+			// own splitter allocates the rest of the line for every
+			// word (a 64 KiB line of 32k words: about 1 GiB).
 			complete, argv, rest, err = readInline(packet, st.flat[off:])
 		} else {
 			complete, argv, _, rest, err = redcon.ReadNextCommand(packet, st.flat[off:])
