@@ -245,3 +245,106 @@ func TestManyArgumentsDefaultLimits(t *testing.T) {
 	rc.write("*1048576\r\n" + strings.Repeat("$1\r\nk\r\n", 40000))
 	rc.expectClosed("")
 }
+
+// COMMAND INFO of every Redis command celld offers matches Redis 7.0's
+// (flags in Redis's order, key specs with their flags' spelling, notes and
+// keynum specs for the EVAL family), except where celld differs by design:
+// the commands' documentation links (COMMAND DOCS) and the containers'
+// subcommand lists (celld offers fewer subcommands).
+func TestRedisDiffCommandInfo(t *testing.T) {
+	ref := startRedis(t)
+	ts := startServer(t)
+	cell, red := dialRaw(t, ts), ref.dial(t)
+	cell.write(resp("COMMAND", "LIST"))
+	var names []string
+	for _, l := range strings.Split(cell.readReply(), "\r\n") {
+		if l != "" && l[0] != '*' && l[0] != '$' && !strings.Contains(l, "|") {
+			names = append(names, l)
+		}
+	}
+	containers := map[string]bool{"client": true, "cluster": true, "command": true, "config": true, "module": true, "script": true}
+	var steps []dstep
+	for _, n := range names {
+		if n == "cl.throttle" || containers[n] {
+			continue
+		}
+		steps = append(steps, dstep{cmd: []string{"COMMAND", "INFO", n}})
+	}
+	// Subcommands celld offers, one by one (not COMMAND GETKEYS: arity -3
+	// since Redis 7.2, which celld follows, -4 in 7.0).
+	for _, n := range []string{"client|id", "client|list", "client|tracking", "config|get", "config|resetstat",
+		"command|count", "script|load", "cluster|slots", "module|list"} {
+		steps = append(steps, dstep{cmd: []string{"COMMAND", "INFO", n}})
+	}
+	steps = append(steps,
+		dstep{cmd: []string{"COMMAND", "GETKEYS", "EVAL", "return 1", "1", "key"}, want: "*1\r\n$3\r\nkey\r\n"},
+		dstep{cmd: []string{"COMMAND", "GETKEYS", "EVAL", "return 1", "2", "k1", "k2", "a"}},
+		dstep{cmd: []string{"COMMAND", "GETKEYS", "EVAL", "return 1", "0"}},
+		dstep{cmd: []string{"COMMAND", "GETKEYS", "EVAL", "return 1", "3", "k1"}},
+		dstep{cmd: []string{"COMMAND", "GETKEYS", "EVAL", "return 1", "-1", "k1"}},
+		dstep{cmd: []string{"COMMAND", "GETKEYS", "EVAL", "return 1", "x", "k1"}},
+		dstep{cmd: []string{"COMMAND", "GETKEYS", "EVAL", "return 1"}},
+		dstep{cmd: []string{"COMMAND", "GETKEYS", "NOPE", "x"}},
+		dstep{cmd: []string{"COMMAND", "GETKEYS", "DEL", "a", "b"}},
+		dstep{cmd: []string{"COMMAND", "GETKEYS", "EVALSHA_RO", "x", "1", "k"}},
+		dstep{cmd: []string{"COMMAND", "GETKEYS", "SET", "k", "v"}},
+	)
+	diffConns(t, cell, red, steps)
+}
+
+// CL.THROTTLE's COMMAND INFO and COMMAND DOCS are what Redis 7 answers with
+// redis-cell 0.5.0 loaded: a module command created with flags "write",
+// keys 1 1 1 (RedisModule_CreateCommand), so flagged "write module", no ACL
+// categories, one legacy range key spec with CMD_KEY_FULL_ACCESS
+// ("RW access update"); DOCS: group and module only.
+func TestCommandInfoThrottle(t *testing.T) {
+	ts := startServer(t)
+	rc := dialRaw(t, ts)
+	spec := "*1\r\n*6\r\n$5\r\nflags\r\n*3\r\n+RW\r\n+access\r\n+update\r\n" +
+		"$12\r\nbegin_search\r\n*4\r\n$4\r\ntype\r\n$5\r\nindex\r\n$4\r\nspec\r\n*2\r\n$5\r\nindex\r\n:1\r\n" +
+		"$9\r\nfind_keys\r\n*4\r\n$4\r\ntype\r\n$5\r\nrange\r\n$4\r\nspec\r\n*6\r\n$7\r\nlastkey\r\n:0\r\n$7\r\nkeystep\r\n:1\r\n$5\r\nlimit\r\n:0\r\n"
+	info := "*1\r\n*10\r\n$11\r\ncl.throttle\r\n:-1\r\n*2\r\n+write\r\n+module\r\n:1\r\n:1\r\n:1\r\n*0\r\n*0\r\n" + spec + "*0\r\n"
+	runRaw(t, rc, []rawStep{
+		{resp("COMMAND", "INFO", "cl.throttle"), info},
+		{resp("COMMAND", "INFO", "CL.THROTTLE"), info},
+		{resp("COMMAND", "DOCS", "cl.throttle"), "*2\r\n$11\r\ncl.throttle\r\n*4\r\n$5\r\ngroup\r\n$6\r\nmodule\r\n$6\r\nmodule\r\n$10\r\nredis-cell\r\n"},
+		{resp("COMMAND", "GETKEYS", "CL.THROTTLE", "user:1", "15", "30", "60"), "*1\r\n$6\r\nuser:1\r\n"},
+		{resp("COMMAND", "LIST", "FILTERBY", "MODULE", "redis-cell"), "*1\r\n$11\r\ncl.throttle\r\n"},
+	})
+}
+
+// COMMAND LIST lists subcommands as Redis does ("client|list"); every name
+// celld lists that Redis 7.0 has is in Redis's list too.
+func TestRedisDiffCommandList(t *testing.T) {
+	ref := startRedis(t)
+	ts := startServer(t)
+	names := func(rc *rawConn, args ...string) map[string]bool {
+		rc.write(resp(args...))
+		out := map[string]bool{}
+		for _, l := range strings.Split(rc.readReply(), "\r\n") {
+			if l != "" && l[0] != '*' && l[0] != '$' {
+				out[l] = true
+			}
+		}
+		return out
+	}
+	cell, red := dialRaw(t, ts), ref.dial(t)
+	for _, args := range [][]string{
+		{"COMMAND", "LIST"},
+		{"COMMAND", "LIST", "FILTERBY", "PATTERN", "config|*"},
+		{"COMMAND", "LIST", "FILTERBY", "ACLCAT", "scripting"},
+	} {
+		c, r := names(cell, args...), names(red, args...)
+		for n := range c {
+			if !r[n] && n != "cl.throttle" && n != "client|setinfo" { // module; Redis 7.2
+				t.Errorf("%v: celld lists %q, Redis 7.0 does not", args, n)
+			}
+		}
+		if len(args) == 2 && (!c["client|list"] || !c["config|get"] || !c["get"]) {
+			t.Errorf("COMMAND LIST lacks client|list, config|get or get: %v", c)
+		}
+		if len(args) == 5 && args[3] == "PATTERN" && (len(c) != 3 || !c["config|get"]) {
+			t.Errorf("%v: %v, want config|get, config|resetstat, config|set", args, c)
+		}
+	}
+}
