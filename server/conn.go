@@ -87,6 +87,10 @@ type connState struct {
 		cmd  *command
 		set  bool
 	}
+	// part follows a partial multibulk command at buf[start:] across
+	// reads (partial.go), so that a command of many arguments arriving in
+	// many reads is not parsed again from its start on every read.
+	part partialScan
 }
 
 // parsedCmd is one command of a batch: cmd is its dispatch table entry
@@ -116,6 +120,9 @@ func (st *connState) parseBatch() error {
 		var rest []byte
 		var err error
 		off := len(st.flat)
+		if off == 0 && st.part.waiting && !st.part.complete(packet) {
+			return nil // partial.go: still incomplete, nothing parsed again
+		}
 		// The parsers append the arguments to the argument buffer they
 		// are given: st.flat's spare capacity, so that they land in
 		// place; only a command that outgrows it is copied.
@@ -133,6 +140,9 @@ func (st *connState) parseBatch() error {
 			return err
 		}
 		if !complete {
+			// The first command of the batch is partial: follow it
+			// from here on with st.part (no cost otherwise).
+			st.part.waiting = len(st.cmds) == 0 && packet[0] == '*'
 			return nil
 		}
 		packet = rest
