@@ -170,6 +170,7 @@ func (s *Server) infoMemory(time.Time) []string {
 		rss = ms.Sys - ms.HeapReleased
 	}
 	peak := s.ext.notePeak(used)
+	sm := s.scriptEngine().MemStats() // script/memstats.go
 	frag := 0.0
 	if used > 0 {
 		frag = float64(rss) / float64(used)
@@ -181,7 +182,19 @@ func (s *Server) infoMemory(time.Time) []string {
 		"used_memory_rss_human:" + bytesToHuman(rss),
 		"used_memory_peak:" + strconv.FormatUint(peak, 10),
 		"used_memory_peak_human:" + bytesToHuman(peak),
-		"used_memory_lua:0",
+		// Scripts, in Redis 7.0's order (no functions in celld).
+		"used_memory_lua:" + itoa(sm.VMBytes),
+		"used_memory_vm_eval:" + itoa(sm.VMBytes),
+		"used_memory_lua_human:" + bytesToHuman(uint64(sm.VMBytes)),
+		"used_memory_scripts_eval:" + itoa(sm.ScriptBytes),
+		"number_of_cached_scripts:" + strconv.Itoa(sm.Scripts),
+		"number_of_functions:0",
+		"used_memory_vm_functions:0",
+		"used_memory_vm_total:" + itoa(sm.VMBytes),
+		"used_memory_vm_total_human:" + bytesToHuman(uint64(sm.VMBytes)),
+		"used_memory_functions:0",
+		"used_memory_scripts:" + itoa(sm.ScriptBytes),
+		"used_memory_scripts_human:" + bytesToHuman(uint64(sm.ScriptBytes)),
 		"total_system_memory:" + strconv.FormatUint(systemMemory(), 10),
 		"maxmemory:0",
 		"maxmemory_human:0B",
