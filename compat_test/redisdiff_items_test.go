@@ -412,3 +412,36 @@ func TestRedisDiffInfoMemoryScripts(t *testing.T) {
 		t.Errorf("used_memory_lua after EVAL: %v", m)
 	}
 }
+
+// A script that reads makes its declared keys the caller's to cache (Redis
+// remembers the script's KEYS when it runs a read-only command): a RESP3
+// client tracking keys gets an invalidation when another client changes
+// one; a script that only writes does not make them tracked.
+func TestRedisDiffTrackingScriptReads(t *testing.T) {
+	on := func(n int, line string) dstep { st := d(line); st.conn = n; return st }
+	eval := func(n int, script string, keys ...string) dstep {
+		return dstep{conn: n, cmd: append([]string{"EVAL", script, strconv.Itoa(len(keys))}, keys...)}
+	}
+	hello := on(0, "HELLO 3")
+	hello.norm = func(string) string { return "" } // versions, ids, modules differ
+	diffMulti(t, 2, []dstep{
+		hello,
+		on(0, "CLIENT TRACKING ON"),
+		on(1, "SET a 1"),
+		on(1, "SET b 1"),
+		eval(0, "return redis.call('get', KEYS[1])", "a"),
+		eval(0, "return redis.call('set', KEYS[1], 5)", "b"),
+		on(1, "SET a 2"),
+		{conn: 0, cmd: []string{"PING"}, replies: 2, want: ">2\r\n$10\r\ninvalidate\r\n*1\r\n$1\r\na\r\n+PONG\r\n"},
+		// b was only written by the script: not tracked.
+		on(1, "SET b 3"),
+		{conn: 0, cmd: []string{"PING"}, want: "+PONG\r\n"},
+		// EVAL_RO and a script with several keys, read by another name.
+		eval(0, "redis.call('exists', 'a'); return 1", "a", "b"),
+		on(1, "DEL b"),
+		{conn: 0, cmd: []string{"PING"}, replies: 2},
+		{conn: 0, cmd: []string{"EVAL_RO", "return redis.call('get', KEYS[1])", "1", "a"}},
+		on(1, "SET a 9"),
+		{conn: 0, cmd: []string{"PING"}, replies: 2},
+	})
+}

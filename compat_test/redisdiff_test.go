@@ -97,6 +97,10 @@ type dstep struct {
 	raw  string
 	norm func(string) string
 	want string
+	// conn picks the connection in diffMulti (0 = the first); replies is
+	// how many replies the command is answered with (0 = 1), e.g. a
+	// client-side-caching push before the reply; they are compared joined.
+	conn, replies int
 }
 
 // d is a dstep from a space-separated command line (no quoting: use
@@ -116,9 +120,12 @@ func diffConns(t *testing.T, cell, ref *rawConn, steps []dstep) {
 			send = resp(st.cmd...)
 		}
 		ref.write(send)
-		want := ref.readReply()
 		cell.write(send)
-		got := cell.readReply()
+		var want, got string
+		for range max(st.replies, 1) {
+			want += ref.readReply()
+			got += cell.readReply()
+		}
 		if st.norm != nil {
 			want, got = st.norm(want), st.norm(got)
 		}
@@ -139,4 +146,28 @@ func diffRun(t *testing.T, steps []dstep, opts ...option) (*testServer, *refRedi
 	ts := startServer(t, opts...)
 	diffConns(t, dialRaw(t, ts), ref.dial(t), steps)
 	return ts, ref
+}
+
+// diffMulti is diffConns over n connections to each server: each step runs
+// on its conn, and replies are compared in step order.
+func diffMulti(t *testing.T, n int, steps []dstep, opts ...option) {
+	t.Helper()
+	ref := startRedis(t)
+	ts := startServer(t, opts...)
+	cells, refs := make([]*rawConn, n), make([]*rawConn, n)
+	for i := range n {
+		cells[i], refs[i] = dialRaw(t, ts), ref.dial(t)
+	}
+	for i, st := range steps {
+		st := st
+		func() {
+			t.Helper()
+			defer func() {
+				if t.Failed() {
+					t.Logf("(at step %d, on connection %d)", i, st.conn)
+				}
+			}()
+			diffConns(t, cells[st.conn], refs[st.conn], []dstep{st})
+		}()
+	}
 }

@@ -59,6 +59,9 @@ type client struct {
 	// errCounted: the error reply of the command running was counted
 	// already, as the error of a command a script called (scripterr.go).
 	errCounted bool
+	// evalKeys are the KEYS of the script this client runs, while it
+	// runs and the client tracks keys (cmd_script.go).
+	evalKeys [][]byte
 
 	mu       sync.Mutex
 	proto    int // 2 or 3, mirrors resp3

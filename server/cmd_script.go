@@ -71,6 +71,16 @@ const (
 type scriptHost struct {
 	s *Server
 	c *client
+	// caller is the client whose script runs on this state (SetCaller);
+	// keysTracked: its keys were remembered for its tracking already.
+	caller      *client
+	keysTracked bool
+}
+
+// SetCaller implements script.CallerHost.
+func (h *scriptHost) SetCaller(caller any) {
+	h.caller, _ = caller.(*client)
+	h.keysTracked = false
 }
 
 func newScriptHost(s *Server) *scriptHost {
@@ -133,6 +143,12 @@ func (h *scriptHost) Call(args [][]byte, flags script.CallFlags) (reply []byte) 
 	if len(c.out) == 0 { // every command replies; never hand the parser nothing
 		c.out = c.appendNull(c.out)
 	}
+	if cl := h.caller; cl != nil && cl.trk != nil && !h.keysTracked && has(cmd.flags, "readonly") {
+		// A script that reads: its declared keys are the caller's to
+		// cache, as Redis's call() remembers the script caller's keys.
+		h.keysTracked = true
+		h.s.trackKeys(cl, cl.evalKeys)
+	}
 	if c.out[0] == '-' {
 		h.s.scriptErrs.note(c.out) // counted by call; see scripterr.go
 	}
@@ -182,7 +198,11 @@ func (s *Server) eval(c *client, args [][]byte, bySHA, ro bool) {
 		return
 	}
 	keys, argv := args[3:3+numkeys], args[3+numkeys:]
-	opt := script.Options{ReadOnly: ro, RESP3: c.resp3}
+	opt := script.Options{ReadOnly: ro, RESP3: c.resp3, Caller: c}
+	if c.trk != nil {
+		c.evalKeys = keys // for scriptHost.Call's tracking; valid during the run
+		defer func() { c.evalKeys = nil }()
+	}
 	seq := s.scriptErrs.mark()
 	start := len(c.out)
 	defer func() {
