@@ -10,7 +10,8 @@
 # keyspace is flushed by the tests). A fresh redis-server (from PATH, or
 # REDIS_SERVER=path) is the reference for each unit. UNIT as runtest names
 # it (type/string, expire, ...); default: the units listed in README.md.
-# Env: UNIT_TIMEOUT (s, default 120), LOG=FILE keeps every runtest output.
+# Env: UNIT_TIMEOUT (s, default 120), LOG=FILE keeps every runtest output,
+# NO_FUNCTIONS=0 keeps unit/scripting's FUNCTION pass.
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -71,6 +72,10 @@ for side in redis celld; do
   [ -d "$redis_dir/src" ] && mkdir -p "$work/$side/src" && cp "$redis_dir"/src/version.h "$work/$side/src/" 2>/dev/null
   mkdir -p "$work/$side/tests/tmp"
   sed -i 's/^    r function flush$/    catch {r function flush}/' "$work/$side/tests/support/server.tcl"
+  # unit/scripting runs its tests twice, through FUNCTION (which celld
+  # does not offer) and through EVAL: only the EVAL pass is run, on both
+  # sides (NO_FUNCTIONS=0 runs both passes).
+  [ "${NO_FUNCTIONS:-1}" = 1 ] && sed -i 's/^foreach is_eval {0 1} {$/foreach is_eval {1} {/' "$work/$side/tests/unit/scripting.tcl"
 done
 
 # Tags neither side can run in external mode (they need DEBUG, a local
