@@ -54,13 +54,17 @@ func applyAccess(a *config.Config, sc *server.Config, log *slog.Logger) (guard.L
 	}
 	lim := guard.DefaultLimits()
 	lim.MaxBulk = a.MaxBulk
-	// Zero: the guard derives it from MaxBulk (twice it, at least 1 MiB).
-	// DefaultLimits' fixed value would refuse any --proto-max-bulk-len
-	// above it at start-up, and a bulk of exactly that size at run time.
-	lim.MaxQueryBuffer = 0
+	lim.MaxArgs = a.MaxMultibulk
+	// --client-query-buffer-limit, or zero: the guard derives it from
+	// MaxBulk (twice it, at least 1 MiB). DefaultLimits' fixed value would
+	// refuse any --proto-max-bulk-len above it at start-up, and a bulk of
+	// exactly that size at run time.
+	lim.MaxQueryBuffer = a.QueryBufferLimit
 	// Zero too: Redis's 16 KiB before AUTH, or MaxBulk when that is less
-	// (a fixed 16 KiB would refuse any --proto-max-bulk-len below it).
+	// (a fixed 16 KiB would refuse any --proto-max-bulk-len below it);
+	// the unauthenticated argument count is derived again from MaxArgs.
 	lim.UnauthMaxBulk = 0
+	lim.UnauthMaxArgs = 0
 	if err := lim.Validate(); err != nil {
 		return lim, err
 	}

@@ -58,7 +58,7 @@ func TestAccessFlagDefaults(t *testing.T) {
 	if sc.RequirePass != "" || !sc.ProtectedMode || sc.TLSConfig != nil || sc.WrapListener == nil {
 		t.Fatalf("server config: pass %q, protected %v, tls %v, wrap %v", sc.RequirePass, sc.ProtectedMode, sc.TLSConfig, sc.WrapListener != nil)
 	}
-	if lim.MaxArgs != 1024 || lim.MaxBulk != 512<<10 || lim.MaxInline != 64<<10 {
+	if lim.MaxArgs != 1<<20 || lim.MaxBulk != 512<<10 || lim.MaxInline != 64<<10 {
 		t.Fatalf("guard limits: %+v", lim)
 	}
 	// The password is never a plain flag (ps would show it).

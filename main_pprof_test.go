@@ -48,4 +48,7 @@ func TestConfigDefaultsMatchPackages(t *testing.T) {
 	if lim := guard.DefaultLimits(); c.MaxBulk != lim.MaxBulk {
 		t.Fatalf("--proto-max-bulk-len default %d, guard's %d", c.MaxBulk, lim.MaxBulk)
 	}
+	if c.MaxMultibulk != guard.DefaultMaxArgs {
+		t.Fatalf("--max-multibulk-len default %d, guard's %d", c.MaxMultibulk, guard.DefaultMaxArgs)
+	}
 }

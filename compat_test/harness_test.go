@@ -351,6 +351,16 @@ type rawConn struct {
 	t    testing.TB
 	conn net.Conn
 	r    *bufio.Reader
+	// timeout bounds each write and read; 0 means 10 s.
+	timeout time.Duration
+}
+
+// deadline is now plus rc's timeout.
+func (rc *rawConn) deadline() time.Time {
+	if rc.timeout > 0 {
+		return time.Now().Add(rc.timeout)
+	}
+	return time.Now().Add(10 * time.Second)
 }
 
 func dialRaw(t testing.TB, ts *testServer) *rawConn {
@@ -376,7 +386,7 @@ func resp(args ...string) string {
 // write sends bytes as they are.
 func (rc *rawConn) write(s string) {
 	rc.t.Helper()
-	rc.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	rc.conn.SetWriteDeadline(rc.deadline())
 	if _, err := io.WriteString(rc.conn, s); err != nil {
 		rc.t.Fatalf("write: %v", err)
 	}
@@ -385,7 +395,7 @@ func (rc *rawConn) write(s string) {
 // read reads exactly n bytes.
 func (rc *rawConn) read(n int) string {
 	rc.t.Helper()
-	rc.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	rc.conn.SetReadDeadline(rc.deadline())
 	buf := make([]byte, n)
 	if _, err := io.ReadFull(rc.r, buf); err != nil {
 		rc.t.Fatalf("read %d bytes: %v (got %q)", n, err, buf)
@@ -396,7 +406,7 @@ func (rc *rawConn) read(n int) string {
 // readLine reads one CRLF-terminated line, CRLF included.
 func (rc *rawConn) readLine() string {
 	rc.t.Helper()
-	rc.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	rc.conn.SetReadDeadline(rc.deadline())
 	line, err := rc.r.ReadString('\n')
 	if err != nil {
 		rc.t.Fatalf("read line: %v (got %q)", err, line)

@@ -80,7 +80,7 @@ func TestMaxClients(t *testing.T) {
 }
 
 func TestGuardDefaultConstants(t *testing.T) {
-	if guard.DefaultMaxArgs != 1024 || guard.DefaultMaxBulk != 512<<10 || guard.DefaultMaxInline != 64<<10 ||
+	if guard.DefaultMaxArgs != 1<<20 || guard.DefaultMaxBulk != 512<<10 || guard.DefaultMaxInline != 64<<10 ||
 		guard.DefaultUnauthMaxArgs != 10 || guard.DefaultUnauthMaxBulk != 16<<10 ||
 		guard.DefaultMaxClients != 10000 || guard.DefaultWriteTimeout != 10*time.Second ||
 		guard.DefaultKeepAlive != 300*time.Second {

@@ -18,8 +18,9 @@ func TestProtocolTcl(t *testing.T) {
 	for _, tc := range []struct{ name, send, want string }{
 		{"Out of range multibulk length", "*3000000000\r\n", "-ERR Protocol error: invalid multibulk length\r\n"},
 		{"Out of range multibulk length (older Tcl: *20000000)", "*20000000\r\n", "-ERR Protocol error: invalid multibulk length\r\n"},
-		// celld's limit is 1,024 arguments (Redis's is 1024*1024).
-		{"Over 1024 arguments", "*1025\r\n", "-ERR Protocol error: invalid multibulk length\r\n"},
+		// celld's limit is 1024*1024 arguments (--max-multibulk-len),
+		// Redis 6's; Redis 7 takes up to INT_MAX.
+		{"Over 1048576 arguments", "*1048577\r\n", "-ERR Protocol error: invalid multibulk length\r\n"},
 		{"Wrong multibulk payload header", "*3\r\n$3\r\nSET\r\n$1\r\nx\r\nfooz\r\n", "-ERR Protocol error: expected '$', got 'f'\r\n"},
 		{"Negative multibulk payload length", "*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$-10\r\n", "-ERR Protocol error: invalid bulk length\r\n"},
 		{"Out of range multibulk payload length", "*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$2000000000\r\n", "-ERR Protocol error: invalid bulk length\r\n"},
@@ -100,15 +101,17 @@ func TestProtocolDesync(t *testing.T) {
 func TestGuardDefaultsAtTheServer(t *testing.T) {
 	ts := startServer(t, guarded())
 
-	t.Run("1024 arguments", func(t *testing.T) {
+	// Up to 1,048,576 arguments (what bounds a command's memory is the
+	// query buffer limit: TestManyArgumentsDefaultLimits).
+	t.Run("1048576 arguments", func(t *testing.T) {
 		rc := dialRaw(t, ts)
-		args := make([]string, 1024)
+		args := make([]string, 1025)
 		args[0] = "DEL"
 		for i := 1; i < len(args); i++ {
 			args[i] = "k"
 		}
 		runRaw(t, rc, []rawStep{{resp(args...), ":0\r\n"}})
-		rc.write(resp(append(args, "k")...))
+		rc.write("*1048577\r\n")
 		rc.expectClosed("-ERR Protocol error: invalid multibulk length\r\n")
 	})
 
@@ -134,10 +137,10 @@ func TestGuardDefaultsAtTheServer(t *testing.T) {
 		rc.expectClosed("-ERR Protocol error: too big inline request\r\n")
 	})
 
-	t.Run("1024 inline words", func(t *testing.T) {
+	t.Run("inline words: only the line's length bounds them", func(t *testing.T) {
 		rc := dialRaw(t, ts)
-		runRaw(t, rc, []rawStep{{"DEL" + strings.Repeat(" k", 1023) + "\r\n", ":0\r\n"}})
-		rc.write("DEL" + strings.Repeat(" k", 1024) + "\r\n")
+		runRaw(t, rc, []rawStep{{"DEL" + strings.Repeat(" k", 32000) + "\r\n", ":0\r\n"}})
+		rc.write("DEL" + strings.Repeat(" k", 33000) + "\r\n")
 		rc.expectClosed("-ERR Protocol error: too big inline request\r\n")
 	})
 }

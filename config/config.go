@@ -269,6 +269,9 @@ func (c *Config) Validate() error {
 	if !c.PlainEnabled() && c.TLSPort == 0 {
 		return fmt.Errorf("--addr %q (env CELLD_ADDR) serves no plain port and --tls-port is 0: nothing to listen on", c.Addr)
 	}
+	if c.QueryBufferLimit != 0 && c.QueryBufferLimit < c.MaxBulk {
+		return fmt.Errorf("--client-query-buffer-limit %d (env CELLD_CLIENT_QUERY_BUFFER_LIMIT) is less than --proto-max-bulk-len %d", c.QueryBufferLimit, c.MaxBulk)
+	}
 	if c.ClusterAnnounce != "" && c.ClusterNodes == "" {
 		return errors.New("--cluster-announce (env CELLD_CLUSTER_ANNOUNCE) needs --cluster-nodes (env CELLD_CLUSTER_NODES)")
 	}

@@ -51,7 +51,7 @@ func TestEveryTableRowParses(t *testing.T) {
 // The defaults main and the README rely on.
 func TestDefaults(t *testing.T) {
 	c := mustParse(t, env{})
-	want := Config{Addr: "127.0.0.1:6379", TLSPort: 0, MaxClients: 10000, MaxBulk: 512 << 10,
+	want := Config{Addr: "127.0.0.1:6379", TLSPort: 0, MaxClients: 10000, MaxBulk: 512 << 10, MaxMultibulk: 1 << 20,
 		Dir: "./data", Persist: true, FlushInterval: 100 * time.Millisecond, Recover: "fail", FoldMinBytes: 32 << 20,
 		ProtectedMode: true, LogFormat: "text", LogLevel: "info", IOLoops: 1, BusyPoll: 50 * time.Microsecond,
 		ShutdownGrace: 10 * time.Second}
@@ -342,5 +342,28 @@ func TestPortZeroSpellings(t *testing.T) {
 	}
 	if c := mustParse(t, nil, "--addr", "127.0.0.1:010"); !c.PlainEnabled() {
 		t.Error("--addr 127.0.0.1:010 (port 10): no plain port")
+	}
+}
+
+// The guard's request limits: --max-multibulk-len in Redis's range, and a
+// --client-query-buffer-limit that is 0 (derived) or at least one bulk.
+func TestRequestLimits(t *testing.T) {
+	c := mustParse(t, env{})
+	if c.MaxMultibulk != 1<<20 || c.QueryBufferLimit != 0 {
+		t.Fatalf("defaults: %d, %d", c.MaxMultibulk, c.QueryBufferLimit)
+	}
+	c = mustParse(t, env{"CELLD_MAX_MULTIBULK_LEN": "2147483647"}, "--client-query-buffer-limit", "1gb")
+	if c.MaxMultibulk != 1<<31-1 || c.QueryBufferLimit != 1<<30 {
+		t.Fatalf("set: %d, %d", c.MaxMultibulk, c.QueryBufferLimit)
+	}
+	for _, args := range [][]string{
+		{"--max-multibulk-len", "0"},
+		{"--max-multibulk-len", "2147483648"},
+		{"--client-query-buffer-limit", "-1"},
+		{"--proto-max-bulk-len", "1mb", "--client-query-buffer-limit", "512kb"},
+	} {
+		if _, err := parse(t, env{}, args...); err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(args[len(args)-2], "")) {
+			t.Errorf("%q: %v, want an error naming %s", args, err, args[len(args)-2])
+		}
 	}
 }

@@ -22,6 +22,13 @@ type Config struct {
 	MaxClients int
 	// MaxBulk is the largest bulk string accepted, bytes.
 	MaxBulk int64
+	// MaxMultibulk is the most arguments one command may carry (a
+	// multibulk count, or the words of an inline line).
+	MaxMultibulk int
+	// QueryBufferLimit is the most bytes one command may declare (headers,
+	// payloads and the guard's per-argument overhead), Redis's
+	// client-query-buffer-limit; 0 = twice MaxBulk, at least 1 MiB.
+	QueryBufferLimit int64
 
 	// Persistence.
 
@@ -124,6 +131,12 @@ var table = []setting{
 	{Name: "proto-max-bulk-len", Group: Network, Default: "524288",
 		Usage: "largest bulk string accepted (Redis units: 512kb, 1mb; at most 512mb)",
 		bind:  func(c *Config) value { return bytesValue{p: &c.MaxBulk, min: 1, max: 512 << 20} }},
+	{Name: "max-multibulk-len", Group: Network, Default: "1048576",
+		Usage: "most arguments one command may carry (a multibulk count, or the words of an inline line)",
+		bind:  func(c *Config) value { return intValue{p: &c.MaxMultibulk, min: 1, max: 1<<31 - 1} }},
+	{Name: "client-query-buffer-limit", Group: Network, Default: "0",
+		Usage: "most bytes one command may declare, each argument counted with 24 bytes of overhead (bounds a connection's query memory at about twice this); 0 = twice --proto-max-bulk-len, at least 1mb",
+		bind:  func(c *Config) value { return bytesValue{p: &c.QueryBufferLimit, min: 0, max: 1 << 40} }},
 
 	// Persistence.
 	{Name: "dir", Group: Persistence, Default: "./data",

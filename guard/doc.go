@@ -56,7 +56,10 @@
 // inside a command, without compacting the commands it has already parsed,
 // so a pipeline cut mid-command read after read would otherwise grow it
 // without bound. With that, what redcon buffers is bounded by MaxBulk per
-// argument and about twice MaxQueryBuffer per connection — and redcon keeps
+// argument and about twice MaxQueryBuffer per connection (MaxQueryBuffer
+// charges every argument ArgOverhead bytes besides its own, so a command of
+// a million empty arguments is as bounded as one of a few large ones; the
+// argument count itself, MaxArgs, defaults to Redis 6's 1024*1024) — and redcon keeps
 // that buffer for the life of the connection, so MaxClients × 2 ×
 // MaxQueryBuffer bounds the server's query buffers.
 // A partial command is handed over in pieces the size of the reader's

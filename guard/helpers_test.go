@@ -262,7 +262,7 @@ func reference(in []byte, lim Limits, authed bool) refResult {
 			if n > maxBulk {
 				return stop(vUnauthBulk)
 			}
-			size += int64(i+2) + n + 2
+			size += int64(i+2) + n + 2 + ArgOverhead
 			if size > lim.MaxQueryBuffer {
 				return stop(vQueryBuffer)
 			}

@@ -7,9 +7,10 @@ import (
 
 // Bounds on what Validate accepts.
 const (
-	// MaxArgsCeiling is the largest MaxArgs accepted: Redis 6's own
-	// multibulk ceiling (1024*1024).
-	MaxArgsCeiling = 1024 * 1024
+	// MaxArgsCeiling is the largest MaxArgs accepted: Redis 7's own
+	// multibulk ceiling (INT_MAX). Memory is bounded by MaxQueryBuffer
+	// whatever the count.
+	MaxArgsCeiling = 1<<31 - 1
 	// MaxBulkCeiling is the largest MaxBulk accepted: Redis's default
 	// proto-max-bulk-len, 512 MB.
 	MaxBulkCeiling = 512 * 1024 * 1024
@@ -29,9 +30,12 @@ const (
 type Limits struct {
 	// MaxArgs is the largest argument count of one command, for a
 	// multibulk "*<n>" header and for the words of an inline line.
-	// Default 1024 (Redis allows 1024*1024; CL.THROTTLE needs 6).
-	// A larger multibulk count is "invalid multibulk length"; an inline
-	// line with more words is "too big inline request".
+	// Default 1024*1024, Redis 6's limit (Redis 7 takes up to INT_MAX;
+	// either way what bounds memory is MaxQueryBuffer, which every
+	// argument is charged against, see there). A larger multibulk count
+	// is "invalid multibulk length"; an inline line with more words is
+	// "too big inline request" (an inline line is at most MaxInline
+	// bytes, so about MaxInline/2 words, as in Redis).
 	MaxArgs int
 	// MaxBulk is the largest "$<n>" bulk length. Default 512 KiB,
 	// at most 512 MB (Redis's proto-max-bulk-len). A larger one is
@@ -43,7 +47,10 @@ type Limits struct {
 	// count string"). Default 64 KiB, Redis's PROTO_INLINE_MAX_SIZE.
 	MaxInline int
 	// MaxQueryBuffer caps the declared size of one multibulk command:
-	// its header lines plus the sum of its bulk lengths plus their CRLFs.
+	// its header lines plus the sum of its bulk lengths plus their CRLFs,
+	// plus ArgOverhead bytes per argument for the slice header the server
+	// keeps for each (so a command of many tiny arguments is charged for
+	// what it really costs: "*1048576" of empty bulks declares 30 MiB).
 	// redcon holds a whole command in memory, grows its buffer by
 	// doubling (so up to about twice this), and keeps that buffer for as
 	// long as the connection lives, idle or not; so about 2×MaxQueryBuffer
@@ -66,9 +73,14 @@ type Limits struct {
 	UnauthMaxBulk int64
 }
 
+// ArgOverhead is what each argument of a multibulk command is charged
+// against MaxQueryBuffer besides its bytes: the size of the []byte header
+// the server keeps per argument (24 bytes on 64-bit platforms).
+const ArgOverhead = 24
+
 // Defaults of Limits.
 const (
-	DefaultMaxArgs        = 1024
+	DefaultMaxArgs        = 1024 * 1024
 	DefaultMaxBulk        = 512 * 1024
 	DefaultMaxInline      = 64 * 1024
 	DefaultMaxQueryBuffer = 1024 * 1024

@@ -479,7 +479,7 @@ func (m *machine) bulkHeader(hdr int) verdict {
 	if m.num > uint64(m.lim.UnauthMaxBulk) && !m.isAuthed() {
 		return vUnauthBulk
 	}
-	m.cmdSize += int64(hdr) + int64(m.num) + 2
+	m.cmdSize += int64(hdr) + int64(m.num) + 2 + ArgOverhead
 	if m.cmdSize > m.lim.MaxQueryBuffer {
 		return vQueryBuffer
 	}

@@ -68,7 +68,13 @@ var guardCases = []guardCase{
 	// The redcon crashers.
 	{name: "bulk 2^63-1", in: "*1\r\n$9223372036854775807\r\nabc\r\n", out: "*1\r\n", reply: rInvalidBulk, kind: ErrProtocol},
 	{name: "count 2^63-1", in: "*9223372036854775807\r\n", reply: rInvalidMB, kind: ErrProtocol},
-	{name: "count 1025", in: "*1025\r\n", reply: rInvalidMB, kind: ErrProtocol},
+	{name: "count 1048576 waits for its arguments", in: "*1048576\r\n$1\r\nx\r\n", out: "*1048576\r\n$1\r\nx\r\n"},
+	{name: "count 1048577", in: "*1048577\r\n", reply: rInvalidMB, kind: ErrProtocol},
+	{name: "count over a lower MaxArgs", lim: Limits{MaxArgs: 1024}, in: "*1025\r\n", reply: rInvalidMB, kind: ErrProtocol},
+	{name: "count of INT_MAX", lim: Limits{MaxArgs: MaxArgsCeiling}, in: "*2147483647\r\n$1\r\nx\r\n", out: "*2147483647\r\n$1\r\nx\r\n"},
+	// Many tiny arguments are charged ArgOverhead each: memory stays
+	// bounded by MaxQueryBuffer however many the count allows.
+	{name: "tiny arguments charged", lim: Limits{MaxBulk: 10, MaxQueryBuffer: 7 + 31*99 + 1}, in: "*1000\r\n" + strings.Repeat("$1\r\nx\r\n", 100), out: "*1000\r\n" + strings.Repeat("$1\r\nx\r\n", 99), kind: ErrQueryBuffer},
 	{name: "count 2^31", in: "*2147483648\r\n", reply: rInvalidMB, kind: ErrProtocol},
 	{name: "huge bulk after arg", in: "*2\r\n$3\r\nGET\r\n$1000000000\r\n", out: "*2\r\n$3\r\nGET\r\n", reply: rInvalidBulk, kind: ErrProtocol},
 	{name: "bulk over MaxBulk", in: "*1\r\n$524289\r\n", out: "*1\r\n", reply: rInvalidBulk, kind: ErrProtocol},
@@ -106,7 +112,8 @@ var guardCases = []guardCase{
 	{name: "inline too big", in: strings.Repeat("a", 65537), out: strings.Repeat("a", 65536), reply: rTooBigInl, kind: ErrProtocol},
 	{name: "inline too big then LF", in: strings.Repeat("a", 65537) + "\n", out: strings.Repeat("a", 65536), reply: rTooBigInl, kind: ErrProtocol},
 	{name: "inline within limit waits", in: strings.Repeat("a", 65536), out: strings.Repeat("a", 65536)},
-	{name: "inline too many words", in: strings.Repeat("a ", 1025) + "\r\n", out: strings.Repeat("a ", 1024) + "a", reply: rTooBigInl, kind: ErrProtocol},
+	{name: "inline of 1025 words", in: strings.Repeat("a ", 1025) + "\r\n", out: strings.Repeat("a ", 1025) + "\r\n"},
+	{name: "inline too many words", lim: Limits{MaxArgs: 1024}, in: strings.Repeat("a ", 1025) + "\r\n", out: strings.Repeat("a ", 1024) + "a", reply: rTooBigInl, kind: ErrProtocol},
 	{name: "inline unbalanced", in: "SET k \"abc\r\n", out: "SET k \"abc\r", reply: rUnbalanced, kind: ErrProtocol},
 	{name: "inline quote mid-word", in: "SET k ab\"c\"\r\n", out: "SET k ab", reply: rUnbalanced, kind: ErrProtocol},
 	{name: "inline text after close quote", in: "SET k \"a\"b\r\n", out: "SET k \"a\"", reply: rUnbalanced, kind: ErrProtocol},
@@ -128,7 +135,7 @@ var guardCases = []guardCase{
 	// Unauthenticated limits.
 	{name: "unauth 10 args ok", unauth: true, in: "*10\r\n" + strings.Repeat("$1\r\nx\r\n", 10), out: "*10\r\n" + strings.Repeat("$1\r\nx\r\n", 10)},
 	{name: "unauth 11 args", unauth: true, in: "*11\r\n", reply: rUnauthMB, kind: ErrProtocol},
-	{name: "unauth count invalid first", unauth: true, in: "*1025\r\n", reply: rInvalidMB, kind: ErrProtocol},
+	{name: "unauth count invalid first", unauth: true, in: "*1048577\r\n", reply: rInvalidMB, kind: ErrProtocol},
 	{name: "unauth bulk 16384 ok", unauth: true, in: "*1\r\n$16384\r\n" + strings.Repeat("x", 16384) + "\r\n", out: "*1\r\n$16384\r\n" + strings.Repeat("x", 16384) + "\r\n"},
 	{name: "unauth bulk 16385", unauth: true, in: "*1\r\n$16385\r\n", out: "*1\r\n", reply: rUnauthBulk, kind: ErrProtocol},
 	{name: "unauth bulk invalid first", unauth: true, in: "*1\r\n$600000\r\n", out: "*1\r\n", reply: rInvalidBulk, kind: ErrProtocol},
@@ -137,8 +144,8 @@ var guardCases = []guardCase{
 
 	// The query buffer cap: closed without a reply.
 	{name: "query buffer", lim: Limits{MaxQueryBuffer: 600000}, in: "*2\r\n$300000\r\n" + strings.Repeat("x", 300000) + "\r\n$300000\r\n", out: "*2\r\n$300000\r\n" + strings.Repeat("x", 300000) + "\r\n", kind: ErrQueryBuffer},
-	{name: "query buffer exact fit", lim: Limits{MaxBulk: 300000, MaxQueryBuffer: 4 + 9 + 300000 + 2}, in: "*1\r\n$300000\r\n" + strings.Repeat("x", 300000) + "\r\n", out: "*1\r\n$300000\r\n" + strings.Repeat("x", 300000) + "\r\n"},
-	{name: "query buffer one over", lim: Limits{MaxBulk: 300000, MaxQueryBuffer: 4 + 9 + 300000 + 1}, in: "*1\r\n$300000\r\n", out: "*1\r\n", kind: ErrQueryBuffer},
+	{name: "query buffer exact fit", lim: Limits{MaxBulk: 300000, MaxQueryBuffer: 4 + 9 + 300000 + 2 + ArgOverhead}, in: "*1\r\n$300000\r\n" + strings.Repeat("x", 300000) + "\r\n", out: "*1\r\n$300000\r\n" + strings.Repeat("x", 300000) + "\r\n"},
+	{name: "query buffer one over", lim: Limits{MaxBulk: 300000, MaxQueryBuffer: 4 + 9 + 300000 + 1 + ArgOverhead}, in: "*1\r\n$300000\r\n", out: "*1\r\n", kind: ErrQueryBuffer},
 }
 
 // splitters are the ways each case is cut into socket reads.
@@ -306,7 +313,7 @@ func TestLimitsValidate(t *testing.T) {
 		{MaxInline: 10},
 		{MaxInline: MaxInlineCeiling + 1},
 		{MaxBulk: 1 << 20, MaxQueryBuffer: 1 << 19},
-		{UnauthMaxArgs: 2000},
+		{MaxArgs: 1024, UnauthMaxArgs: 2000},
 		{MaxArgs: 5, UnauthMaxArgs: 6},
 		{UnauthMaxBulk: -5},
 		{MaxBulk: 100, UnauthMaxBulk: 200},

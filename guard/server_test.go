@@ -121,7 +121,7 @@ func TestServerTranscripts(t *testing.T) {
 		{"panic payload", "*1\r\n$9223372036854775807\r\nabc\r\n", rInvalidBulk},
 		{"spin payload", "*9223372036854775807\r\n", rInvalidMB},
 		{"huge bulk", "*2\r\n$3\r\nGET\r\n$1000000000\r\n", rInvalidBulk},
-		{"count over MaxArgs", "*1025\r\n", rInvalidMB},
+		{"count over MaxArgs", "*1048577\r\n", rInvalidMB},
 		{"expected $", "*1\r\nx3\r\n", expectedDollar('x')},
 		{"replies before the error", "PING\r\n" + ping + "*0\r\n*-1\r\n\r\n" + ping + "*1\r\n$-5\r\n", "+PONG\r\n+PONG\r\n+PONG\r\n" + rInvalidBulk},
 		{"unbalanced quotes", "PING\r\nECHO \"x\r\n", "+PONG\r\n" + rUnbalanced},

@@ -117,6 +117,8 @@ type Options struct {
 	// RESP3: the calling connection speaks RESP3 (HELLO 3); the script's
 	// result is encoded for it.
 	RESP3 bool
+	// Caller is handed to a CallerHost (caller.go) for the run; nil is fine.
+	Caller any
 }
 
 // compiled is one cached script. Immutable after creation except the
@@ -344,10 +346,17 @@ func (e *Engine) run(dst []byte, s *compiled, keys, args [][]byte, opt Options) 
 		return dst, ErrWriteScriptRO
 	}
 	v := e.getVM()
+	ch, _ := v.host.(CallerHost)
+	if ch != nil {
+		ch.SetCaller(opt.Caller)
+	}
 	if s.direct != nil && !e.noDirect && s.direct.usable(keys, args) {
 		dst = v.runDirect(dst, s, keys, args, opt)
 	} else {
 		dst = v.run(dst, s, keys, args, opt)
+	}
+	if ch != nil {
+		ch.SetCaller(nil)
 	}
 	e.putVM(v)
 	return dst, nil

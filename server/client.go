@@ -57,6 +57,12 @@ type client struct {
 	// current top-level one (cmdstats.go).
 	trk    *trackState
 	ncalls int
+	// errCounted: the error reply of the command running was counted
+	// already, as the error of a command a script called (scripterr.go).
+	errCounted bool
+	// evalKeys are the KEYS of the script this client runs, while it
+	// runs and the client tracks keys (cmd_script.go).
+	evalKeys [][]byte
 
 	// Introspection (clientinfo.go): obuf is the connection's output side
 	// (nil for a script's client; set before the client is served), st its

@@ -39,8 +39,9 @@ func (c *client) appendCommandInfo(b []byte, cmd *command, fullname string) []by
 	b = appendArray(b, 10)
 	b = appendBulkString(b, fullname)
 	b = appendInt(b, int64(cmd.arity))
-	b = c.appendSet(b, len(cmd.flags))
-	for _, f := range cmd.flags {
+	flags := infoFlags(cmd) // cmdinfo.go
+	b = c.appendSet(b, len(flags))
+	for _, f := range flags {
 		b = appendSimple(b, f)
 	}
 	b = appendInt(b, int64(cmd.firstKey))
@@ -50,8 +51,12 @@ func (c *client) appendCommandInfo(b []byte, cmd *command, fullname string) []by
 	for _, a := range cmd.acl {
 		b = appendSimple(b, a)
 	}
-	b = c.appendSet(b, 0) // tips
-	b = c.appendKeySpecs(b, cmd)
+	tips := commandTips[fullname]
+	b = c.appendSet(b, len(tips))
+	for _, t := range tips {
+		b = appendBulkString(b, t)
+	}
+	b = c.appendKeySpecs(b, cmd) // cmdinfo.go
 	names := make([]string, 0, len(cmd.subs))
 	for n := range cmd.subs {
 		names = append(names, n)
@@ -62,52 +67,6 @@ func (c *client) appendCommandInfo(b []byte, cmd *command, fullname string) []by
 		b = c.appendCommandInfo(b, cmd.subs[n], fullname+"|"+n)
 	}
 	return b
-}
-
-// appendKeySpecs describes the key positions as one Redis 7 key spec:
-// begin_search by index, find_keys by range.
-func (c *client) appendKeySpecs(b []byte, cmd *command) []byte {
-	if cmd.firstKey == 0 {
-		return appendArray(b, 0)
-	}
-	flags := []string{"RO", "ACCESS"}
-	if has(cmd.flags, "write") {
-		flags = []string{"RW", "UPDATE"}
-		if cmd.name == "del" || cmd.name == "unlink" {
-			flags = []string{"RM", "DELETE"}
-		}
-	}
-	last := int64(cmd.lastKey - cmd.firstKey)
-	if cmd.lastKey < 0 {
-		last = int64(cmd.lastKey)
-	}
-	b = appendArray(b, 1)
-	b = c.appendMap(b, 3)
-	b = appendBulkString(b, "flags")
-	b = c.appendSet(b, len(flags))
-	for _, f := range flags {
-		b = appendSimple(b, f)
-	}
-	b = appendBulkString(b, "begin_search")
-	b = c.appendMap(b, 2)
-	b = appendBulkString(b, "type")
-	b = appendBulkString(b, "index")
-	b = appendBulkString(b, "spec")
-	b = c.appendMap(b, 1)
-	b = appendBulkString(b, "index")
-	b = appendInt(b, int64(cmd.firstKey))
-	b = appendBulkString(b, "find_keys")
-	b = c.appendMap(b, 2)
-	b = appendBulkString(b, "type")
-	b = appendBulkString(b, "range")
-	b = appendBulkString(b, "spec")
-	b = c.appendMap(b, 3)
-	b = appendBulkString(b, "lastkey")
-	b = appendInt(b, last)
-	b = appendBulkString(b, "keystep")
-	b = appendInt(b, int64(cmd.step))
-	b = appendBulkString(b, "limit")
-	return appendInt(b, 0)
 }
 
 func has(list []string, s string) bool {
@@ -164,6 +123,16 @@ func cmdCommandDocs(s *Server, c *client, args [][]byte) {
 	for _, n := range names {
 		cmd, _ := findCommand([]byte(n))
 		c.out = appendBulkString(c.out, n)
+		if mod := moduleOf(cmd); mod != "" {
+			// A module command without RedisModule_SetCommandInfo, as
+			// redis-cell 0.5.0 registers CL.THROTTLE: group and module.
+			c.out = c.appendMap(c.out, 2)
+			c.out = appendBulkString(c.out, "group")
+			c.out = appendBulkString(c.out, cmd.group)
+			c.out = appendBulkString(c.out, "module")
+			c.out = appendBulkString(c.out, mod)
+			continue
+		}
 		c.out = c.appendMap(c.out, 3)
 		c.out = appendBulkString(c.out, "summary")
 		c.out = appendBulkString(c.out, cmd.summary)
@@ -174,36 +143,37 @@ func cmdCommandDocs(s *Server, c *client, args [][]byte) {
 	}
 }
 
+// cmdCommandList is COMMAND LIST [FILTERBY MODULE|ACLCAT|PATTERN value]:
+// commands and their subcommands ("client|list"), as Redis lists them.
 func cmdCommandList(s *Server, c *client, args [][]byte) {
-	names := sortedNames()
-	if len(args) > 2 {
-		if len(args) != 5 || !strings.EqualFold(string(args[2]), "filterby") {
-			c.out = appendError(c.out, errSyntax)
-			return
+	if len(args) > 2 && (len(args) != 5 || !strings.EqualFold(string(args[2]), "filterby")) {
+		c.out = appendError(c.out, errSyntax)
+		return
+	}
+	var names []string
+	for _, n := range sortedNames() {
+		cmd := commands[n]
+		all := []string{n}
+		subs := make([]string, 0, len(cmd.subs))
+		for sub := range cmd.subs {
+			subs = append(subs, n+"|"+sub)
 		}
-		val := string(args[4])
-		var kept []string
-		for _, n := range names {
-			cmd := commands[n]
-			switch strings.ToLower(string(args[3])) {
-			case "pattern":
-				if Match(strings.ToLower(val), n) {
-					kept = append(kept, n)
-				}
-			case "aclcat":
-				if has(cmd.acl, "@"+strings.ToLower(val)) {
-					kept = append(kept, n)
-				}
-			case "module":
-				if strings.EqualFold(val, "redis-cell") && cmd.group == "module" {
-					kept = append(kept, n)
-				}
-			default:
+		sort.Strings(subs)
+		for _, full := range append(all, subs...) {
+			if len(args) == 2 {
+				names = append(names, full)
+				continue
+			}
+			fc, _ := findCommand([]byte(full))
+			keep, ok := listName(fc, full, string(args[3]), string(args[4])) // cmdinfo.go
+			if !ok {
 				c.out = appendError(c.out, errSyntax)
 				return
 			}
+			if keep {
+				names = append(names, full)
+			}
 		}
-		names = kept
 	}
 	c.out = appendArray(c.out, len(names))
 	for _, n := range names {
@@ -218,23 +188,16 @@ func cmdCommandGetKeys(s *Server, c *client, args [][]byte) {
 	case cmd == nil:
 		c.out = appendError(c.out, "ERR Invalid command specified")
 		return
-	case cmd.firstKey == 0:
+	case cmd.firstKey == 0 && !movableKeys(cmd.name):
 		c.out = appendError(c.out, "ERR The command has no key arguments")
 		return
 	case !arityOK(cmd.arity, len(rest)):
 		c.out = appendError(c.out, "ERR Invalid number of arguments specified for command")
 		return
 	}
-	last := cmd.lastKey
-	if last < 0 {
-		last = len(rest) + last
-	}
-	var keys [][]byte
-	for i := cmd.firstKey; i <= last && i < len(rest); i += cmd.step {
-		keys = append(keys, rest[i])
-	}
-	if len(keys) == 0 {
-		c.out = appendError(c.out, "ERR Invalid arguments specified for command")
+	keys, msg := commandKeys(cmd, rest) // cmdinfo.go
+	if msg != "" {
+		c.out = appendError(c.out, msg)
 		return
 	}
 	c.out = appendArray(c.out, len(keys))
@@ -286,6 +249,7 @@ func cmdConfigSet(s *Server, c *client, args [][]byte) {
 }
 
 func cmdConfigResetStat(s *Server, c *client, _ [][]byte) {
+	s.resetStats(c) // errorstats.go
 	c.out = append(c.out, replyOK...)
 }
 
@@ -311,7 +275,12 @@ func cmdSave(s *Server, c *client, _ [][]byte) {
 	c.out = append(c.out, replyOK...)
 }
 
-func cmdBgsave(s *Server, c *client, _ [][]byte) {
+func cmdBgsave(s *Server, c *client, args [][]byte) {
+	// BGSAVE [SCHEDULE]: anything else is a syntax error, as in Redis.
+	if len(args) > 2 || (len(args) == 2 && !strings.EqualFold(string(args[1]), "schedule")) {
+		c.out = appendError(c.out, errSyntax)
+		return
+	}
 	if p := s.cfg.Persister; p != nil {
 		p.BackgroundSave()
 	}

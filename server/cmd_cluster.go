@@ -53,7 +53,7 @@ func foldKeySlot(cmd *command, args [][]byte, slot int) (int, bool) {
 		if len(args) > 2 {
 			// More keys than arguments: no keys, and EVAL answers its own
 			// error here, as Redis's evalGetKeys makes it.
-			if n, ok := parseInt64(args[2]); ok && n > 0 && n <= int64(len(args)-3) {
+			if n, ok := parseRedisInt(args[2]); ok && n > 0 && n <= int64(len(args)-3) {
 				first, last = 3, 2+int(n)
 			}
 		}
@@ -293,7 +293,7 @@ func cmdClusterKeySlot(s *Server, c *client, args [][]byte) {
 // cmdClusterCountKeysInSlot walks every key held (O(keys): about 20 ns a
 // key, so ~20 ms per million keys, holding one shard lock at a time).
 func cmdClusterCountKeysInSlot(s *Server, c *client, args [][]byte) {
-	slot, ok := parseInt64(args[2])
+	slot, ok := parseRedisInt(args[2])
 	if !ok {
 		c.out = appendError(c.out, errNotInt)
 		return
@@ -315,12 +315,12 @@ func cmdClusterCountKeysInSlot(s *Server, c *client, args [][]byte) {
 // cmdClusterGetKeysInSlot walks the keys like COUNTKEYSINSLOT, stopping
 // once it has count of them.
 func cmdClusterGetKeysInSlot(s *Server, c *client, args [][]byte) {
-	slot, ok := parseInt64(args[2])
+	slot, ok := parseRedisInt(args[2])
 	if !ok {
 		c.out = appendError(c.out, errNotInt)
 		return
 	}
-	count, ok := parseInt64(args[3])
+	count, ok := parseRedisInt(args[3])
 	if !ok {
 		c.out = appendError(c.out, errNotInt)
 		return

@@ -30,7 +30,7 @@ func cmdQuit(s *Server, c *client, _ [][]byte) {
 }
 
 func cmdSelect(s *Server, c *client, args [][]byte) {
-	n, ok := parseInt64(args[1])
+	n, ok := parseRedisInt(args[1])
 	if !ok || n < -1<<31 || n > 1<<31-1 {
 		c.out = appendError(c.out, errNotInt)
 		return
@@ -57,7 +57,7 @@ func cmdHello(s *Server, c *client, args [][]byte) {
 	ver := int64(0)
 	next := 1
 	if len(args) >= 2 {
-		n, ok := parseInt64(args[1])
+		n, ok := parseRedisInt(args[1])
 		if !ok {
 			c.out = appendError(c.out, "ERR Protocol version is not an integer or out of range")
 			return
@@ -246,7 +246,7 @@ func cmdClientList(s *Server, c *client, args [][]byte) {
 		case opt == "id" && i+1 < len(args):
 			ids = map[int64]bool{}
 			for i++; i < len(args); i++ {
-				n, ok := parseInt64(args[i])
+				n, ok := parseRedisInt(args[i])
 				if !ok || n <= 0 {
 					c.out = appendError(c.out, "ERR Invalid client ID")
 					return

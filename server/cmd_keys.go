@@ -84,7 +84,7 @@ func cmdSet(s *Server, c *client, args [][]byte) {
 	nowMs := s.nowMs()
 	var expireAt int64
 	if expArg != nil {
-		n, ok := parseInt64(expArg)
+		n, ok := parseRedisInt(expArg)
 		if !ok {
 			c.out = appendError(c.out, errNotInt)
 			return
@@ -243,7 +243,7 @@ func expireGeneric(s *Server, c *client, args [][]byte, name string, seconds, ab
 		c.out = appendError(c.out, "ERR GT and LT options at the same time are not compatible")
 		return
 	}
-	when, ok := parseInt64(args[2])
+	when, ok := parseRedisInt(args[2])
 	if !ok {
 		c.out = appendError(c.out, errNotInt)
 		return
@@ -320,8 +320,8 @@ func cmdKeys(s *Server, c *client, args [][]byte) {
 var knownTypes = map[string]bool{"string": true, "list": true, "set": true, "zset": true, "hash": true, "stream": true}
 
 func cmdScan(s *Server, c *client, args [][]byte) {
-	cursor, err := strconv.ParseUint(string(args[1]), 10, 64)
-	if err != nil {
+	cursor, ok := parseScanCursor(args[1])
+	if !ok {
 		c.out = appendError(c.out, errBadCursor)
 		return
 	}
@@ -335,7 +335,7 @@ func cmdScan(s *Server, c *client, args [][]byte) {
 		}
 		switch strings.ToLower(string(args[i])) {
 		case "count":
-			n, ok := parseInt64(args[i+1])
+			n, ok := parseRedisInt(args[i+1])
 			if !ok {
 				c.out = appendError(c.out, errNotInt)
 				return
@@ -394,6 +394,13 @@ func cmdFlush(s *Server, c *client, args [][]byte) {
 			return
 		}
 	}
+	// WATCH: only the watchers of keys that existed are touched, as
+	// Redis's touchAllWatchedKeysInDb does.
+	nowMs := s.nowMs()
+	s.watch.touchIf(func(key string) bool {
+		_, ok := s.store.Get([]byte(key), nowMs)
+		return ok
+	})
 	s.store.Flush()
 	c.out = append(c.out, replyOK...)
 }

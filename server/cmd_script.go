@@ -71,6 +71,16 @@ const (
 type scriptHost struct {
 	s *Server
 	c *client
+	// caller is the client whose script runs on this state (SetCaller);
+	// keysTracked: its keys were remembered for its tracking already.
+	caller      *client
+	keysTracked bool
+}
+
+// SetCaller implements script.CallerHost.
+func (h *scriptHost) SetCaller(caller any) {
+	h.caller, _ = caller.(*client)
+	h.keysTracked = false
 }
 
 func newScriptHost(s *Server) *scriptHost {
@@ -104,13 +114,13 @@ func (h *scriptHost) Call(args [][]byte, flags script.CallFlags) (reply []byte) 
 	}
 	switch {
 	case cmd == nil:
-		return append(c.out, replyScriptUnknown...)
+		return h.refuse(nil, replyScriptUnknown)
 	case !arityOK(cmd.arity, len(args)):
-		return append(c.out, replyScriptArity...)
+		return h.refuse(cmd, replyScriptArity)
 	case has(cmd.flags, "noscript"):
-		return append(c.out, replyScriptNoScript...)
+		return h.refuse(cmd, replyScriptNoScript)
 	case flags&script.ReadOnly != 0 && has(cmd.flags, "write"):
-		return append(c.out, replyScriptRO...)
+		return h.refuse(cmd, replyScriptRO)
 	}
 	if h.s.cfg.Cluster != nil {
 		// Each command's keys must be served here and share one slot. (The
@@ -118,7 +128,7 @@ func (h *scriptHost) Call(args [][]byte, flags script.CallFlags) (reply []byte) 
 		// one script are not checked against each other.)
 		slot := -1
 		if msg := h.s.clusterScriptCheck(cmd, args, &slot, true); msg != "" {
-			return appendError(c.out, "ERR "+msg)
+			return h.refuse(cmd, "-ERR "+msg+"\r\n")
 		}
 	}
 	defer func() {
@@ -133,7 +143,27 @@ func (h *scriptHost) Call(args [][]byte, flags script.CallFlags) (reply []byte) 
 	if len(c.out) == 0 { // every command replies; never hand the parser nothing
 		c.out = c.appendNull(c.out)
 	}
+	if cl := h.caller; cl != nil && cl.trk != nil && !h.keysTracked && has(cmd.flags, "readonly") {
+		// A script that reads: its declared keys are the caller's to
+		// cache, as Redis's call() remembers the script caller's keys.
+		h.keysTracked = true
+		h.s.trackKeys(cl, cl.evalKeys)
+	}
+	if c.out[0] == '-' {
+		h.s.scriptErrs.note(c.out) // counted by call; see scripterr.go
+	}
 	return c.out
+}
+
+// refuse answers a command a script may not run, counting the error and,
+// for a known command, a rejected call of it, as Redis's scriptCall does.
+func (h *scriptHost) refuse(cmd *command, reply string) []byte {
+	h.s.ext.countError([]byte(reply[1:]))
+	h.s.scriptErrs.note([]byte(reply))
+	if cmd != nil {
+		h.s.statsOf(cmd).shard(h.c.id).rejected.Add(1)
+	}
+	return append(h.c.out, reply...)
 }
 
 func cmdEval(s *Server, c *client, args [][]byte)      { s.eval(c, args, false, false) }
@@ -155,7 +185,7 @@ func (s *Server) eval(c *client, args [][]byte, bySHA, ro bool) {
 		c.out = appendError(c.out, errNoScript)
 		return
 	}
-	numkeys, ok := parseInt64(args[2])
+	numkeys, ok := parseRedisInt(args[2])
 	switch {
 	case !ok:
 		c.out = appendError(c.out, errNotInt)
@@ -168,7 +198,18 @@ func (s *Server) eval(c *client, args [][]byte, bySHA, ro bool) {
 		return
 	}
 	keys, argv := args[3:3+numkeys], args[3+numkeys:]
-	opt := script.Options{ReadOnly: ro, RESP3: c.resp3}
+	opt := script.Options{ReadOnly: ro, RESP3: c.resp3, Caller: c}
+	if c.trk != nil {
+		c.evalKeys = keys // for scriptHost.Call's tracking; valid during the run
+		defer func() { c.evalKeys = nil }()
+	}
+	seq := s.scriptErrs.mark()
+	start := len(c.out)
+	defer func() {
+		if len(c.out) > start && c.out[start] == '-' && s.scriptErrs.since(seq, c.out[start:]) {
+			c.errCounted = true
+		}
+	}()
 	var err error
 	if bySHA {
 		c.out, err = s.scriptEngine().EvalSHA(c.out, args[1], keys, argv, opt)

@@ -17,7 +17,9 @@ const (
 )
 
 // parseInt64 is strconv.ParseInt(string(b), 10, 64) without the allocation:
-// an optional sign, ASCII digits, int64 range.
+// an optional sign, ASCII digits, int64 range. It is redis-cell's rule, for
+// CL.THROTTLE's numbers only; Redis commands' integers use parseRedisInt
+// (intparse.go).
 func parseInt64(b []byte) (int64, bool) {
 	neg := false
 	if len(b) > 0 && (b[0] == '+' || b[0] == '-') {

@@ -88,6 +88,8 @@ type cmdMeta struct {
 	write    bool // flagged write: a successful call may modify its keys
 	readonly bool // flagged readonly with key arguments: tracked reads
 	flush    bool // FLUSHDB/FLUSHALL
+	noMulti  bool // flagged no_multi (SAVE, SHUTDOWN): refused inside MULTI
+	exec     bool // EXEC: a refused EXEC aborts the transaction
 	keyRead  replyKind
 }
 
@@ -110,6 +112,8 @@ func (cmd *command) initMeta() {
 	cmd.meta.write = has(cmd.flags, "write")
 	cmd.meta.readonly = has(cmd.flags, "readonly") && cmd.firstKey > 0
 	cmd.meta.flush = cmd.name == "flushdb" || cmd.name == "flushall"
+	cmd.meta.noMulti = has(cmd.flags, "no_multi")
+	cmd.meta.exec = cmd.name == "exec"
 	switch cmd.name {
 	case "get":
 		cmd.meta.keyRead = replyNull
@@ -148,7 +152,11 @@ func (s *Server) call(c *client, cmd *command, args [][]byte) {
 		switch c.out[start] {
 		case '-':
 			st.failed.Add(1)
-			s.ext.countError(c.out[start+1:])
+			if c.errCounted {
+				c.errCounted = false // scripterr.go
+			} else {
+				s.ext.countError(c.out[start+1:])
+			}
 		default:
 			if cmd.meta.keyRead != replyNone {
 				st.countKeyRead(cmd, args, c.out[start:])
@@ -161,10 +169,10 @@ func (s *Server) call(c *client, cmd *command, args [][]byte) {
 	if cmd.meta.write && s.watch.n.Load() != 0 && modified(cmd, args, c.out[start:]) {
 		// WATCH: a write marks its keys' watchers dirty, as Redis's
 		// touchWatchedKey does, even when the key is gone again by EXEC
-		// (created and expired, or a 0 ms CL.THROTTLE peek).
-		if cmd.meta.flush {
-			s.watch.touchAll()
-		} else {
+		// (created and expired, or a 0 ms CL.THROTTLE peek). FLUSHDB and
+		// FLUSHALL touch the watchers of the keys they removed themselves
+		// (cmdFlush), before the keys are gone.
+		if !cmd.meta.flush {
 			eachKey(cmd, args, s.watch.touch)
 		}
 	}
@@ -255,13 +263,13 @@ var errorKinds = [...]string{
 const errKindOther = len(errorKinds) - 1
 
 // errorKind returns the index in errorKinds of an error reply's text
-// (after the '-'), without allocating.
-func errorKind(msg []byte) int {
-	end := 0
-	for end < len(msg) && msg[end] != ' ' && msg[end] != '\r' {
-		end++
-	}
-	switch string(msg[:end]) {
+// (after the '-') or of its code (errorCode, errorstats.go), without
+// allocating; errKindOther for a code not in errorKinds.
+func errorKind(msg []byte) int { return codeKind(errorCode(msg)) }
+
+// codeKind returns the index in errorKinds of an error code.
+func codeKind(code []byte) int {
+	switch string(code) {
 	case "ERR":
 		return 0
 	case "WRONGTYPE":

@@ -90,6 +90,10 @@ type connState struct {
 		cmd  *command
 		set  bool
 	}
+	// part follows a partial multibulk command at buf[start:] across
+	// reads (partial.go), so that a command of many arguments arriving in
+	// many reads is not parsed again from its start on every read.
+	part partialScan
 }
 
 // parsedCmd is one command of a batch: cmd is its dispatch table entry
@@ -119,13 +123,18 @@ func (st *connState) parseBatch() error {
 		var rest []byte
 		var err error
 		off := len(st.flat)
+		if off == 0 && st.part.waiting && !st.part.complete(packet) {
+			return nil // partial.go: still incomplete, nothing parsed again
+		}
 		// The parsers append the arguments to the argument buffer they
 		// are given: st.flat's spare capacity, so that they land in
 		// place; only a command that outgrows it is copied.
-		if packet[0] == '$' {
-			// redcon's Reader (and Redis) read a line starting with
-			// '$' as an inline command; ReadNextCommand would take it
-			// for Tile38's native protocol.
+		if packet[0] != '*' {
+			// Inline commands are split here, as redcon's Reader (and
+			// Redis) split them: ReadNextCommand would take a line
+			// starting with '$' for Tile38's native protocol, and its
+			// own splitter allocates the rest of the line for every
+			// word (a 64 KiB line of 32k words: about 1 GiB).
 			complete, argv, rest, err = readInline(packet, st.flat[off:])
 		} else {
 			complete, argv, _, rest, err = redcon.ReadNextCommand(packet, st.flat[off:])
@@ -134,6 +143,9 @@ func (st *connState) parseBatch() error {
 			return err
 		}
 		if !complete {
+			// The first command of the batch is partial: follow it
+			// from here on with st.part (no cost otherwise).
+			st.part.waiting = len(st.cmds) == 0 && packet[0] == '*'
 			return nil
 		}
 		packet = rest

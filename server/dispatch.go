@@ -103,16 +103,15 @@ func (s *Server) dispatch(c *client, cmd *command, args [][]byte) {
 	if len(args) == 0 {
 		return
 	}
-	c.pending++ // total_commands_processed: see client.publishCommands
 	switch {
 	case cmd == nil:
 		c.reject(unknownCommandError(args))
 		return
 	case !arityOK(cmd.arity, len(args)):
-		c.reject(wrongArity(cmd.name))
+		s.rejectCmd(c, cmd, wrongArity(cmd.name))
 		return
 	case !c.authed && !cmd.noAuth:
-		c.reject(errNoAuth)
+		s.rejectCmd(c, cmd, errNoAuth)
 		return
 	}
 	// Cluster mode: MOVED/CROSSSLOT before the command runs or is queued,
@@ -120,6 +119,13 @@ func (s *Server) dispatch(c *client, cmd *command, args [][]byte) {
 	if s.cfg.Cluster != nil && !s.clusterRoute(c, cmd, args) {
 		return
 	}
+	if c.inMulti && cmd.meta.noMulti {
+		c.reject(errNoMulti) // SAVE, SHUTDOWN: dooms the transaction
+		return
+	}
+	// total_commands_processed (see client.publishCommands) counts what
+	// runs or is queued; a command refused above is not processed.
+	c.pending++
 	if c.inMulti && !cmd.immediate {
 		q := make([][]byte, len(args))
 		for i, a := range args {
@@ -186,6 +192,23 @@ func (s *Server) subcommand(c *client, parent *command, args [][]byte) {
 	}
 	c.lastCmd.Store(sub)
 	s.call(c, sub, args)
+}
+
+// errNoMulti is Redis's refusal of a no-multi command (SAVE, SHUTDOWN)
+// inside MULTI.
+const errNoMulti = "ERR Command not allowed inside a transaction"
+
+// rejectCmd is reject for a known command: a refused EXEC (wrong arity,
+// NOAUTH) ends the transaction with EXECABORT and the reason, as Redis's
+// rejectCommand does through execCommandAbort, even outside MULTI.
+func (s *Server) rejectCmd(c *client, cmd *command, msg string) {
+	if cmd.meta.exec {
+		c.discardMulti()
+		s.watch.unwatchAll(c)
+		c.out = appendError(c.out, "EXECABORT Transaction discarded because of: "+strings.TrimPrefix(msg, "ERR "))
+		return
+	}
+	c.reject(msg)
 }
 
 // reject answers a command that cannot run (unknown, wrong arity, not

@@ -50,7 +50,13 @@ var infoSections = []infoSection{
 }
 
 func cmdInfo(s *Server, c *client, args [][]byte) {
-	c.publishCommands() // count this pipeline's commands so far, INFO included
+	// Count this pipeline's commands so far; INFO itself is counted after
+	// it returns, as Redis does.
+	if c.pending > 0 {
+		c.pending--
+		c.publishCommands()
+		c.pending++
+	}
 	want := map[string]bool{}
 	for _, a := range args[1:] {
 		want[strings.ToLower(string(a))] = true
@@ -164,6 +170,7 @@ func (s *Server) infoMemory(time.Time) []string {
 		rss = ms.Sys - ms.HeapReleased
 	}
 	peak := s.ext.notePeak(used)
+	sm := s.scriptEngine().MemStats() // script/memstats.go
 	frag := 0.0
 	if used > 0 {
 		frag = float64(rss) / float64(used)
@@ -175,7 +182,19 @@ func (s *Server) infoMemory(time.Time) []string {
 		"used_memory_rss_human:" + bytesToHuman(rss),
 		"used_memory_peak:" + strconv.FormatUint(peak, 10),
 		"used_memory_peak_human:" + bytesToHuman(peak),
-		"used_memory_lua:0",
+		// Scripts, in Redis 7.0's order (no functions in celld).
+		"used_memory_lua:" + itoa(sm.VMBytes),
+		"used_memory_vm_eval:" + itoa(sm.VMBytes),
+		"used_memory_lua_human:" + bytesToHuman(uint64(sm.VMBytes)),
+		"used_memory_scripts_eval:" + itoa(sm.ScriptBytes),
+		"number_of_cached_scripts:" + strconv.Itoa(sm.Scripts),
+		"number_of_functions:0",
+		"used_memory_vm_functions:0",
+		"used_memory_vm_total:" + itoa(sm.VMBytes),
+		"used_memory_vm_total_human:" + bytesToHuman(uint64(sm.VMBytes)),
+		"used_memory_functions:0",
+		"used_memory_scripts:" + itoa(sm.ScriptBytes),
+		"used_memory_scripts_human:" + bytesToHuman(uint64(sm.ScriptBytes)),
 		"total_system_memory:" + strconv.FormatUint(systemMemory(), 10),
 		"maxmemory:0",
 		"maxmemory_human:0B",
@@ -234,10 +253,7 @@ func (s *Server) infoStats(now time.Time) []string {
 		hits += cs.Hits
 		misses += cs.Misses
 	}
-	var errs int64
-	for i := range s.ext.errors {
-		errs += s.ext.errors[i].Load()
-	}
+	errs := s.ext.totalErrors()
 	tk, ti, tp := s.ext.trk.counts()
 	polls, pollHits := s.busyPollCounts()
 	netIn, netOut := s.netBytes()
@@ -293,10 +309,8 @@ func (s *Server) infoReplication(time.Time) []string {
 
 func (s *Server) infoErrorstats(time.Time) []string {
 	var lines []string
-	for i, kind := range errorKinds {
-		if n := s.ext.errors[i].Load(); n > 0 {
-			lines = append(lines, "errorstat_"+kind+":count="+itoa(n))
-		}
+	for _, e := range s.ext.errorCounts() { // errorstats.go
+		lines = append(lines, "errorstat_"+e.code+":count="+itoa(e.count))
 	}
 	return lines
 }

@@ -51,7 +51,11 @@ func FuzzParseInt64(f *testing.F) {
 	for _, in := range parseInt64Cases {
 		f.Add(in)
 	}
-	f.Fuzz(func(t *testing.T, in string) { checkParseInt64(t, in) })
+	f.Fuzz(func(t *testing.T, in string) {
+		checkParseInt64(t, in)
+		checkParseRedisInt(t, in) // intparse_test.go
+		checkParseScanCursor(t, in)
+	})
 }
 
 func TestParseInt64ZeroAllocs(t *testing.T) {

@@ -177,7 +177,8 @@ type Server struct {
 
 	clusterStats clusterStats // MOVED/CROSSSLOT counters (cmd_cluster.go)
 
-	scripts scripting // Lua script cache and states (cmd_script.go)
+	scripts    scripting    // Lua script cache and states (cmd_script.go)
+	scriptErrs scriptErrLog // errors of commands scripts called (scripterr.go)
 
 	loops    []*eventLoop // started by the first plain Serve; guarded by mu
 	nextLoop atomic.Uint32

@@ -17,15 +17,19 @@ type serverExt struct {
 	trk trackingTable // CLIENT TRACKING (tracking.go)
 
 	errors [len(errorKinds)]atomic.Int64 // error replies by kind
+	custom customErrors                  // other error codes (errorstats.go)
 	cmds   []cmdStats                    // per command, by cmdMeta.idx (cmdstats.go)
 
 	idOnce sync.Once
 	runID  string // 40 hex digits, random per process start
 
-	mu        sync.Mutex // guards the fields below
-	counters  []listenerCounters
-	peakMem   uint64
-	opsSample struct {
+	mu       sync.Mutex // guards the fields below
+	counters []listenerCounters
+	// rejectedBase is the listeners' rejected connections at the last
+	// CONFIG RESETSTAT, subtracted from their count.
+	rejectedBase int64
+	peakMem      uint64
+	opsSample    struct {
 		at       time.Time
 		commands int64
 		rate     float64
@@ -41,8 +45,6 @@ type listenerCounters struct {
 
 // init allocates the per-command counters (New).
 func (x *serverExt) init() { x.cmds = make([]cmdStats, numCommands) }
-
-func (x *serverExt) countError(msg []byte) { x.errors[errorKind(msg)].Add(1) }
 
 // id returns the run id: a random 40-hex-digit string fixed for this
 // process's Server, as Redis's run_id.
@@ -89,7 +91,7 @@ func (x *serverExt) listenerTotals() (rejected int64, maxClients int) {
 			}
 		}
 	}
-	return rejected, maxClients
+	return rejected - x.rejectedBase, maxClients
 }
 
 // opsPerSec estimates instantaneous_ops_per_sec: the command rate since the
@@ -121,6 +123,8 @@ func (x *serverExt) notePeak(used uint64) uint64 {
 
 // Stats is a point-in-time copy of the server's counters, for exporters
 // (package metrics). Counters only grow; gauges are as of the call.
+//
+// CONFIG RESETSTAT zeroes the counters (Redis's rule), as a restart does.
 type Stats struct {
 	Start               time.Time // when the Server was created
 	ConnectionsReceived int64     // connections accepted, ever
@@ -144,8 +148,9 @@ type Stats struct {
 	OutputBufferLimitDisconnections int64
 	Keys                            int  // keys in the store (DBSIZE)
 	Loading                         bool // a restore is in progress
-	// Errors counts error replies by kind (the reply's first word, "Cell"
-	// for CL.THROTTLE's "Cell error: ...", "OTHER" for the rest).
+	// Errors counts error replies by code, as Redis's errorstats do (the
+	// reply's first word, "Cell" for CL.THROTTLE's "Cell error: ...";
+	// "OTHER" also holds codes past errorstats.go's maxErrorCodes).
 	Errors map[string]int64
 	// Commands holds every command called or rejected at least once,
 	// sorted by name; subcommands are "client|tracking" and so on.
@@ -256,10 +261,8 @@ func (s *Server) Stats() Stats {
 		Commands:                        s.commandStats(),
 	}
 	st.NetInputBytes, st.NetOutputBytes = s.netBytes()
-	for i := range s.ext.errors {
-		if n := s.ext.errors[i].Load(); n > 0 {
-			st.Errors[errorKinds[i]] = n
-		}
+	for _, e := range s.ext.errorCounts() {
+		st.Errors[e.code] = e.count
 	}
 	for i := range st.Commands {
 		st.KeyspaceHits += st.Commands[i].Hits

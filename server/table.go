@@ -94,7 +94,7 @@ func init() {
 
 		{name: "ping", arity: -1, flags: "fast", acl: "fast connection", group: "connection", since: "1.0.0",
 			summary: "Returns the server's liveliness response.", run: cmdPing},
-		{name: "echo", arity: 2, flags: "fast", acl: "fast connection", group: "connection", since: "1.0.0",
+		{name: "echo", arity: 2, flags: "loading stale fast", acl: "fast connection", group: "connection", since: "1.0.0",
 			summary: "Returns the given string.", run: cmdEcho},
 		{name: "quit", arity: -1, flags: conn, acl: "fast connection", group: "connection", since: "1.0.0",
 			summary: "Closes the connection.", run: cmdQuit, immediate: true},

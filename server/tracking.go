@@ -158,6 +158,21 @@ func (s *Server) trackRead(c *client, cmd *command, args [][]byte) {
 	t.mu.Unlock()
 }
 
+// trackKeys remembers keys for c as trackRead does for a read command's:
+// a script's keys when the script reads (scriptHost.Call).
+func (s *Server) trackKeys(c *client, keys [][]byte) {
+	st := c.trk
+	if len(keys) == 0 || !st.on || st.bcast || (st.optin && !st.caching) || (st.optout && st.caching) {
+		return
+	}
+	t := &s.ext.trk
+	t.mu.Lock()
+	for _, k := range keys {
+		t.rememberLocked(s, k, c.id)
+	}
+	t.mu.Unlock()
+}
+
 // eachKey calls fn for each key argument of cmd.
 func eachKey(cmd *command, args [][]byte, fn func([]byte)) {
 	if cmd.firstKey <= 0 || cmd.step <= 0 {
@@ -401,7 +416,7 @@ func cmdClientTracking(s *Server, c *client, args [][]byte) {
 				c.out = appendError(c.out, errTrkOneRedirect)
 				return
 			}
-			id, ok := parseInt64(args[j])
+			id, ok := parseRedisInt(args[j])
 			if !ok {
 				c.out = appendError(c.out, errNotInt)
 				return

@@ -73,13 +73,18 @@ func (w *watchRegistry) touch(key []byte) {
 	w.mu.Unlock()
 }
 
-// touchAll marks every watching client dirty (FLUSHDB, FLUSHALL).
-func (w *watchRegistry) touchAll() {
+// touchIf marks dirty the clients watching a key for which exists
+// reports true (FLUSHDB, FLUSHALL: the keys they are about to remove).
+// exists runs under w.mu and must not call back into w.
+func (w *watchRegistry) touchIf(exists func(key string) bool) {
 	if w.n.Load() == 0 {
 		return
 	}
 	w.mu.Lock()
-	for _, set := range w.m {
+	for key, set := range w.m {
+		if !exists(key) {
+			continue
+		}
 		for c := range set {
 			c.watchTouched.Store(true)
 		}
