@@ -256,10 +256,10 @@ func (s *Server) configParams() [][2]string {
 			port = a.String()[i+1:]
 		}
 	}
-	return [][2]string{
-		{"appendonly", "no"}, {"databases", "1"}, {"maxmemory", "0"},
+	return append([][2]string{
+		{"appendonly", "no"}, {"databases", "1"},
 		{"port", port}, {"save", ""}, {"timeout", "0"},
-	}
+	}, s.memoryConfigParams()...) // memory.go
 }
 
 func cmdConfigGet(s *Server, c *client, args [][]byte) {
@@ -277,11 +277,6 @@ func cmdConfigGet(s *Server, c *client, args [][]byte) {
 		c.out = appendBulkString(c.out, p[0])
 		c.out = appendBulkString(c.out, p[1])
 	}
-}
-
-func cmdConfigSet(s *Server, c *client, args [][]byte) {
-	c.out = appendError(c.out, "ERR Unknown option or number of arguments for CONFIG SET - '"+
-		string(cString(args[2]))+"'")
 }
 
 func cmdConfigResetStat(s *Server, c *client, _ [][]byte) {
