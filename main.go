@@ -40,6 +40,7 @@ type config struct {
 	healthcheck   bool
 	access        accessConfig
 	metrics       metricsConfig // main_metrics.go
+	memory        memoryConfig  // main_memory.go
 	pprofAddr     string        // main_pprof.go
 	// Cluster mode (cluster_setup.go).
 	clusterNodes    string
@@ -88,6 +89,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.clusterAnnounce, "cluster-announce", envOr("CELLD_CLUSTER_ANNOUNCE", ""), "this node's host:port in --cluster-nodes, when --addr is not it (e.g. 0.0.0.0:6379) (env CELLD_CLUSTER_ANNOUNCE)")
 	registerAccessFlags(fs, &c.access)
 	registerMetricsFlags(fs, &c.metrics)
+	registerMemoryFlags(fs, &c.memory)
 	registerPprofFlags(fs, &c.pprofAddr)
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.BoolVar(&c.healthcheck, "healthcheck", false, "PING the server at --addr and exit 0 if it answers PONG (for container health checks)")
@@ -112,6 +114,9 @@ func parseFlags(args []string) (config, error) {
 	}
 	if c.busyPoll < 0 || c.busyPoll > time.Second {
 		return c, errors.New("--busy-poll must be 0 to 1s")
+	}
+	if err := c.memory.resolve(); err != nil {
+		return c, err
 	}
 	return c, nil
 }
@@ -159,6 +164,13 @@ func run(args []string) int {
 	if err != nil {
 		log.Error("cannot start", "err", err)
 		return 1
+	}
+	if err := applyMemory(cfg.memory, st, log); err != nil { // main_memory.go
+		log.Error("cannot start", "err", err)
+		if p != nil {
+			p.Close()
+		}
+		return 2
 	}
 	srvCfg := server.Config{Addr: cfg.addr, Logger: log, Version: version, IOLoops: cfg.ioLoops}
 	if cfg.ioLoops == 0 {
