@@ -61,12 +61,15 @@ func applyMemory(m memoryConfig, st *store.Store, log *slog.Logger) error {
 		return nil
 	}
 	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
-		// A soft limit for the Go heap in proportion to the bound: the
-		// collector then works harder as the heap nears it instead of
-		// letting garbage (persistence's buffers under a key spray) grow
-		// the RSS. Live data over it only costs GC time, never a failure.
-		// An explicit GOMEMLIMIT wins; CONFIG SET maxmemory does not move it.
-		debug.SetMemoryLimit(m.maxMemory*5/4 + 24<<20)
+		// A soft limit for the Go heap at the RSS a bounded server is
+		// sized for (docs/memory.md: 1.5 x maxmemory + 40 MB, less ~10 MB
+		// of runtime and binary): the collector works harder as the heap
+		// nears it instead of letting garbage (persistence's buffers under
+		// a key spray) grow the RSS past it. It sits above the live heap
+		// (the keys, ~1.2 x maxmemory at most, plus pebble's memtables and
+		// cache), so it does not make the collector run constantly. An
+		// explicit GOMEMLIMIT wins; CONFIG SET maxmemory does not move it.
+		debug.SetMemoryLimit(m.maxMemory*3/2 + 30<<20)
 	}
 	used := st.UsedMemory()
 	log.Info("memory bound", "maxmemory", m.maxMemory, "policy", m.policy.String(), "used_memory", used, "keys", st.Len())
