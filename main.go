@@ -115,6 +115,14 @@ func run(args []string) int {
 			return 1
 		}
 	}
+	if err := applyMemory(cfg, st, log); err != nil { // main_memory.go
+		log.Error("cannot start", "err", err)
+		closeListeners()
+		if p != nil {
+			p.Close()
+		}
+		return 2
+	}
 	if p != nil {
 		srvCfg.Persister = p
 	}

@@ -68,6 +68,12 @@ type Config struct {
 	BusyPoll      time.Duration // 0 = never
 	ShutdownGrace time.Duration // how long SIGTERM waits for connections
 
+	// MaxMemory bounds the keyspace's accounted memory, bytes; 0 = none.
+	MaxMemory int64
+	// MaxMemoryPolicy is what a new key meets at MaxMemory, in Redis's
+	// words (noeviction, volatile-ttl, ...).
+	MaxMemoryPolicy string
+
 	// OutputBufferLimit is Redis's client-output-buffer-limit for normal
 	// clients; the zero value is no limit.
 	OutputBufferLimit OutputBufferLimit
@@ -211,6 +217,14 @@ var table = []setting{
 	{Name: "shutdown-grace", Group: Tuning, Default: "10s",
 		Usage: "how long SIGTERM waits for connections to drain and the final flush (then exits, saying what was not flushed)",
 		bind:  func(c *Config) value { return durationValue{p: &c.ShutdownGrace, min: 0, max: maxDuration} }},
+	{Name: "maxmemory", Group: Tuning, Default: "0",
+		Usage: "bound on the keyspace's memory (Redis units: 64mb, 2gb); 0 = no bound (docs/memory.md)",
+		bind:  func(c *Config) value { return bytesValue{p: &c.MaxMemory, min: 0, max: 1 << 50} }},
+	{Name: "maxmemory-policy", Group: Tuning, Default: "noeviction",
+		Usage: "what a new key meets at --maxmemory: noeviction (refused with -OOM), volatile-ttl (evict the key nearest its expiry: the one for limiters), volatile-lru, allkeys-lru, volatile-random, allkeys-random",
+		bind: func(c *Config) value {
+			return enumValue{&c.MaxMemoryPolicy, []string{"noeviction", "volatile-ttl", "volatile-lru", "allkeys-lru", "volatile-random", "allkeys-random"}}
+		}},
 	{Name: "client-output-buffer-limit", Group: Tuning, Default: "normal 0 0 0",
 		Usage: "Redis's limit on a client's unread replies: 'normal <hard> <soft> <soft-seconds>' (e.g. 'normal 256mb 64mb 60'); a client past hard, or at or above soft for longer than soft-seconds, is closed; 0 = no limit",
 		bind:  func(c *Config) value { return outputBufferValue{&c.OutputBufferLimit} }},

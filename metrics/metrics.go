@@ -36,6 +36,8 @@
 //	tracking_clients, tracking_keys         client-side caching
 //	keyspace_hits_total, keyspace_misses_total
 //	handler_panics_total
+//	memory_used_bytes, memory_max_bytes     the keyspace's accounted memory and its bound (memory.go)
+//	evicted_keys_total, maxmemory_policy_info{policy}
 //	loading                                 1 while a restore runs
 //	persist_last_flush_duration_seconds     duration of the most recent flush attempt
 //	persist_last_flush_age_seconds          time since the last successful flush
@@ -349,6 +351,7 @@ func (c *serverCollector) Describe(ch chan<- *prometheus.Desc) {
 		descExpired, descNetIn, descNetOut, descObufDisconnects} {
 		ch <- d
 	}
+	describeMemory(ch) // memory.go
 }
 
 func (c *serverCollector) Collect(ch chan<- prometheus.Metric) {
@@ -402,6 +405,7 @@ func (c *serverCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descNetIn, st.NetInputBytes)
 	counter(descNetOut, st.NetOutputBytes)
 	counter(descObufDisconnects, st.OutputBufferLimitDisconnections)
+	collectMemory(ch, &st) // memory.go
 }
 
 type persistCollector Exporter

@@ -219,11 +219,11 @@ func (s *Server) configParams() [][2]string {
 			port = a.String()[i+1:]
 		}
 	}
-	return [][2]string{
-		{"appendonly", "no"}, {"databases", "1"}, {"maxmemory", "0"},
+	return append([][2]string{
+		{"appendonly", "no"}, {"databases", "1"},
 		{"client-output-buffer-limit", s.cfg.OutputBufferLimit.configValue()},
 		{"port", port}, {"save", ""}, {"timeout", "0"},
-	}
+	}, s.memoryConfigParams()...) // memory.go
 }
 
 func cmdConfigGet(s *Server, c *client, args [][]byte) {
@@ -241,11 +241,6 @@ func cmdConfigGet(s *Server, c *client, args [][]byte) {
 		c.out = appendBulkString(c.out, p[0])
 		c.out = appendBulkString(c.out, p[1])
 	}
-}
-
-func cmdConfigSet(s *Server, c *client, args [][]byte) {
-	c.out = appendError(c.out, "ERR Unknown option or number of arguments for CONFIG SET - '"+
-		string(cString(args[2]))+"'")
 }
 
 func cmdConfigResetStat(s *Server, c *client, _ [][]byte) {

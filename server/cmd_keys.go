@@ -113,7 +113,7 @@ func cmdSet(s *Server, c *client, args [][]byte) {
 	}
 	var old store.Value
 	var found, written bool
-	s.store.Update(args[1], nowMs, func(o store.Value, exists bool) (store.Value, store.Action) {
+	err := s.store.Update(args[1], nowMs, func(o store.Value, exists bool) (store.Value, store.Action) {
 		old, found = o, exists
 		if (flags&setNX != 0 && exists) || (flags&setXX != 0 && !exists) {
 			return store.Value{}, store.Keep
@@ -129,6 +129,8 @@ func cmdSet(s *Server, c *client, args [][]byte) {
 		return nv, store.Put
 	})
 	switch {
+	case err != nil: // store.ErrOOM: the only error, and nothing written
+		c.out = appendError(c.out, errOOM)
 	case flags&setGet != 0 && found:
 		c.out = appendBulk(c.out, old.AppendText(nil))
 	case flags&setGet != 0 || !written:

@@ -76,13 +76,18 @@ func cmdThrottle(s *Server, c *client, args [][]byte) {
 		return
 	}
 	r, err := s.store.Throttle(args[1], lim, v[3], s.now())
-	switch {
-	case errors.Is(err, store.ErrInvalidValue):
-		c.out = appendError(c.out, cellBadStored)
-		return
-	case errors.Is(err, store.ErrSetExpire):
-		c.out = appendError(c.out, cellExpire)
-		return
+	if err != nil {
+		switch {
+		case errors.Is(err, store.ErrInvalidValue):
+			c.out = appendError(c.out, cellBadStored)
+			return
+		case errors.Is(err, store.ErrSetExpire):
+			c.out = appendError(c.out, cellExpire)
+			return
+		case errors.Is(err, store.ErrOOM):
+			c.out = appendError(c.out, errOOM) // memory.go
+			return
+		}
 	}
 	if r.Limited {
 		s.stats.denied.Add(1)

@@ -133,6 +133,9 @@ func (s *Server) resetStats(c *client) {
 	s.stats.connections.Store(0)
 	s.stats.allowed.Store(0)
 	s.stats.denied.Store(0)
+	s.stats.obufDisconnects.Store(0)
+	s.store.ResetExpiredKeys()
+	s.store.ResetEvictedKeys()
 	c.pending = 0
 	s.mu.Lock()
 	s.closedCommands = 0

@@ -164,7 +164,9 @@ func bytesToHuman(n uint64) string {
 func (s *Server) infoMemory(time.Time) []string {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	used := ms.HeapAlloc
+	// The keyspace's accounted memory, which the bound applies to
+	// (store/memory.go); the Go heap is go_heap_alloc.
+	used := uint64(s.store.UsedMemory())
 	rss := residentBytes()
 	if rss == 0 {
 		rss = ms.Sys - ms.HeapReleased
@@ -175,7 +177,7 @@ func (s *Server) infoMemory(time.Time) []string {
 	if used > 0 {
 		frag = float64(rss) / float64(used)
 	}
-	return []string{
+	return append([]string{
 		"used_memory:" + strconv.FormatUint(used, 10),
 		"used_memory_human:" + bytesToHuman(used),
 		"used_memory_rss:" + strconv.FormatUint(rss, 10),
@@ -196,14 +198,13 @@ func (s *Server) infoMemory(time.Time) []string {
 		"used_memory_scripts:" + itoa(sm.ScriptBytes),
 		"used_memory_scripts_human:" + bytesToHuman(uint64(sm.ScriptBytes)),
 		"total_system_memory:" + strconv.FormatUint(systemMemory(), 10),
-		"maxmemory:0",
-		"maxmemory_human:0B",
-		"maxmemory_policy:noeviction",
-		"mem_fragmentation_ratio:" + strconv.FormatFloat(frag, 'f', 2, 64),
+	}, append(s.infoMemoryBound(), // memory.go
+		"mem_fragmentation_ratio:"+strconv.FormatFloat(frag, 'f', 2, 64),
 		"mem_allocator:go",
-		"go_heap_sys:" + strconv.FormatUint(ms.HeapSys, 10),
-		"go_gc_cycles:" + strconv.FormatUint(uint64(ms.NumGC), 10),
-	}
+		"go_heap_alloc:"+strconv.FormatUint(ms.HeapAlloc, 10),
+		"go_heap_sys:"+strconv.FormatUint(ms.HeapSys, 10),
+		"go_gc_cycles:"+strconv.FormatUint(uint64(ms.NumGC), 10),
+	)...)
 }
 
 // infoPersistence is loading first (ioredis waits while it is not 0), then
@@ -268,7 +269,7 @@ func (s *Server) infoStats(now time.Time) []string {
 		"sync_partial_ok:0",
 		"sync_partial_err:0",
 		"expired_keys:" + itoa(s.store.ExpiredKeys()),
-		"evicted_keys:0",
+		"evicted_keys:" + itoa(s.store.EvictedKeys()),
 		"keyspace_hits:" + itoa(hits),
 		"keyspace_misses:" + itoa(misses),
 		"pubsub_channels:0",

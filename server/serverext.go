@@ -148,6 +148,11 @@ type Stats struct {
 	OutputBufferLimitDisconnections int64
 	Keys                            int  // keys in the store (DBSIZE)
 	Loading                         bool // a restore is in progress
+	// The memory bound (store/memory.go): used_memory, maxmemory (0 =
+	// none), maxmemory-policy, evicted_keys.
+	UsedMemory, MaxMemory int64
+	MaxMemoryPolicy       string
+	EvictedKeys           int64
 	// Errors counts error replies by code, as Redis's errorstats do (the
 	// reply's first word, "Cell" for CL.THROTTLE's "Cell error: ...";
 	// "OTHER" also holds codes past errorstats.go's maxErrorCodes).
@@ -257,6 +262,10 @@ func (s *Server) Stats() Stats {
 		OutputBufferLimitDisconnections: s.stats.obufDisconnects.Load(),
 		Keys:                            s.store.Len(),
 		Loading:                         s.loading(),
+		UsedMemory:                      s.store.UsedMemory(),
+		MaxMemory:                       s.store.MaxMemory(),
+		MaxMemoryPolicy:                 s.store.Policy().String(),
+		EvictedKeys:                     s.store.EvictedKeys(),
 		Errors:                          make(map[string]int64, len(errorKinds)),
 		Commands:                        s.commandStats(),
 	}

@@ -71,7 +71,14 @@ func (sh *shard) findLocked(key []byte, h uint64) (slot uint32, pos int, ok bool
 // findLocked (or anywhere after a resize). Requires sh.mu.
 func (sh *shard) indexAddLocked(h uint64, slot uint32, pos int) {
 	if (sh.used+sh.tombs+1)*4 > len(sh.table)*3 {
-		sh.rehashLocked(max(minTable, nextPow2((sh.used+1)*2)))
+		size := max(minTable, nextPow2((sh.used+1)*2))
+		if (sh.used+1)*8 <= len(sh.table)*5 {
+			// Mostly tombstones (deletions, evictions at a memory
+			// bound): rebuilding at the same size clears them without
+			// doubling a table that is not fuller than 5/8.
+			size = len(sh.table)
+		}
+		sh.rehashLocked(size)
 		pos = -1
 	}
 	if pos < 0 || sh.table[pos] != emptyWord && sh.table[pos] != tombWord {
@@ -135,6 +142,12 @@ func (sh *shard) compactArenaLocked() {
 	if sh.garbage < 4096 || sh.garbage*2 < len(sh.arena) {
 		return
 	}
+	sh.rewriteArenaLocked()
+}
+
+// rewriteArenaLocked rewrites the arena with only live keys (and an eighth
+// of slack). Requires sh.mu. O(live key bytes).
+func (sh *shard) rewriteArenaLocked() {
 	arena := make([]byte, 0, len(sh.arena)-sh.garbage+len(sh.arena)/8)
 	for i := range sh.slab {
 		e := &sh.slab[i]

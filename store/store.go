@@ -98,13 +98,24 @@ type shard struct {
 	track    bool         // dirty and deleted are kept (set once by New)
 	expired  int64        // keys removed because their TTL passed (stats.go)
 	seed     maphash.Seed // the store's seed, for rehashing
-	_        [64]byte     // keep neighbouring shards' locks off one cache line
+	// Memory accounting (memory.go): mem is this shard's keys' charge,
+	// memPending the part not yet added to *memUsed (Store.used), which
+	// happens once it passes memBatch either way.
+	mem, memPending, memBatch int64
+	memUsed                   *atomic.Int64
+	_                         [64]byte // keep neighbouring shards' locks off one cache line
 }
 
 // Options configures a Store. The zero value is a memory-only store.
 type Options struct {
 	// TrackDirty makes every change record its key for Drain (persistence).
 	TrackDirty bool
+	// MaxMemory bounds UsedMemory, in bytes; 0 (the default) is no bound.
+	// See SetMaxMemory.
+	MaxMemory int64
+	// Policy is what happens at the bound (evict.go); the default is
+	// NoEviction.
+	Policy Policy
 }
 
 // Store is the keyspace. Create it with New; the zero value is not usable.
@@ -112,7 +123,8 @@ type Store struct {
 	seed       maphash.Seed
 	track      bool
 	sweepShard atomic.Uint32 // shard where the next SweepStep starts
-	shards     [nShards]shard
+	memoryState
+	shards [nShards]shard
 }
 
 // New returns an empty store.
@@ -121,8 +133,11 @@ func New(opts Options) *Store {
 	for i := range s.shards {
 		s.shards[i].track = opts.TrackDirty
 		s.shards[i].seed = s.seed
+		s.shards[i].memUsed = &s.used
 		s.shards[i].reset()
 	}
+	s.SetMaxMemory(opts.MaxMemory)
+	s.SetPolicy(opts.Policy)
 	return s
 }
 
@@ -132,6 +147,7 @@ func (sh *shard) reset() {
 	sh.slab, sh.free = nil, nil
 	sh.raw = make(map[uint32]string)
 	sh.sweep, sh.peak = 0, 0
+	sh.resetMemLocked()
 	sh.publishLocked()
 }
 
@@ -234,8 +250,10 @@ func (sh *shard) lookupLocked(key []byte, h uint64, nowMs int64) (uint32, bool) 
 func (sh *shard) removeLocked(slot uint32, pos int) {
 	e := &sh.slab[slot]
 	if e.flags&flagRaw != 0 {
+		sh.addMemLocked(-rawCost(len(sh.raw[slot])))
 		delete(sh.raw, slot)
 	}
+	sh.addMemLocked(-keyCost(e.klen))
 	if sh.track {
 		sh.noteDeletedLocked(sh.keyOf(e))
 	}
@@ -255,7 +273,9 @@ func (sh *shard) removeLocked(slot uint32, pos int) {
 // slices while the shard goes on appending. Requires sh.mu.
 func (sh *shard) noteDeletedLocked(key []byte) {
 	if cap(sh.delBlock)-len(sh.delBlock) < len(key) {
+		old := cap(sh.delBlock)
 		sh.delBlock = make([]byte, 0, max(4096, len(key)))
+		sh.addMemLocked(int64(cap(sh.delBlock) - old)) // memory.go: a shard's fixed cost
 	}
 	start := len(sh.delBlock)
 	sh.delBlock = append(sh.delBlock, key...)
@@ -274,11 +294,19 @@ func (sh *shard) deleteSlotLocked(slot uint32) {
 }
 
 // writeLocked stores a value in a used slot, bumping its version and marking
-// it dirty. Requires sh.mu.
+// it dirty. flags carries the LRU clock (lruFlags) besides the value's
+// flags. Requires sh.mu.
 func (sh *shard) writeLocked(slot uint32, tat uint64, exp int64, flags uint32, raw string) {
 	e := &sh.slab[slot]
-	if e.flags&flagRaw != 0 && raw == "" {
-		delete(sh.raw, slot)
+	if e.flags&flagRaw != 0 {
+		if raw == "" {
+			sh.addMemLocked(-rawCost(len(sh.raw[slot])))
+			delete(sh.raw, slot)
+		} else {
+			sh.addMemLocked(rawCost(len(raw)) - rawCost(len(sh.raw[slot])))
+		}
+	} else if raw != "" {
+		sh.addMemLocked(rawCost(len(raw)))
 	}
 	if raw != "" {
 		flags |= flagRaw
@@ -301,12 +329,17 @@ func (sh *shard) insertLocked(key []byte, h uint64, pos int) uint32 {
 		slot = sh.free[n-1]
 		sh.free = sh.free[:n-1]
 	} else {
-		before := cap(sh.slab)
-		sh.slab = append(sh.slab, entry{})
-		slot = uint32(len(sh.slab) - 1)
-		if cap(sh.slab) != before { // reallocated
+		if len(sh.slab) == cap(sh.slab) {
+			// Grow by a quarter (append would double below 256
+			// entries): a slab's slack is then the same ~12% of an
+			// entry at every size, which keyCost charges for.
+			slab := make([]entry, len(sh.slab), cap(sh.slab)+max(16, cap(sh.slab)/4))
+			copy(slab, sh.slab)
+			sh.slab = slab
 			sh.publishLocked()
 		}
+		sh.slab = append(sh.slab, entry{})
+		slot = uint32(len(sh.slab) - 1)
 	}
 	e := &sh.slab[slot]
 	*e = entry{klen: uint32(len(key)), flags: flagUsed}
@@ -317,6 +350,7 @@ func (sh *shard) insertLocked(key []byte, h uint64, pos int) uint32 {
 		sh.arena = append(sh.arena, key...)
 	}
 	sh.indexAddLocked(h, slot, pos)
+	sh.addMemLocked(keyCost(uint32(len(key))))
 	if sh.used > sh.peak {
 		sh.peak = sh.used
 	}
@@ -334,16 +368,23 @@ func (sh *shard) putLocked(key []byte, h uint64, tat uint64, exp int64, flags ui
 
 // Throttle runs one CL.THROTTLE decision for key at nowNs under the key's
 // shard lock and stores the result when allowed. It returns the decision and
-// one of ErrInvalidValue (nothing written) or ErrSetExpire (written, no TTL).
+// one of ErrInvalidValue (nothing written), ErrSetExpire (written, no TTL)
+// or ErrOOM (the call would create the key, used memory is over the bound
+// and no room could be made: nothing written, no decision).
 //
 // Hot path: one hash, one index probe, a slab write; no allocation when the
-// key already exists (a new key may grow the slab, arena or index).
+// key already exists (a new key may grow the slab, arena or index, and,
+// over the memory bound, evicts first: see roomFor).
 func (s *Store) Throttle(key []byte, lim gcra.Limit, q int64, nowNs int64) (gcra.Result, error) {
 	nowMs := nowNs / 1e6
 	h := s.hashKey(key)
 	sh := s.shardFor(h)
 	sh.mu.Lock()
 	slot, ok := sh.lookupLocked(key, h, nowMs)
+	var oom error
+	if !ok && s.overLimit() {
+		slot, ok, oom = s.roomFor(sh, key, h, nowMs)
+	}
 	var tat uint64
 	if ok {
 		e := &sh.slab[slot]
@@ -358,20 +399,24 @@ func (s *Store) Throttle(key []byte, lim gcra.Limit, q int64, nowNs int64) (gcra
 		sh.mu.Unlock()
 		return r, nil
 	}
+	if oom != nil && r.TTLms != 0 { // would create the key
+		sh.mu.Unlock()
+		return gcra.Result{}, oom
+	}
 	var err error
 	switch ms := r.TTLms; {
 	case ms > 0:
 		if ok {
-			sh.writeLocked(slot, r.NewTAT, nowMs+ms, 0, "")
+			sh.writeLocked(slot, r.NewTAT, nowMs+ms, lruFlags(nowMs), "")
 		} else {
-			sh.putLocked(key, h, r.NewTAT, nowMs+ms, 0, "")
+			sh.putLocked(key, h, r.NewTAT, nowMs+ms, lruFlags(nowMs), "")
 		}
 	case ms == 0: // written with a 0 ms TTL: gone at once
 		if ok {
 			sh.deleteSlotLocked(slot)
 		}
 	default: // −1: no TTL; below −1: no TTL and an error
-		sh.putLocked(key, h, r.NewTAT, 0, 0, "")
+		sh.putLocked(key, h, r.NewTAT, 0, lruFlags(nowMs), "")
 		if ms < -1 {
 			err = ErrSetExpire
 		}
@@ -390,6 +435,7 @@ func (s *Store) Get(key []byte, nowMs int64) (Value, bool) {
 	if !ok {
 		return Value{}, false
 	}
+	sh.touchLocked(slot, nowMs)
 	return sh.valueLocked(slot), true
 }
 
@@ -419,14 +465,21 @@ const (
 
 // Update runs fn on key's live value under the shard lock and applies its
 // decision; it is the building block of SET, EXPIRE, PERSIST and friends. fn
-// must not call back into the Store. A Put whose ExpireAtMs is not after
-// nowMs deletes the key instead, as Redis does for a past expiry.
-func (s *Store) Update(key []byte, nowMs int64, fn func(old Value, exists bool) (Value, Action)) {
+// is called once and must not call back into the Store. A Put whose
+// ExpireAtMs is not after nowMs deletes the key instead, as Redis does for
+// a past expiry. A Put that would create the key while used memory is over
+// the bound and no room could be made is not applied: Update returns
+// ErrOOM (fn has run; its decision is dropped). Any other call returns nil.
+func (s *Store) Update(key []byte, nowMs int64, fn func(old Value, exists bool) (Value, Action)) error {
 	h := s.hashKey(key)
 	sh := s.shardFor(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	slot, ok := sh.lookupLocked(key, h, nowMs)
+	var oom error
+	if !ok && s.overLimit() {
+		slot, ok, oom = s.roomFor(sh, key, h, nowMs)
+	}
 	var old Value
 	if ok {
 		old = sh.valueLocked(slot)
@@ -437,9 +490,12 @@ func (s *Store) Update(key []byte, nowMs int64, fn func(old Value, exists bool) 
 	}
 	switch act {
 	case Put:
-		var flags uint32
+		if !ok && oom != nil {
+			return oom
+		}
+		flags := lruFlags(nowMs)
 		if nv.Invalid {
-			flags = flagInvalid
+			flags |= flagInvalid
 		}
 		sh.putLocked(key, h, nv.TAT, nv.ExpireAtMs, flags, nv.Raw)
 	case Delete:
@@ -447,6 +503,21 @@ func (s *Store) Update(key []byte, nowMs int64, fn func(old Value, exists bool) 
 			sh.deleteSlotLocked(slot)
 		}
 	}
+	return nil
+}
+
+// roomFor is the slow path of a command that may create key while used
+// memory is over the bound: it releases sh.mu, makes room by the policy
+// (makeRoom), retakes sh.mu and looks key up again (another command may
+// have created it meanwhile). err is ErrOOM when no room could be made;
+// the caller may then still write key if it exists now, but must not
+// create it. Requires sh.mu (released and retaken inside).
+func (s *Store) roomFor(sh *shard, key []byte, h uint64, nowMs int64) (slot uint32, ok bool, err error) {
+	sh.mu.Unlock()
+	err = s.makeRoom(nowMs)
+	sh.mu.Lock()
+	slot, ok = sh.lookupLocked(key, h, nowMs)
+	return slot, ok, err
 }
 
 // Delete removes key and reports whether it was live.

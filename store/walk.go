@@ -88,9 +88,17 @@ func (s *Store) EachKey(nowMs int64, fn func(key []byte) bool) {
 // returns the number of keys deleted. Each lock hold is one batch of 64
 // slots, so the server never pauses for a sweep. Safe to call concurrently,
 // though one sweeper is the intended use.
+//
+// When used memory is over the bound (evict.go), the step evicts by the
+// policy first, within the same budget, in chunks that each hold the
+// evictor for a few dozen evictions at most; evicted keys are not counted
+// in the result.
 func (s *Store) SweepStep(nowMs int64, budget time.Duration) int {
 	const batch = 64
 	deadline := time.Now().Add(budget)
+	if s.overLimit() {
+		s.evictUntil(nowMs, deadline)
+	}
 	deleted := 0
 	start := int(s.sweepShard.Load())
 	for n := 0; n < nShards; n++ {

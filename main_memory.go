@@ -1,0 +1,71 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"time"
+
+	"github.com/celld/celld/config"
+	"github.com/celld/celld/store"
+)
+
+// errOverBound: the restored data does not fit --maxmemory under
+// noeviction, so celld will not start (exit 2).
+var errOverBound = errors.New("restored data is over --maxmemory")
+
+// applyMemory sets the bound on the store after the restore. When the
+// restored keys are over it, they are evicted by the policy before
+// anything is served (the deletions reach the disk with the next flush);
+// under noeviction celld refuses to start instead, unless the excess is
+// within what a running server may overshoot by (the accounting's lag, a
+// 64th of the bound at most, plus a few keys), so that a server stopped at
+// its bound always starts again.
+func applyMemory(cfg *config.Config, st *store.Store, log *slog.Logger) error {
+	policy, err := store.ParsePolicy(cfg.MaxMemoryPolicy)
+	if err != nil { // config's enum holds store's names; a mismatch is a bug
+		return fmt.Errorf("--maxmemory-policy %q: %w", cfg.MaxMemoryPolicy, err)
+	}
+	st.SetPolicy(policy)
+	st.SetMaxMemory(cfg.MaxMemory)
+	if cfg.MaxMemory == 0 {
+		return nil
+	}
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
+		// A soft limit for the Go heap at the RSS a bounded server is
+		// sized for (docs/memory.md: 1.5 x maxmemory + 40 MB, less ~10 MB
+		// of runtime and binary): the collector works harder as the heap
+		// nears it instead of letting garbage (persistence's buffers under
+		// a key spray) grow the RSS past it. It sits above the live heap
+		// (the keys, ~1.2 x maxmemory at most, plus pebble's memtables and
+		// cache), so it does not make the collector run constantly. An
+		// explicit GOMEMLIMIT wins; CONFIG SET maxmemory does not move it.
+		debug.SetMemoryLimit(cfg.MaxMemory*3/2 + 30<<20)
+	}
+	used := st.UsedMemory()
+	log.Info("memory bound", "maxmemory", cfg.MaxMemory, "policy", policy.String(), "used_memory", used, "keys", st.Len())
+	if used <= cfg.MaxMemory {
+		return nil
+	}
+	if policy == store.NoEviction {
+		if used <= cfg.MaxMemory+cfg.MaxMemory/64+64<<10 {
+			log.Warn("restored data is slightly over --maxmemory (within a running server's overshoot): new keys are refused until keys expire or are deleted",
+				"used_memory", used, "maxmemory", cfg.MaxMemory)
+			return nil
+		}
+		return fmt.Errorf("%w: the %d restored keys take %d bytes (used_memory), over --maxmemory %d with --maxmemory-policy noeviction; raise --maxmemory, or choose an eviction policy (volatile-ttl for limiters) to evict the excess at start-up",
+			errOverBound, st.Len(), used, cfg.MaxMemory)
+	}
+	t0 := time.Now()
+	n, err := st.EvictToLimit(time.Now().UnixMilli())
+	if err != nil {
+		log.Warn("restored data is over --maxmemory and the policy finds nothing more to evict (keys without a TTL under a volatile policy): new keys are refused until keys expire or are deleted",
+			"evicted", n, "used_memory", st.UsedMemory(), "maxmemory", cfg.MaxMemory, "policy", policy.String())
+		return nil
+	}
+	log.Warn("restored data was over --maxmemory: evicted by the policy at start-up",
+		"evicted", n, "policy", policy.String(), "used_memory", st.UsedMemory(), "maxmemory", cfg.MaxMemory, "duration", time.Since(t0).String())
+	return nil
+}

@@ -1,0 +1,317 @@
+package store
+
+import (
+	"errors"
+	"hash/maphash"
+	"sync"
+	"time"
+)
+
+// Eviction: approximate, as Redis's evict.c is, so that it costs O(1) per
+// command and nothing at all on the CL.THROTTLE path of a live key.
+//
+// A command that would create a key while used memory is over the bound
+// first makes room (makeRoom): under NoEviction that is ErrOOM at once;
+// otherwise it evicts one key at a time until used memory is back under
+// the bound, at most evictBudget attempts per command (bounded work: the
+// event loop that runs the command keeps answering within microseconds).
+// Each attempt samples a random shard: evictSamples eligible keys on a walk
+// of at most maxWalk consecutive slots from a random one (Redis's
+// dictGetSomeKeys walks consecutive buckets the same way), deleting any
+// expired key it meets on the way (that frees memory too). The random
+// policies evict the first eligible key the walk meets. The LRU and TTL
+// policies offer the sampled keys to a pool of the poolSize best
+// candidates kept across attempts (Redis's eviction pool): the key nearest
+// its expiry (VolatileTTL) or idle longest (the LRU policies) among all
+// recent samples, not just this one, is evicted. A candidate is checked
+// before it goes: if its key was written, touched or deleted since it was
+// sampled, it is dropped and the next one is tried.
+//
+// Why sampling is enough for limiters (VolatileTTL): a long-lived key is
+// evicted only when none of the pool's 16 candidates, drawn from the last
+// several samples of 8 keys each, is nearer its expiry. Under a spray of
+// short-lived keys, with a fraction f of the keys long-lived, the chance
+// that a whole sample holds no short-lived key is f^8 (1e-16 for f = 1%),
+// and the pool also keeps the short-lived candidates of earlier samples;
+// TestEvictVolatileTTLSparesLongLived sprays 400k short-lived keys over
+// 5,000 long-lived ones at a bound and checks that not one long-lived key
+// goes. What sampling does not give is an exact order: the key evicted is
+// among the nearest to expiry, not always the nearest (ordering test:
+// TestEvictVolatileTTLOrder).
+//
+// The background sweep (SweepStep) evicts too when used memory is over the
+// bound (after CONFIG SET lowered it, or at start-up), in chunks of
+// evictBudget, so that inserts waiting for the evictor's lock wait for one
+// chunk at most.
+//
+// Locks: the evictor's mutex, then one shard lock at a time; nothing takes
+// the evictor's mutex while holding a shard lock.
+
+// ErrOOM is returned by a command that would create a key while used
+// memory is over the bound and no room could be made (NoEviction, or no
+// key the policy may evict). Nothing was written.
+var ErrOOM = errors.New("store: command not allowed when used memory > 'maxmemory'")
+
+const (
+	poolSize     = 16 // candidates the LRU and TTL policies keep (Redis's EVPOOL_SIZE)
+	evictSamples = 8  // eligible keys one attempt samples (Redis's maxmemory-samples is 5)
+	maxWalk      = 64 // slots one attempt walks, at most, to find them
+	evictBudget  = 32 // attempts one command (or one background chunk) makes
+)
+
+// The LRU clock: seconds, 24 bits (194 days before it wraps, as Redis's),
+// kept in the top bits of entry.flags and refreshed by every write and
+// every read of the key.
+const (
+	lruShift = 8
+	lruMask  = 1<<24 - 1
+)
+
+// lruFlags is the clock at nowMs, placed where entry.flags keeps it.
+func lruFlags(nowMs int64) uint32 { return uint32(nowMs/1000) & lruMask << lruShift }
+
+func (e *entry) lru() uint32 { return e.flags >> lruShift }
+
+// touchLocked records a read of slot at nowMs for the LRU policies.
+// Requires sh.mu.
+func (sh *shard) touchLocked(slot uint32, nowMs int64) {
+	e := &sh.slab[slot]
+	e.flags = e.flags&(1<<lruShift-1) | lruFlags(nowMs)
+}
+
+// candidate is a sampled key in the eviction pool: where it was and what
+// it looked like, so that a changed key is not evicted on stale grounds.
+type candidate struct {
+	score int64 // lower is evicted first: the expiry, or minus the idle time
+	slot  uint32
+	ver   uint32 // entry.ver when sampled: any write since changes it
+	lru   uint32 // entry.lru() when sampled: any read since changes it
+	shard uint16
+}
+
+// evictor is the eviction state. Fields are guarded by mu.
+type evictor struct {
+	mu     sync.Mutex
+	rng    uint64
+	pool   [poolSize]candidate // pool[:n], best (lowest score) first
+	n      int
+	policy Policy // the policy the pool was filled for
+}
+
+// next is splitmix64. Requires ev.mu.
+func (ev *evictor) next() uint64 {
+	if ev.rng == 0 {
+		ev.rng = maphash.Comparable(maphash.MakeSeed(), 0) | 1
+	}
+	ev.rng += 0x9e3779b97f4a7c15
+	z := ev.rng
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
+
+// offer adds c to the pool if it is better than the worst there (or there
+// is room), keeping the pool sorted. Requires ev.mu.
+func (ev *evictor) offer(c candidate) {
+	for i := range ev.n {
+		if p := &ev.pool[i]; p.shard == c.shard && p.slot == c.slot {
+			if p.ver == c.ver && p.lru == c.lru {
+				return // already there, unchanged
+			}
+			ev.removeAt(i) // changed since: re-rank it
+			break
+		}
+	}
+	if ev.n == poolSize {
+		if c.score >= ev.pool[poolSize-1].score {
+			return
+		}
+		ev.n--
+	}
+	i := ev.n
+	for i > 0 && ev.pool[i-1].score > c.score {
+		ev.pool[i] = ev.pool[i-1]
+		i--
+	}
+	ev.pool[i] = c
+	ev.n++
+}
+
+func (ev *evictor) removeAt(i int) {
+	copy(ev.pool[i:ev.n], ev.pool[i+1:ev.n])
+	ev.n--
+}
+
+// makeRoom evicts by the policy until used memory is under the bound or
+// evictBudget attempts were made. It returns ErrOOM under NoEviction, and
+// when nothing could be freed while over the bound. The caller holds no
+// lock. Cost: a few µs per key evicted.
+func (s *Store) makeRoom(nowMs int64) error {
+	pol := s.Policy()
+	if pol == NoEviction {
+		return ErrOOM
+	}
+	ev := &s.ev
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	freed := false
+	for range evictBudget {
+		if !s.overLimit() {
+			return nil
+		}
+		got, empty := s.evictOneLocked(pol, nowMs)
+		freed = freed || got
+		if empty {
+			break
+		}
+	}
+	if !freed && s.overLimit() {
+		return ErrOOM
+	}
+	return nil
+}
+
+// evictOneLocked makes one attempt to free a key (evicting one, or
+// deleting expired ones met while sampling) and reports whether it freed
+// any, and whether the store has no key left at all. Requires ev.mu.
+func (s *Store) evictOneLocked(pol Policy, nowMs int64) (freed, empty bool) {
+	ev := &s.ev
+	if pol == VolatileRandom || pol == AllKeysRandom {
+		evicted := false
+		expired, empty := s.sampleLocked(pol, nowMs, func(sh *shard, _ int, slot uint32) bool {
+			s.evictSlotLocked(sh, slot)
+			evicted = true
+			return false
+		})
+		return evicted || expired > 0, empty
+	}
+	if ev.policy != pol {
+		ev.n, ev.policy = 0, pol
+	}
+	clock := uint32(nowMs/1000) & lruMask
+	taken := 0
+	expired, empty := s.sampleLocked(pol, nowMs, func(sh *shard, si int, slot uint32) bool {
+		e := &sh.slab[slot]
+		score := e.exp
+		if pol != VolatileTTL {
+			score = -int64((clock - e.lru()) & lruMask)
+		}
+		ev.offer(candidate{score: score, slot: slot, ver: e.ver, lru: e.lru(), shard: uint16(si)})
+		taken++
+		return taken < evictSamples
+	})
+	if expired > 0 {
+		return true, false
+	}
+	for ev.n > 0 {
+		c := ev.pool[0]
+		ev.removeAt(0)
+		sh := &s.shards[c.shard]
+		sh.mu.Lock()
+		if int(c.slot) < len(sh.slab) {
+			if e := &sh.slab[c.slot]; e.flags&flagUsed != 0 && e.ver == c.ver && e.lru() == c.lru && e.alive(nowMs) {
+				s.evictSlotLocked(sh, c.slot)
+				sh.mu.Unlock()
+				return true, false
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return false, empty
+}
+
+// sampleLocked walks up to maxWalk slots of a random non-empty shard from
+// a random slot, deleting the expired keys it meets, and calls take with
+// each live key the policy may evict until take returns false. take runs
+// under the shard's lock and may delete the key it is given. It returns
+// how many expired keys it deleted, or that every shard is empty.
+// Requires ev.mu (the generator).
+func (s *Store) sampleLocked(pol Policy, nowMs int64, take func(sh *shard, si int, slot uint32) bool) (expired int, empty bool) {
+	r := s.ev.next()
+	for tries := 0; tries < nShards; tries++ {
+		si := int((r + uint64(tries)) % nShards)
+		sh := &s.shards[si]
+		sh.mu.Lock()
+		size := len(sh.slab)
+		if sh.used == 0 || size == 0 {
+			sh.mu.Unlock()
+			continue
+		}
+		slot := uint32((r >> 8) % uint64(size))
+		for range min(maxWalk, size) {
+			e := &sh.slab[slot]
+			cur := slot
+			if slot++; int(slot) == size {
+				slot = 0
+			}
+			switch {
+			case e.flags&flagUsed == 0:
+				continue
+			case !e.alive(nowMs):
+				sh.deleteSlotLocked(cur)
+				expired++
+				continue
+			case pol.volatile() && e.exp == 0:
+				continue
+			}
+			if !take(sh, si, cur) {
+				break
+			}
+		}
+		if expired > 0 {
+			sh.publishMemLocked()
+		}
+		sh.mu.Unlock()
+		return expired, false
+	}
+	return 0, true
+}
+
+// evictSlotLocked evicts the key in slot: deleted like DEL (so the next
+// flush deletes it from disk, and WATCH sees it change), counted, its
+// memory credited at once. Requires sh.mu.
+func (s *Store) evictSlotLocked(sh *shard, slot uint32) {
+	sh.deleteSlotLocked(slot)
+	s.evicted.Add(1)
+	if sh.garbage >= 4096 && sh.garbage*4 >= len(sh.arena) {
+		// At the bound every insert follows an eviction, so garbage would
+		// otherwise grow to half the arena before the sweep's compaction
+		// (compactArenaLocked): a quarter keeps a long key's real cost
+		// near its charge, for three bytes copied per byte freed.
+		sh.rewriteArenaLocked()
+	}
+	sh.publishMemLocked()
+}
+
+// evictUntil evicts, a chunk of evictBudget attempts at a time, until used
+// memory is under the bound, nothing more can be freed, or the deadline
+// passes (checked between chunks). It returns the keys evicted and whether
+// used memory is under the bound. NoEviction evicts nothing.
+func (s *Store) evictUntil(nowMs int64, deadline time.Time) (int64, bool) {
+	before := s.evicted.Load()
+	for s.overLimit() {
+		if s.makeRoom(nowMs) != nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	return s.evicted.Load() - before, !s.overLimit()
+}
+
+// EvictToLimit evicts by the policy until used memory is under the bound,
+// however long that takes (start-up, after a restore: nothing is served
+// yet). It returns the number of keys evicted, and ErrOOM when used memory
+// is still over the bound (NoEviction, or not enough keys the policy may
+// evict). Deletions reach the disk with the next flush.
+func (s *Store) EvictToLimit(nowMs int64) (int64, error) {
+	var total int64
+	for {
+		n, ok := s.evictUntil(nowMs, time.Now().Add(time.Hour))
+		total += n
+		if ok {
+			return total, nil
+		}
+		if n == 0 {
+			return total, ErrOOM
+		}
+	}
+}

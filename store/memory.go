@@ -1,0 +1,183 @@
+package store
+
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+// Memory accounting. Every key is charged, when it is inserted, what it
+// costs the heap on average (keyCost), and credited the same when it goes;
+// a value kept as text (flagRaw) is charged its map entry and bytes on top
+// (rawCost). Nothing is charged or credited when an existing key is
+// rewritten with a plain TAT, so CL.THROTTLE on a live key pays nothing for
+// the accounting.
+//
+// Why an average and not the slab's and index's capacities: capacities
+// only grow (a freed slot is reused by the next insert, not returned), so a
+// bound on them could never be brought back under by evicting. Charging
+// each key its share of those capacities makes used memory fall with
+// every eviction while tracking the heap the keys really hold: at the
+// bound, a freed slot, index word and arena bytes are taken again by the
+// key that needed the room (TestUsedMemoryTracksHeap measures the fit).
+//
+// The figures, for the layout described on package store:
+//
+//	slab entry            48 B, slab capacity up to 1.25x its length     ~54 B
+//	index word            8 B at 38-75% load (rehash doubles it)         ~16 B
+//	dirty + spare lists   4 B each per key written in a window (persistence)
+//	arena (keys > 16 B)   the bytes, plus growth and garbage slack       +1/2
+//
+// What is not charged: the deletions queued for the next flush (a few MB
+// at most between two flushes, like Redis's AOF buffer, which its
+// maxmemory does not count either), connections' buffers, and the Go
+// runtime's own overhead; see docs/memory.md for the process's RSS.
+
+// entryCost is the heap a key costs before its name's bytes (see above):
+// calibrated by TestUsedMemoryTracksHeap.
+const entryCost = 80
+
+// keyCost is what a key whose name is klen bytes long is charged.
+func keyCost(klen uint32) int64 {
+	if klen <= inlineKey {
+		return entryCost
+	}
+	return entryCost + int64(klen) + int64(klen)/2
+}
+
+// rawCost is what a value kept as text of n bytes adds to its key: a map
+// entry (key, string header, the map's slack) and the bytes, rounded up to
+// the allocator's 8-byte size classes.
+func rawCost(n int) int64 { return 48 + int64((n+7)&^7) }
+
+// memBatch is how far a shard's charges may run ahead of (or behind)
+// Store.used before they are added to it: the shared counter is written
+// once per ~13 inserts of short keys rather than on every one, and is off
+// by at most nShards*memBatch (256 KiB) from the exact sum. Under a bound
+// smaller than 64*nShards*memBatch (16 MiB) a shard's batch is a 64*256th
+// of the bound instead (shard.memBatch), so that the lag stays under 1/64
+// of it.
+const memBatch = 1 << 10
+
+// batchFor is a shard's batch under the bound max (0: none).
+func batchFor(max int64) int64 {
+	if max <= 0 {
+		return memBatch
+	}
+	return min(memBatch, max/(64*nShards))
+}
+
+// baseMemory is the store's fixed cost, counted in UsedMemory so that an
+// empty store reports a non-zero figure, as Redis does. (Each shard's
+// block of deleted keys' bytes, noteDeletedLocked, is charged to the shard
+// while it is the current one.)
+const baseMemory = int64(unsafe.Sizeof(Store{}))
+
+// addMemLocked charges d bytes (negative: credits) to the shard. Requires
+// sh.mu.
+func (sh *shard) addMemLocked(d int64) {
+	sh.mem += d
+	sh.memPending += d
+	if sh.memPending > sh.memBatch || sh.memPending < -sh.memBatch {
+		sh.memUsed.Add(sh.memPending)
+		sh.memPending = 0
+	}
+}
+
+// publishMemLocked adds the shard's pending charges to Store.used now (an
+// evictor does it so that its next over-the-bound check sees the room it
+// made). Requires sh.mu.
+func (sh *shard) publishMemLocked() {
+	if sh.memPending != 0 {
+		sh.memUsed.Add(sh.memPending)
+		sh.memPending = 0
+	}
+}
+
+// resetMemLocked forgets every key's charge (the shard is being emptied);
+// the block of deleted keys stays, and stays charged. Requires sh.mu.
+func (sh *shard) resetMemLocked() {
+	if sh.memUsed != nil {
+		sh.memUsed.Add(sh.memPending - sh.mem)
+	}
+	sh.mem, sh.memPending = 0, 0
+	if sh.memUsed != nil {
+		sh.addMemLocked(int64(cap(sh.delBlock)))
+	}
+}
+
+// UsedMemory is INFO's used_memory: the store's fixed cost plus every
+// key's charge, exactly (it takes each shard's lock in turn). This is the
+// figure the bound applies to.
+func (s *Store) UsedMemory() int64 {
+	n := baseMemory
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += sh.mem
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// usedApprox is UsedMemory without the locks: off by at most
+// nShards*memBatch. One atomic load; this is what an insert checks.
+func (s *Store) usedApprox() int64 { return baseMemory + s.used.Load() }
+
+// overLimit reports whether a bound is set and used memory is over it.
+// Two atomic loads; called only on the way to inserting a key.
+func (s *Store) overLimit() bool {
+	m := s.maxMemory.Load()
+	return m > 0 && s.usedApprox() > m
+}
+
+// SetMaxMemory sets the bound in bytes (0: none). Lowering it below the
+// memory in use makes the next inserts and the background sweep
+// (SweepStep) evict by the policy, a bounded amount at a time; under
+// NoEviction new keys are refused until keys expire or are deleted. Safe
+// for concurrent use.
+//
+// It takes every shard's lock in turn, to publish the charges they hold
+// back and set their batch (batchFor).
+func (s *Store) SetMaxMemory(n int64) {
+	n = max(n, 0)
+	batch := batchFor(n)
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		sh.memBatch = batch
+		sh.publishMemLocked()
+		sh.mu.Unlock()
+	}
+	s.maxMemory.Store(n)
+}
+
+// MaxMemory returns the bound in bytes, 0 when there is none.
+func (s *Store) MaxMemory() int64 { return s.maxMemory.Load() }
+
+// SetPolicy sets the eviction policy. Safe for concurrent use.
+func (s *Store) SetPolicy(p Policy) {
+	if p >= numPolicies {
+		p = NoEviction
+	}
+	s.policy.Store(uint32(p))
+}
+
+// Policy returns the eviction policy.
+func (s *Store) Policy() Policy { return Policy(s.policy.Load()) }
+
+// EvictedKeys is INFO's evicted_keys: keys removed to stay under the
+// bound since the store was created.
+func (s *Store) EvictedKeys() int64 { return s.evicted.Load() }
+
+// ResetEvictedKeys zeroes EvictedKeys (CONFIG RESETSTAT).
+func (s *Store) ResetEvictedKeys() { s.evicted.Store(0) }
+
+// memoryState is the Store's part for the bound; its zero value is an
+// unbounded store. Kept apart so Store's declaration stays short.
+type memoryState struct {
+	used      atomic.Int64  // sum of the shards' published charges
+	maxMemory atomic.Int64  // 0 = no bound
+	policy    atomic.Uint32 // a Policy
+	evicted   atomic.Int64
+	ev        evictor
+}
