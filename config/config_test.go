@@ -54,7 +54,7 @@ func TestDefaults(t *testing.T) {
 	want := Config{Addr: "127.0.0.1:6379", TLSPort: 0, MaxClients: 10000, MaxBulk: 512 << 10, MaxMultibulk: 1 << 20,
 		Dir: "./data", Persist: true, FlushInterval: 100 * time.Millisecond, Recover: "fail", FoldMinBytes: 32 << 20,
 		ProtectedMode: true, LogFormat: "text", LogLevel: "info", IOLoops: 1, BusyPoll: 50 * time.Microsecond,
-		ShutdownGrace: 10 * time.Second}
+		ShutdownGrace: 10 * time.Second, MaxMemoryPolicy: "noeviction"}
 	if *c != want {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", *c, want)
 	}
