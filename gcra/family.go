@@ -2,7 +2,6 @@ package gcra
 
 import (
 	"math"
-	"math/big"
 )
 
 // The GCRA family beyond CL.THROTTLE (spec/gcra-family.md): millisecond
@@ -28,12 +27,7 @@ const (
 // NewLimitMs(b, c, p*1000) == NewLimit(b, c, p) whenever p*1000 fits int64.
 // It fails only with ErrZeroRate.
 func NewLimitMs(maxBurst, count, periodMs int64) (Limit, error) {
-	ei := EmissionIntervalMs(count, periodMs)
-	if ei == 0 {
-		return Limit{}, ErrZeroRate
-	}
-	max := maxBurst + 1
-	return Limit{EI: ei, DVT: ei * max, Max: max}, nil
+	return limitOf(maxBurst, EmissionIntervalMs(count, periodMs))
 }
 
 // EmissionIntervalMs is EmissionInterval for a period in ms: the exact
@@ -41,17 +35,7 @@ func NewLimitMs(maxBurst, count, periodMs int64) (Limit, error) {
 // float64(count), truncated and saturated. 0 when count or periodMs is 0.
 // It allocates only for |periodMs| beyond MaxInt64/1e6 (math/big).
 func EmissionIntervalMs(count, periodMs int64) int64 {
-	if count == 0 || periodMs == 0 {
-		return 0
-	}
-	var p float64
-	const lim = math.MaxInt64 / 1_000_000
-	if periodMs >= -lim && periodMs <= lim {
-		p = float64(periodMs * 1e6) // exact product; one rounding here
-	} else {
-		p, _ = new(big.Int).Mul(big.NewInt(periodMs), big.NewInt(1e6)).Float64()
-	}
-	return truncSat(p / float64(count))
+	return emissionInterval(count, periodMs, 1_000_000, math.MaxInt64/1_000_000)
 }
 
 // ApplyMs is Apply with the reply's durations in milliseconds (Millis):

@@ -44,7 +44,11 @@ type Limit struct {
 // (seconds). It fails only with ErrZeroRate; every other combination,
 // negative ones included, is accepted, as redis-cell accepts it.
 func NewLimit(maxBurst, count, period int64) (Limit, error) {
-	ei := EmissionInterval(count, period)
+	return limitOf(maxBurst, EmissionInterval(count, period))
+}
+
+// limitOf is the Limit of an emission interval: ErrZeroRate for 0.
+func limitOf(maxBurst, ei int64) (Limit, error) {
 	if ei == 0 {
 		return Limit{}, ErrZeroRate
 	}
@@ -57,15 +61,21 @@ func NewLimit(maxBurst, count, period int64) (Limit, error) {
 // truncated toward zero and saturated at the int64 limits. It is 0 when count
 // or period is 0.
 func EmissionInterval(count, period int64) int64 {
+	return emissionInterval(count, period, 1_000_000_000, math.MaxInt64/1_000_000_000)
+}
+
+// emissionInterval is period×unit/count in ns, the product exact (in an
+// int64 when |period| ≤ lim = MaxInt64/unit, else math/big), converted to
+// float64 once, divided by float64(count), truncated and saturated.
+func emissionInterval(count, period, unit, lim int64) int64 {
 	if count == 0 || period == 0 {
 		return 0
 	}
 	var p float64
-	const lim = math.MaxInt64 / 1_000_000_000
 	if period >= -lim && period <= lim {
-		p = float64(period * 1e9) // exact product; one rounding here
+		p = float64(period * unit) // exact product; one rounding here
 	} else {
-		p, _ = new(big.Int).Mul(big.NewInt(period), big.NewInt(1e9)).Float64()
+		p, _ = new(big.Int).Mul(big.NewInt(period), big.NewInt(unit)).Float64()
 	}
 	return truncSat(p / float64(count))
 }
