@@ -128,11 +128,15 @@ func TestLoopPushBacklogIsBounded(t *testing.T) {
 			b.mustReply()
 		}
 	}
-	// a gets what was written before the drop, then EOF.
+	// a gets what the kernel took before the drop, then EOF; or a reset,
+	// which may discard what a had not read yet (how much a reads depends
+	// on the socket buffers and the timing, not on the limit). What this
+	// test holds the server to is the loop above: the connection is
+	// closed instead of growing.
 	a.c.SetDeadline(time.Now().Add(10 * time.Second))
 	n, err := io.Copy(io.Discard, a.rd)
-	if n < int64(pushBacklogLimit) {
-		t.Errorf("a read %d bytes of pushes before the drop, want over %d", n, pushBacklogLimit)
+	if n == 0 && (err == nil || !strings.Contains(err.Error(), "reset")) {
+		t.Errorf("a read no pushes before a clean close")
 	}
 	if err != nil && !strings.Contains(err.Error(), "reset") {
 		t.Fatalf("a: %v", err)
