@@ -680,6 +680,11 @@ func (p *pushConn) Read(b []byte) (int, error) {
 	if n > 0 {
 		if ps := p.ps.Load(); ps != nil {
 			ps.mu.Lock()
+			if !ps.busy {
+				// Pushes queued while idle, not written yet, came from
+				// writes done before these requests: they go first.
+				ps.early = len(ps.pending)
+			}
 			ps.busy = true
 			ps.mu.Unlock()
 		}
@@ -781,6 +786,7 @@ type pushState struct {
 	mu      sync.Mutex // guards the fields below; never held across I/O
 	busy    bool       // requests read whose replies are not flushed yet
 	pending []byte     // pushes not written yet
+	early   int        // pending[:early] was queued before the busy requests were read
 	obuf    outBuffer  // the connection's output buffer, if it has one (obuf.go)
 	spare   []byte
 	dead    bool
@@ -818,6 +824,7 @@ func (ps *pushState) enqueue(msg []byte) {
 // take swaps out the pending pushes.
 func (ps *pushState) takeLocked() []byte {
 	pend := ps.pending
+	ps.early = 0
 	ps.pending = ps.spare[:0]
 	ps.spare = nil
 	return pend
@@ -835,12 +842,27 @@ func (ps *pushState) recycle(b []byte) {
 }
 
 // flush writes a pipeline's replies, then the pushes that waited for them.
+// Pushes queued before the pipeline's requests were read (from writes that
+// finished first: the idle writer had not sent them yet) go before the
+// replies, as in Redis, so that a client that saw another client's write
+// acknowledged gets its invalidation before its next reply.
 func (ps *pushState) flush(b []byte) (int, error) {
 	ps.wmu.Lock()
 	defer ps.wmu.Unlock()
 	var n int
 	var err error
-	if len(b) > 0 {
+	ps.mu.Lock()
+	var first []byte
+	if ps.early > 0 { // rare: a push raced the next request
+		first = append([]byte(nil), ps.pending[:ps.early]...)
+		ps.pending = ps.pending[:copy(ps.pending, ps.pending[ps.early:])]
+		ps.early = 0
+	}
+	ps.mu.Unlock()
+	if len(first) > 0 {
+		_, err = ps.conn.Write(first)
+	}
+	if len(b) > 0 && err == nil {
 		n, err = ps.conn.Write(b)
 	}
 	ps.mu.Lock()
