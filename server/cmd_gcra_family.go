@@ -114,9 +114,9 @@ func (s *Server) throttleOne(c *client, args [][]byte, fc familyCmd, u gcra.Unit
 	}
 	var r gcra.Result
 	if peek {
-		r, err = s.store.Peek(u, args[1], lim, v[3], s.now())
+		r, err = s.keyspace(c).Peek(u, args[1], lim, v[3], s.now())
 	} else {
-		r, err = s.store.ThrottleIn(u, args[1], lim, v[3], s.now())
+		r, err = s.keyspace(c).ThrottleIn(u, args[1], lim, v[3], s.now())
 	}
 	if err != nil {
 		c.out = appendError(c.out, familyErrorText(err))
@@ -224,7 +224,7 @@ func (s *Server) throttleMulti(c *client, args [][]byte, fc familyCmd, u gcra.Un
 		}
 		gs[i].Limit = lim
 	}
-	b, err := s.store.ThrottleAll(u, keys, gs, out, hs, s.now())
+	b, err := s.keyspace(c).ThrottleAll(u, keys, gs, out, hs, s.now())
 	if err != nil {
 		c.out = appendError(c.out, familyErrorText(err))
 		return

@@ -22,7 +22,7 @@ func errExpireTime(name string) string { return "ERR invalid expire time in '" +
 func (s *Server) nowMs() int64 { return s.now() / 1e6 }
 
 func cmdGet(s *Server, c *client, args [][]byte) {
-	v, ok := s.store.Get(args[1], s.nowMs())
+	v, ok := s.keyspace(c).Get(args[1], s.nowMs())
 	if !ok {
 		c.out = c.appendNull(c.out)
 		return
@@ -113,7 +113,7 @@ func cmdSet(s *Server, c *client, args [][]byte) {
 	}
 	var old store.Value
 	var found, written bool
-	err := s.store.Update(args[1], nowMs, func(o store.Value, exists bool) (store.Value, store.Action) {
+	err := s.keyspace(c).Update(args[1], nowMs, func(o store.Value, exists bool) (store.Value, store.Action) {
 		old, found = o, exists
 		if (flags&setNX != 0 && exists) || (flags&setXX != 0 && !exists) {
 			return store.Value{}, store.Keep
@@ -144,7 +144,7 @@ func cmdDel(s *Server, c *client, args [][]byte) {
 	nowMs := s.nowMs()
 	n := int64(0)
 	for _, k := range args[1:] {
-		if s.store.Delete(k, nowMs) {
+		if s.keyspace(c).Delete(k, nowMs) {
 			n++
 		}
 	}
@@ -155,7 +155,7 @@ func cmdExists(s *Server, c *client, args [][]byte) {
 	nowMs := s.nowMs()
 	n := int64(0)
 	for _, k := range args[1:] {
-		if _, ok := s.store.Get(k, nowMs); ok {
+		if _, ok := s.keyspace(c).Get(k, nowMs); ok {
 			n++
 		}
 	}
@@ -163,7 +163,7 @@ func cmdExists(s *Server, c *client, args [][]byte) {
 }
 
 func cmdType(s *Server, c *client, args [][]byte) {
-	if _, ok := s.store.Get(args[1], s.nowMs()); ok {
+	if _, ok := s.keyspace(c).Get(args[1], s.nowMs()); ok {
 		c.out = appendSimple(c.out, "string")
 		return
 	}
@@ -171,7 +171,7 @@ func cmdType(s *Server, c *client, args [][]byte) {
 }
 
 func cmdStrlen(s *Server, c *client, args [][]byte) {
-	v, ok := s.store.Get(args[1], s.nowMs())
+	v, ok := s.keyspace(c).Get(args[1], s.nowMs())
 	n := 0
 	if ok {
 		n = v.TextLen()
@@ -182,7 +182,7 @@ func cmdStrlen(s *Server, c *client, args [][]byte) {
 // ttlReply implements TTL, PTTL, EXPIRETIME and PEXPIRETIME.
 func ttlReply(s *Server, c *client, key []byte, ms, abs bool) {
 	nowMs := s.nowMs()
-	v, ok := s.store.Get(key, nowMs)
+	v, ok := s.keyspace(c).Get(key, nowMs)
 	switch {
 	case !ok:
 		c.out = appendInt(c.out, -2)
@@ -268,7 +268,7 @@ func expireGeneric(s *Server, c *client, args [][]byte, name string, seconds, ab
 	}
 	when += base
 	result := int64(0)
-	s.store.Update(args[1], nowMs, func(v store.Value, exists bool) (store.Value, store.Action) {
+	s.keyspace(c).Update(args[1], nowMs, func(v store.Value, exists bool) (store.Value, store.Action) {
 		if !exists {
 			return v, store.Keep
 		}
@@ -297,7 +297,7 @@ func cmdPExpireAt(s *Server, c *client, a [][]byte) { expireGeneric(s, c, a, "pe
 
 func cmdPersist(s *Server, c *client, args [][]byte) {
 	result := int64(0)
-	s.store.Update(args[1], s.nowMs(), func(v store.Value, exists bool) (store.Value, store.Action) {
+	s.keyspace(c).Update(args[1], s.nowMs(), func(v store.Value, exists bool) (store.Value, store.Action) {
 		if !exists || v.ExpireAtMs == 0 {
 			return v, store.Keep
 		}
@@ -310,7 +310,7 @@ func cmdPersist(s *Server, c *client, args [][]byte) {
 
 func cmdKeys(s *Server, c *client, args [][]byte) {
 	var keys []string
-	s.store.Keys(string(args[1]), s.nowMs(), func(k []byte) { keys = append(keys, string(k)) })
+	s.keyspace(c).Keys(string(args[1]), s.nowMs(), func(k []byte) { keys = append(keys, string(k)) })
 	c.out = appendArray(c.out, len(keys))
 	for _, k := range keys {
 		c.out = appendBulkString(c.out, k)
@@ -365,7 +365,7 @@ func cmdScan(s *Server, c *client, args [][]byte) {
 	}
 	matchAll := !hasPattern || pattern == "*"
 	var keys []string
-	next := s.store.Scan(cursor, int(count), s.nowMs(), func(k []byte) {
+	next := s.keyspace(c).Scan(cursor, int(count), s.nowMs(), func(k []byte) {
 		if hasType && typ != "string" {
 			return
 		}
@@ -382,7 +382,7 @@ func cmdScan(s *Server, c *client, args [][]byte) {
 }
 
 func cmdDBSize(s *Server, c *client, _ [][]byte) {
-	c.out = appendInt(c.out, int64(s.store.Len()))
+	c.out = appendInt(c.out, int64(s.keyspace(c).Len()))
 }
 
 func cmdFlush(s *Server, c *client, args [][]byte) {
@@ -400,10 +400,10 @@ func cmdFlush(s *Server, c *client, args [][]byte) {
 	// Redis's touchAllWatchedKeysInDb does.
 	nowMs := s.nowMs()
 	s.watch.touchIf(func(key string) bool {
-		_, ok := s.store.Get([]byte(key), nowMs)
+		_, ok := s.keyspace(c).Get([]byte(key), nowMs)
 		return ok
 	})
-	s.store.Flush()
+	s.keyspace(c).Flush()
 	c.out = append(c.out, replyOK...)
 }
 

@@ -75,7 +75,7 @@ func cmdThrottle(s *Server, c *client, args [][]byte) {
 		c.out = appendError(c.out, cellZeroRate)
 		return
 	}
-	r, err := s.store.Throttle(args[1], lim, v[3], s.now())
+	r, err := s.keyspace(c).Throttle(args[1], lim, v[3], s.now())
 	if err != nil {
 		switch {
 		case errors.Is(err, store.ErrInvalidValue):

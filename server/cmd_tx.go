@@ -58,7 +58,7 @@ func (s *Server) watchedChanged(c *client) bool {
 	}
 	nowMs := s.nowMs()
 	for _, w := range c.watched {
-		ver, ok := s.store.Version([]byte(w.key), nowMs)
+		ver, ok := s.keyspace(c).Version([]byte(w.key), nowMs)
 		if ok != w.exists || (ok && ver != w.ver) {
 			return true
 		}
@@ -83,7 +83,7 @@ func cmdWatch(s *Server, c *client, args [][]byte) {
 		if dup {
 			continue
 		}
-		ver, ok := s.store.Version(k, nowMs)
+		ver, ok := s.keyspace(c).Version(k, nowMs)
 		key := string(k)
 		c.watched = append(c.watched, watchedKey{key: key, ver: ver, exists: ok})
 		s.watch.add(c, key)

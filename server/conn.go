@@ -287,7 +287,7 @@ func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 				if cap(st.hashes) < len(st.keys) {
 					st.hashes = make([]uint64, max(maxBatchCmds, maxPrefetchKeys))
 				}
-				s.store.Prefetch(st.keys, st.hashes[:len(st.keys)])
+				s.keyspace(c).Prefetch(st.keys, st.hashes[:len(st.keys)])
 			}
 			r, batchRan, stop := s.runBatch(c, st)
 			if stop {

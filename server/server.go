@@ -585,3 +585,8 @@ func (d *drainListener) Close() error {
 	d.release()
 	return nil
 }
+
+// keyspace is the keyspace c's commands read and write: the one store today;
+// the store of c's selected database once databases exist. Every command
+// handler reaches keys through it, never through s.store directly.
+func (s *Server) keyspace(c *client) *store.Store { return s.store }
