@@ -128,8 +128,13 @@ func (s *Server) throttleOne(c *client, args [][]byte, fc familyCmd, u gcra.Unit
 
 // familyErrorText is the spec's text for a store error.
 func familyErrorText(err error) string {
-	if errors.Is(err, store.ErrSetExpire) {
+	switch {
+	case errors.Is(err, store.ErrSetExpire):
 		return cellExpire
+	case errors.Is(err, store.ErrWrongType):
+		return ErrWrongTypeText
+	case errors.Is(err, store.ErrOOM):
+		return errOOM
 	}
 	return cellBadStored
 }

@@ -163,8 +163,8 @@ func cmdExists(s *Server, c *client, args [][]byte) {
 }
 
 func cmdType(s *Server, c *client, args [][]byte) {
-	if _, ok := s.keyspace(c).Get(args[1], s.nowMs()); ok {
-		c.out = appendSimple(c.out, "string")
+	if v, ok := s.keyspace(c).Get(args[1], s.nowMs()); ok {
+		c.out = appendSimple(c.out, v.Kind.String())
 		return
 	}
 	c.out = appendSimple(c.out, "none")

@@ -84,6 +84,9 @@ func cmdThrottle(s *Server, c *client, args [][]byte) {
 		case errors.Is(err, store.ErrSetExpire):
 			c.out = appendError(c.out, cellExpire)
 			return
+		case errors.Is(err, store.ErrWrongType):
+			c.out = appendError(c.out, ErrWrongTypeText)
+			return
 		case errors.Is(err, store.ErrOOM):
 			c.out = appendError(c.out, errOOM) // memory.go
 			return

@@ -165,5 +165,12 @@ func appendRedisDouble(b []byte, f float64) []byte {
 	return strconv.AppendFloat(b, f, 'g', -1, 64)
 }
 
+// ErrWrongTypeText is Redis's reply to a command on a key of another kind
+// (store.ErrWrongType), for every command of every kind.
+const ErrWrongTypeText = "WRONGTYPE Operation against a key holding the wrong kind of value"
+
+// WrongType replies ErrWrongTypeText.
+func (x *Ctx) WrongType() { x.Error(ErrWrongTypeText) }
+
 // Raw appends bytes that are already RESP. The caller answers for framing.
 func (x *Ctx) Raw(resp []byte) { x.c.out = append(x.c.out, resp...) }

@@ -26,9 +26,9 @@ func (s *Store) ThrottleIn(u gcra.Unit, key []byte, lim gcra.Limit, q int64, now
 	var tat uint64
 	if ok {
 		e := &sh.slab[slot]
-		if e.flags&flagInvalid != 0 {
+		if e.flags&(flagInvalid|kindMask) != 0 {
 			sh.mu.Unlock()
-			return gcra.Result{}, ErrInvalidValue
+			return gcra.Result{}, e.unreadableErr()
 		}
 		tat = e.tat
 	}
@@ -81,9 +81,9 @@ func (s *Store) Peek(u gcra.Unit, key []byte, lim gcra.Limit, q int64, nowNs int
 		switch {
 		case !e.alive(nowNs / 1e6):
 			ok = false
-		case e.flags&flagInvalid != 0:
+		case e.flags&(flagInvalid|kindMask) != 0:
 			sh.mu.Unlock()
-			return gcra.Result{}, ErrInvalidValue
+			return gcra.Result{}, e.unreadableErr()
 		default:
 			tat = e.tat
 		}
@@ -154,8 +154,8 @@ func (s *Store) ThrottleAll(u gcra.Unit, keys [][]byte, gs []gcra.Group, out []g
 		g.TAT, g.Exists = 0, ok
 		if ok {
 			e := &sh.slab[slot]
-			if e.flags&flagInvalid != 0 {
-				return 0, ErrInvalidValue
+			if e.flags&(flagInvalid|kindMask) != 0 {
+				return 0, e.unreadableErr()
 			}
 			g.TAT = e.tat
 			if i < smallMulti && repeated&(1<<i) == 0 {

@@ -162,6 +162,11 @@ type Value struct {
 	Invalid bool
 	// ExpireAtMs is the absolute expiry in Unix ms, 0 when the key has no TTL.
 	ExpireAtMs int64
+	// Kind is what the key holds. TAT, Raw and Invalid describe only a
+	// KindString value; a key of another kind is read and written through
+	// that kind's operations (ErrWrongType elsewhere), and Update's fn sees
+	// only its Kind and ExpireAtMs.
+	Kind Kind
 }
 
 // AppendText appends the value as GET returns it.
@@ -223,7 +228,7 @@ func NewValue(text []byte) (Value, bool) {
 // valueLocked builds the Value of a live entry. Requires sh.mu.
 func (sh *shard) valueLocked(slot uint32) Value {
 	e := &sh.slab[slot]
-	v := Value{TAT: e.tat, ExpireAtMs: e.exp, Invalid: e.flags&flagInvalid != 0}
+	v := Value{TAT: e.tat, ExpireAtMs: e.exp, Invalid: e.flags&flagInvalid != 0, Kind: e.kind()}
 	if e.flags&flagRaw != 0 {
 		v.Raw = sh.raw[slot]
 	}
@@ -249,6 +254,9 @@ func (sh *shard) lookupLocked(key []byte, h uint64, nowMs int64) (uint32, bool) 
 // Requires sh.mu.
 func (sh *shard) removeLocked(slot uint32, pos int) {
 	e := &sh.slab[slot]
+	if e.flags&kindMask != 0 {
+		sh.dropKindLocked(slot)
+	}
 	if e.flags&flagRaw != 0 {
 		sh.addMemLocked(-rawCost(len(sh.raw[slot])))
 		delete(sh.raw, slot)
@@ -298,6 +306,9 @@ func (sh *shard) deleteSlotLocked(slot uint32) {
 // flags. Requires sh.mu.
 func (sh *shard) writeLocked(slot uint32, tat uint64, exp int64, flags uint32, raw string) {
 	e := &sh.slab[slot]
+	if e.flags&kindMask != flags&kindMask {
+		sh.dropKindLocked(slot) // another kind's state is replaced
+	}
 	if e.flags&flagRaw != 0 {
 		if raw == "" {
 			sh.addMemLocked(-rawCost(len(sh.raw[slot])))
@@ -388,9 +399,9 @@ func (s *Store) Throttle(key []byte, lim gcra.Limit, q int64, nowNs int64) (gcra
 	var tat uint64
 	if ok {
 		e := &sh.slab[slot]
-		if e.flags&flagInvalid != 0 {
+		if e.flags&(flagInvalid|kindMask) != 0 {
 			sh.mu.Unlock()
-			return gcra.Result{}, ErrInvalidValue
+			return gcra.Result{}, e.unreadableErr()
 		}
 		tat = e.tat
 	}
@@ -464,7 +475,10 @@ const (
 )
 
 // Update runs fn on key's live value under the shard lock and applies its
-// decision; it is the building block of SET, EXPIRE, PERSIST and friends. fn
+// decision; it is the building block of SET, EXPIRE, PERSIST and friends.
+// A Put of a Value of KindString stores that string, whatever the key held
+// (SET's rule); a Put that keeps old's Kind on a key of another kind changes
+// only its expiry (EXPIRE and PERSIST work on every kind). fn
 // is called once and must not call back into the Store. A Put whose
 // ExpireAtMs is not after nowMs deletes the key instead, as Redis does for
 // a past expiry. A Put that would create the key while used memory is over
@@ -492,6 +506,13 @@ func (s *Store) Update(key []byte, nowMs int64, fn func(old Value, exists bool) 
 	case Put:
 		if !ok && oom != nil {
 			return oom
+		}
+		if ok && old.Kind != KindString && nv.Kind == old.Kind {
+			sh.retimeLocked(slot, nv.ExpireAtMs, nowMs) // the kind's state stays
+			return nil
+		}
+		if nv.Kind != KindString {
+			panic("store: Update can write strings only")
 		}
 		flags := lruFlags(nowMs)
 		if nv.Invalid {

@@ -1217,3 +1217,37 @@ func TestPrefetchViewFollowsReallocations(t *testing.T) {
 	s.Flush()
 	check("after Flush")
 }
+
+// A key of another kind refuses TAT operations with ErrWrongType and keeps
+// its kind through an expiry-only Update; a string Put replaces it.
+func TestKindTagRules(t *testing.T) {
+	s := New(Options{TrackDirty: true})
+	key := []byte("k")
+	s.Update(key, 1000, func(Value, bool) (Value, Action) { return Value{TAT: 1}, Put })
+	sh := s.shardOf(key)
+	sh.mu.Lock()
+	slot, _ := sh.lookupLocked(key, s.hashKey(key), 1000)
+	sh.slab[slot].flags |= kindFlags(KindHash)
+	sh.mu.Unlock()
+	lim, err := gcra.NewLimit(10, 10, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Throttle(key, lim, 1, 1e9); err != ErrWrongType {
+		t.Fatalf("Throttle on a hash: %v, want ErrWrongType", err)
+	}
+	if _, err := s.ThrottleIn(gcra.UnitMillis, key, lim, 1, 1e9); err != ErrWrongType {
+		t.Fatalf("ThrottleIn on a hash: %v, want ErrWrongType", err)
+	}
+	if _, err := s.Peek(gcra.UnitSeconds, key, lim, 1, 1e9); err != ErrWrongType {
+		t.Fatalf("Peek on a hash: %v, want ErrWrongType", err)
+	}
+	s.Update(key, 1000, func(v Value, ok bool) (Value, Action) { v.ExpireAtMs = 5000; return v, Put })
+	if v, ok := s.Get(key, 1000); !ok || v.Kind != KindHash || v.ExpireAtMs != 5000 {
+		t.Fatalf("after EXPIRE-style Update: %+v %v, want a hash expiring at 5000", v, ok)
+	}
+	s.Update(key, 1000, func(Value, bool) (Value, Action) { return Value{TAT: 7}, Put })
+	if v, ok := s.Get(key, 1000); !ok || v.Kind != KindString || v.TAT != 7 || v.ExpireAtMs != 0 {
+		t.Fatalf("after SET-style Update: %+v %v, want the string 7", v, ok)
+	}
+}
