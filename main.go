@@ -63,6 +63,12 @@ func run(args []string) int {
 		srvCfg.IOLoops = -1 // the flag's 0: no loop
 	}
 	srvCfg.BusyPoll = cfg.BusyPoll
+	sc, err := newSidecar(cfg, log) // main_sidecar.go: --upstream
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "celld:", err)
+		return 2
+	}
+	wireSidecar(sc, &srvCfg)
 	srvCfg.OutputBufferLimit = server.OutputBufferLimit(cfg.OutputBufferLimit)
 	if cfg.BusyPoll == 0 {
 		srvCfg.BusyPoll = -1 // the flag's 0: never
@@ -147,6 +153,12 @@ func run(args []string) int {
 		return 1
 	}
 	mx.attach(srv, p)
+	if sc != nil {
+		sc.Start()
+		defer sc.Close()
+		mx.attachUpstream(sc, cfg.UpstreamFallback == "closed")
+		log.Info("sidecar mode", "upstream", cfg.Upstream, "fallback", cfg.UpstreamFallback, "timeout", cfg.UpstreamTimeout)
+	}
 	for _, l := range lns {
 		log.Info("celld listening", "addr", l.ln.Addr().String(), "tls", l.tls, "version", version,
 			"persist", cfg.Persist, "dir", cfg.Dir, "auth", srvCfg.RequirePass != "")

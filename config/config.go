@@ -272,6 +272,9 @@ func (c *Config) Validate() error {
 	if c.QueryBufferLimit != 0 && c.QueryBufferLimit < c.MaxBulk {
 		return fmt.Errorf("--client-query-buffer-limit %d (env CELLD_CLIENT_QUERY_BUFFER_LIMIT) is less than --proto-max-bulk-len %d", c.QueryBufferLimit, c.MaxBulk)
 	}
+	if err := c.validateUpstream(); err != nil {
+		return err
+	}
 	if c.ClusterAnnounce != "" && c.ClusterNodes == "" {
 		return errors.New("--cluster-announce (env CELLD_CLUSTER_ANNOUNCE) needs --cluster-nodes (env CELLD_CLUSTER_NODES)")
 	}

@@ -55,6 +55,18 @@ type Config struct {
 	ClusterNodes    string
 	ClusterAnnounce string
 
+	// Sidecar mode (docs/sidecar.md): forward keyed commands to their
+	// owner upstream.
+
+	Upstream             string        // seed addresses, comma-separated; "" = off
+	UpstreamFallback     string        // "local", "open" or "closed"
+	UpstreamTimeout      time.Duration // how long a command waits for its owner
+	UpstreamPasswordFile string        // file holding the upstream's password
+	UpstreamTLS          bool          // reach the upstream over TLS
+	UpstreamTLSCA        string        // CA that signed the upstream's certificate ("" = system roots)
+	UpstreamTLSCert      string        // client certificate for the upstream (with UpstreamTLSKey)
+	UpstreamTLSKey       string
+
 	// Observability.
 
 	LogFormat   string // "text" or "json"
@@ -192,6 +204,32 @@ var table = []setting{
 		bind: func(c *Config) value {
 			return stringValue{p: &c.ClusterAnnounce, m: "HOST:PORT", check: hostPort(true)}
 		}},
+	{Name: "upstream", Group: Cluster, Default: "",
+		Usage: "sidecar mode: forward every keyed command to its owner in this celld cluster or Redis (seed addresses, comma-separated; the topology comes from CLUSTER SLOTS of any of them); '' = off (docs/sidecar.md)",
+		bind:  func(c *Config) value { return stringValue{p: &c.Upstream, m: "HOST:PORT,...", check: hostPortList} }},
+	{Name: "upstream-fallback", Group: Cluster, Default: "local",
+		Usage: "while a key's owner cannot be reached: local (decide with this sidecar's own state), open (CL.THROTTLE allowed, other commands an error), closed (an error naming the owner)",
+		bind:  func(c *Config) value { return enumValue{&c.UpstreamFallback, []string{"local", "open", "closed"}} }},
+	{Name: "upstream-timeout", Group: Cluster, Default: "250ms",
+		Usage: "how long a forwarded command waits for its owner before the owner is taken as down and the fallback answers (a dead owner is known at once from a refused or reset connection; this bounds a silent one)",
+		bind: func(c *Config) value {
+			return durationValue{p: &c.UpstreamTimeout, min: time.Millisecond, max: time.Minute}
+		}},
+	{Name: "upstream-password-file", Group: Cluster, Default: "",
+		Usage: "file holding the upstream's password (AUTH); '' = none",
+		bind:  func(c *Config) value { return stringValue{p: &c.UpstreamPasswordFile, m: "PATH"} }},
+	{Name: "upstream-tls", Group: Cluster, Default: "no",
+		Usage: "reach the upstream over TLS",
+		bind:  func(c *Config) value { return boolValue{&c.UpstreamTLS} }},
+	{Name: "upstream-tls-ca", Group: Cluster, Default: "",
+		Usage: "CA file (PEM) that signed the upstream's certificates; '' = the system's roots",
+		bind:  func(c *Config) value { return stringValue{p: &c.UpstreamTLSCA, m: "PATH"} }},
+	{Name: "upstream-tls-cert", Group: Cluster, Default: "",
+		Usage: "client certificate (PEM) presented to the upstream, with --upstream-tls-key",
+		bind:  func(c *Config) value { return stringValue{p: &c.UpstreamTLSCert, m: "PATH"} }},
+	{Name: "upstream-tls-key", Group: Cluster, Default: "",
+		Usage: "client private key (PEM) for --upstream-tls-cert",
+		bind:  func(c *Config) value { return stringValue{p: &c.UpstreamTLSKey, m: "PATH"} }},
 
 	// Observability.
 	{Name: "log-format", Group: Observability, Default: "text",

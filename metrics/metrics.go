@@ -115,6 +115,8 @@ type Exporter struct {
 	health  func() error
 
 	srv *http.Server
+
+	upstream atomic.Pointer[func() Upstream] // sidecar mode (upstream.go)
 }
 
 // New builds an exporter with its registry; it does not listen until
@@ -201,7 +203,7 @@ func (e *Exporter) readyz(w http.ResponseWriter, _ *http.Request) {
 	case e.stopping.Load():
 		plain(w, errors.New("shutting down"))
 	default:
-		plain(w, nil)
+		plain(w, e.upstreamReady(w)) // upstream.go: sidecar mode only
 	}
 }
 

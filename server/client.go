@@ -44,6 +44,10 @@ type client struct {
 	// this client's hot path.
 	lastCmd atomic.Pointer[command]
 
+	// fwd is sidecar mode's forwarding state (forward.go), nil until
+	// the connection's first batch with a Forwarder configured.
+	fwd *fwdState
+
 	// Transactions.
 	inMulti    bool
 	multiError bool       // a command failed to queue: EXEC answers EXECABORT

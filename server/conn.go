@@ -338,6 +338,9 @@ func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 // command, any write to the socket and the return: an EXEC elsewhere
 // waits for at most one batch, never for a client's socket.
 func (s *Server) runBatch(c *client, st *connState) (r pumpResult, ran, stop bool) {
+	if s.cfg.Forwarder != nil {
+		return s.forwardBatch(c, st) // forward.go: sidecar mode
+	}
 	defer s.releaseIso(c)
 	for _, cmd := range st.cmds {
 		if c.closed {

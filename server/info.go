@@ -45,6 +45,7 @@ var infoSections = []infoSection{
 	{"Errorstats", true, (*Server).infoErrorstats},
 	{"Cluster", true, func(s *Server, _ time.Time) []string { return s.infoCluster() }},
 	{"Keyspace", true, (*Server).infoKeyspace},
+	{"Upstream", true, func(s *Server, _ time.Time) []string { return s.infoUpstream() }}, // forward.go, sidecar mode only
 	{"Commandstats", false, (*Server).infoCommandstats},
 	{"Latencystats", false, (*Server).infoLatencystats},
 }
@@ -68,6 +69,9 @@ func cmdInfo(s *Server, c *client, args [][]byte) {
 	for _, sec := range infoSections {
 		if !all && !(dflt && sec.dflt) && !want[strings.ToLower(sec.name)] {
 			continue
+		}
+		if sec.name == "Upstream" && s.cfg.Forwarder == nil {
+			continue // sidecar mode only
 		}
 		if b.Len() > 0 {
 			b.WriteString("\r\n")

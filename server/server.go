@@ -97,6 +97,10 @@ type Config struct {
 	// client-output-buffer-limit for normal clients (obuf.go). The zero
 	// value is Redis's default: no limit.
 	OutputBufferLimit OutputBufferLimit
+	// Forwarder, when set, is sidecar mode (forward.go): commands whose
+	// keys live on an upstream owner are forwarded there. nil (the
+	// default) serves every key from the local keyspace.
+	Forwarder Forwarder
 }
 
 // DefaultBusyPoll is Config.BusyPoll's default.
@@ -473,6 +477,9 @@ func (s *Server) accept(nc net.Conn, dl *drainListener) *client {
 // closed unregisters a connection. Runs on the connection's goroutine, after
 // the connection is closed.
 func (s *Server) closed(c *client) {
+	if c.fwd != nil {
+		c.fwd.sess.Close()
+	}
 	s.watch.unwatchAll(c)
 	s.trackingClosed(c)
 	c.publishCommands()

@@ -1,0 +1,215 @@
+package server
+
+// Sidecar mode's seam: with Config.Forwarder set, the commands of a
+// connection whose keys live elsewhere are handed to the Forwarder (package
+// sidecar implements it; main wires it) instead of the local keyspace. The
+// server still parses, checks arity and authentication, answers the
+// connection-level commands itself (PING, HELLO, AUTH, CLIENT, INFO,
+// COMMAND, MULTI's queueing, ...) and runs locally whatever the Forwarder
+// hands back (a fallback decision with the sidecar's own state).
+//
+// Cost: nothing when Forwarder is nil but one nil check per batch
+// (runBatch). With a Forwarder, the connection's goroutine blocks while a
+// batch is forwarded, so main serves each connection on a goroutine of its
+// own (no event loop) in this mode.
+
+// Forwarder routes commands to the node that owns their keys. Its methods
+// are called from every connection's goroutine concurrently.
+type Forwarder interface {
+	// Session returns the forwarding state of one new client connection
+	// (its pinned upstream connection after WATCH, its scratch buffers).
+	Session() ForwardSession
+	// Owner names the node that owns slot now ("" when none does), to
+	// tell whether a transaction's keys live on one owner.
+	Owner(slot int) string
+	// Info returns "field:value" lines for INFO's Upstream section.
+	Info() []string
+}
+
+// ForwardSession forwards the commands of one client connection. Only that
+// connection's goroutine calls it, one call at a time.
+type ForwardSession interface {
+	// Do forwards reqs (a pipeline, in order) to their owners and returns
+	// once every one has its Reply or is marked Local; it waits at most
+	// the forwarder's timeout per owner.
+	Do(reqs []ForwardReq)
+	// Unwatch ends what a forwarded WATCH started (UNWATCH, DISCARD,
+	// RESET, a transaction run locally).
+	Unwatch()
+	// Close releases the session (the connection closed).
+	Close()
+}
+
+// ForwardReq is one command (or one transaction) to forward.
+type ForwardReq struct {
+	// Args is the command, name first. It aliases the connection's read
+	// buffer: valid only during Do.
+	Args [][]byte
+	// Unit, when set instead of Args, is a transaction's queued commands:
+	// they are sent as MULTI, Unit..., EXEC on one connection, and Reply
+	// is EXEC's reply.
+	Unit [][][]byte
+	// Slot is the hash slot of the keys.
+	Slot int
+	// RESP3: the client speaks RESP3 (HELLO 3); the reply must too.
+	RESP3 bool
+
+	// Reply is set by Do: the RESP bytes to relay as they are (the
+	// owner's reply, or the fallback's answer). Owned by the session;
+	// valid until its next Do.
+	Reply []byte
+	// Local is set by Do: the owner cannot be reached and the fallback
+	// is to decide with this server's own state.
+	Local bool
+}
+
+// forwardAction is what forwardBatch does with one command.
+type forwardAction uint8
+
+const (
+	fwdLocal     forwardAction = iota // run here (connection commands, keyless, queued in MULTI, errors)
+	fwdForward                        // one command to its owner
+	fwdExec                           // EXEC: the queued transaction to its owner
+	fwdCrossSlot                      // keys on several slots (several owners for EXEC)
+)
+
+// fwdState is a connection's forwarding state: its session and a scratch
+// request slice reused across batches.
+type fwdState struct {
+	sess ForwardSession
+	reqs []ForwardReq
+}
+
+// forwardClassify decides what happens to one command now (the client's
+// state, MULTI or authentication, may change between commands).
+func (s *Server) forwardClassify(c *client, cmd *command, args [][]byte) (forwardAction, int) {
+	if cmd == nil || len(args) == 0 || !arityOK(cmd.arity, len(args)) || (!c.authed && !cmd.noAuth) {
+		return fwdLocal, -1 // answered here with the usual error
+	}
+	if c.inMulti {
+		if cmd.name != "exec" || c.multiError {
+			return fwdLocal, -1 // queued (or refused) here; EXEC sends them
+		}
+		slot, owner := -1, ""
+		for _, q := range c.queue {
+			qc := lookup(commands, q[0])
+			if qc == nil {
+				continue
+			}
+			qs, ok := foldKeySlot(qc, q, -1)
+			if !ok {
+				return fwdCrossSlot, -1
+			}
+			if qs < 0 {
+				continue
+			}
+			if slot < 0 {
+				slot, owner = qs, s.cfg.Forwarder.Owner(qs)
+			} else if qs != slot && s.cfg.Forwarder.Owner(qs) != owner {
+				return fwdCrossSlot, -1
+			}
+		}
+		if slot < 0 {
+			return fwdLocal, -1 // no keys: a local transaction
+		}
+		return fwdExec, slot
+	}
+	if cmd.immediate && cmd.name != "watch" {
+		return fwdLocal, -1 // MULTI, EXEC without MULTI, DISCARD, UNWATCH, ...
+	}
+	if cmd.firstKey == 0 && !movableKeys(cmd.name) {
+		return fwdLocal, -1
+	}
+	slot, ok := foldKeySlot(cmd, args, -1)
+	switch {
+	case !ok:
+		return fwdCrossSlot, -1
+	case slot < 0:
+		return fwdLocal, -1 // EVAL with no keys, a command short of its key
+	}
+	return fwdForward, slot
+}
+
+// forwardBatch is runBatch in sidecar mode: runs of forwardable commands
+// go to the Forwarder as one pipeline, and their replies are stitched in
+// order with those of the commands answered here.
+func (s *Server) forwardBatch(c *client, st *connState) (r pumpResult, ran, stop bool) {
+	if c.fwd == nil {
+		c.fwd = &fwdState{sess: s.cfg.Forwarder.Session()}
+	}
+	f := c.fwd
+	i := 0
+	for i < len(st.cmds) && !c.closed {
+		f.reqs = f.reqs[:0]
+		for j := i; j < len(st.cmds); j++ {
+			pc := st.cmds[j]
+			args := st.flat[pc.off : pc.off+pc.n : pc.off+pc.n]
+			act, slot := s.forwardClassify(c, pc.cmd, args)
+			if act == fwdForward {
+				f.reqs = append(f.reqs, ForwardReq{Args: args, Slot: slot, RESP3: c.resp3})
+			} else if act == fwdExec {
+				f.reqs = append(f.reqs, ForwardReq{Unit: c.queue, Slot: slot, RESP3: c.resp3})
+			} else {
+				break
+			}
+		}
+		if len(f.reqs) > 0 {
+			f.sess.Do(f.reqs)
+			for k := range f.reqs {
+				req := &f.reqs[k]
+				pc := st.cmds[i+k]
+				st.start = pc.end
+				ran = true
+				if req.Local || c.closed {
+					s.execute(c, pc.cmd, st.flat[pc.off:pc.off+pc.n:pc.off+pc.n])
+					continue
+				}
+				c.pending++
+				c.lastCmd.Store(pc.cmd)
+				if req.Unit != nil {
+					c.discardMulti()
+					s.watch.unwatchAll(c)
+				}
+				c.out = append(c.out, req.Reply...)
+				req.Reply, req.Args, req.Unit = nil, nil, nil
+			}
+			i += len(f.reqs)
+			continue
+		}
+		pc := st.cmds[i]
+		i++
+		st.start = pc.end
+		if pc.n == 0 {
+			continue
+		}
+		ran = true
+		args := st.flat[pc.off : pc.off+pc.n : pc.off+pc.n]
+		if act, _ := s.forwardClassify(c, pc.cmd, args); act == fwdCrossSlot {
+			c.pending++
+			s.clusterStats.crossSlot.Add(1)
+			if c.inMulti { // EXEC across owners: the transaction is discarded
+				c.discardMulti()
+				s.watch.unwatchAll(c)
+				f.sess.Unwatch()
+			}
+			c.out = appendError(c.out, errCrossSlot)
+			continue
+		}
+		if pc.cmd != nil {
+			switch pc.cmd.name {
+			case "unwatch", "discard", "reset", "exec":
+				f.sess.Unwatch() // exec here: a keyless or refused transaction
+			}
+		}
+		s.execute(c, pc.cmd, args)
+	}
+	return 0, ran, false
+}
+
+// infoUpstream is INFO's Upstream section (sidecar mode only).
+func (s *Server) infoUpstream() []string {
+	if s.cfg.Forwarder == nil {
+		return nil
+	}
+	return s.cfg.Forwarder.Info()
+}

@@ -1,0 +1,301 @@
+package sidecar
+
+import (
+	"bufio"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+)
+
+// request is one reply awaited on a muxConn: the reader drops skip replies
+// (ASKING's, MULTI's and QUEUED ones), copies the next into reply and
+// marks the request done on its batch.
+type request struct {
+	skip  int
+	reply []byte
+	err   error
+	done  *batch
+}
+
+// batch is what a session waits on: the requests of one Do, across owners.
+type batch struct {
+	mu   sync.Mutex
+	left int
+	ch   chan struct{} // closed when left reaches 0
+}
+
+func newBatch(n int) *batch { return &batch{left: n, ch: make(chan struct{})} }
+
+func (b *batch) finish() {
+	b.mu.Lock()
+	b.left--
+	if b.left == 0 {
+		close(b.ch)
+	}
+	b.mu.Unlock()
+}
+
+// errClosed is a muxConn that was closed (timeout, topology change, Close).
+var errClosed = errors.New("sidecar: upstream connection closed")
+
+// muxConn is one pipelined connection to an owner, shared by many client
+// sessions: requests of all of them are written in the order they are
+// sent, and replies, which an owner returns in that same order, are handed
+// back by one reader goroutine. Whoever finds nobody writing writes, and
+// also writes what others queued meanwhile (one write for many clients
+// under load). Safe for concurrent use.
+type muxConn struct {
+	nc net.Conn
+
+	mu      sync.Mutex // guards the fields below
+	wbuf    []byte     // bytes queued, not written yet
+	spare   []byte
+	writing bool
+	pending []*request // awaiting replies, oldest first, from head
+	head    int
+	err     error // set once: the connection is broken
+	onFail  func(error)
+}
+
+// dialOptions is how an owner is reached.
+type dialOptions struct {
+	timeout  time.Duration
+	password string
+	user     string
+	tls      *tls.Config
+	resp3    bool
+}
+
+// dial connects to addr, authenticates and switches protocol, all within
+// o.timeout, and starts the reader. onFail is called once if the
+// connection later breaks.
+func dial(addr string, o dialOptions, onFail func(error)) (*muxConn, error) {
+	d := net.Dialer{Timeout: o.timeout}
+	var nc net.Conn
+	var err error
+	if o.tls != nil {
+		nc, err = tls.DialWithDialer(&d, "tcp", addr, o.tls)
+	} else {
+		nc, err = d.Dial("tcp", addr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	// Hand-shake synchronously: AUTH, HELLO 3, PING.
+	var hs []byte
+	n := 0
+	if o.password != "" {
+		if o.user != "" {
+			hs = appendStrings(hs, "AUTH", o.user, o.password)
+		} else {
+			hs = appendStrings(hs, "AUTH", o.password)
+		}
+		n++
+	}
+	if o.resp3 {
+		hs = appendStrings(hs, "HELLO", "3")
+		n++
+	}
+	hs = appendStrings(hs, "PING")
+	n++
+	nc.SetDeadline(time.Now().Add(o.timeout))
+	if _, err := nc.Write(hs); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	br := bufio.NewReaderSize(nc, 32<<10)
+	var buf []byte
+	for got := 0; got < n; {
+		chunk := make([]byte, 4096)
+		k, err := br.Read(chunk)
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+		buf = append(buf, chunk[:k]...)
+		for {
+			m, err := replyEnd(buf)
+			if err != nil {
+				nc.Close()
+				return nil, err
+			}
+			if m == 0 {
+				break
+			}
+			if buf[0] == '-' {
+				nc.Close()
+				return nil, fmt.Errorf("sidecar: %s: %s", addr, buf[1:m-2])
+			}
+			buf = buf[m:]
+			got++
+		}
+	}
+	nc.SetDeadline(time.Time{})
+	m := &muxConn{nc: nc, onFail: onFail}
+	go m.readLoop(br, buf)
+	return m, nil
+}
+
+// broken reports whether the connection has failed.
+func (m *muxConn) broken() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.err != nil
+}
+
+// send queues data, whose replies reqs await in order, and writes it
+// unless another sender is writing (which then writes it too). It fails
+// when the connection is broken; reqs are then not queued.
+func (m *muxConn) send(data []byte, reqs []*request) error {
+	m.mu.Lock()
+	if m.err != nil {
+		err := m.err
+		m.mu.Unlock()
+		return err
+	}
+	m.pending = append(m.pending, reqs...)
+	m.wbuf = append(m.wbuf, data...)
+	if m.writing {
+		m.mu.Unlock()
+		return nil
+	}
+	m.writing = true
+	for len(m.wbuf) > 0 && m.err == nil {
+		buf := m.wbuf
+		m.wbuf = m.spare[:0]
+		m.mu.Unlock()
+		_, err := m.nc.Write(buf)
+		m.mu.Lock()
+		m.spare = buf[:0]
+		if err != nil {
+			m.failLocked(err)
+		}
+	}
+	m.writing = false
+	m.mu.Unlock()
+	return nil
+}
+
+// inFlight is how many replies are awaited.
+func (m *muxConn) inFlight() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.pending) - m.head
+}
+
+// close breaks the connection: pending requests fail with errClosed.
+func (m *muxConn) close() {
+	m.mu.Lock()
+	m.failLocked(errClosed)
+	m.mu.Unlock()
+}
+
+// failLocked marks the connection broken, fails every pending request and
+// closes the socket (the reader then stops).
+func (m *muxConn) failLocked(err error) {
+	if m.err != nil {
+		return
+	}
+	m.err = err
+	m.nc.Close()
+	for _, r := range m.pending[m.head:] {
+		r.err = err
+		r.done.finish()
+	}
+	m.pending, m.head = nil, 0
+	if m.onFail != nil && err != errClosed {
+		go m.onFail(err)
+	}
+}
+
+// readLoop frames replies and hands each to the oldest pending request.
+func (m *muxConn) readLoop(br *bufio.Reader, buf []byte) {
+	rb := make([]byte, 0, 32<<10)
+	rb = append(rb, buf...)
+	for {
+		// Deliver every complete reply in rb.
+		off := 0
+		for off < len(rb) {
+			n, err := replyEnd(rb[off:])
+			if err != nil {
+				m.mu.Lock()
+				m.failLocked(err)
+				m.mu.Unlock()
+				return
+			}
+			if n == 0 {
+				break
+			}
+			if !m.deliver(rb[off : off+n]) {
+				return
+			}
+			off += n
+		}
+		if off > 0 {
+			rb = rb[:copy(rb, rb[off:])]
+		}
+		if len(rb) == cap(rb) {
+			nb := make([]byte, len(rb), 2*cap(rb))
+			copy(nb, rb)
+			rb = nb
+		} else if len(rb) == 0 && cap(rb) > 1<<20 {
+			rb = make([]byte, 0, 32<<10) // a large reply has been delivered
+		}
+		k, err := br.Read(rb[len(rb):cap(rb)])
+		rb = rb[:len(rb)+k]
+		if err != nil {
+			m.mu.Lock()
+			m.failLocked(err)
+			m.mu.Unlock()
+			return
+		}
+	}
+}
+
+// deliver gives one reply to the oldest pending request; false when the
+// connection is broken (a reply nobody asked for breaks it too).
+func (m *muxConn) deliver(reply []byte) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.err != nil {
+		return false
+	}
+	if m.head == len(m.pending) {
+		m.failLocked(errProtocol)
+		return false
+	}
+	r := m.pending[m.head]
+	if r.skip > 0 {
+		r.skip--
+		return true
+	}
+	m.pending[m.head] = nil
+	m.head++
+	if m.head == len(m.pending) {
+		m.pending, m.head = m.pending[:0], 0
+	} else if m.head > 1024 && m.head*2 > len(m.pending) {
+		m.pending = m.pending[:copy(m.pending, m.pending[m.head:])]
+		m.head = 0
+	}
+	r.reply = append(r.reply[:0], reply...)
+	r.done.finish()
+	return true
+}
+
+// owes reports whether a reply of batch b is still awaited here.
+func (m *muxConn) owes(b *batch) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range m.pending[m.head:] {
+		if r.done == b {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,156 @@
+package sidecar
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// owner is one upstream node: its reachability (breaker), its pool of
+// multiplexed connections per protocol version, and its latency.
+type owner struct {
+	addr string
+	sc   *Sidecar
+	br   breaker
+	lat  histogram
+	next atomic.Uint32
+
+	mu    sync.Mutex    // guards conns
+	conns [2][]*muxConn // [resp3], PoolSize each, nil until first used
+}
+
+// errOverload: every connection to the owner has MaxInFlight replies
+// awaited for longer than the timeout.
+var errOverload = errors.New("sidecar: upstream connections full")
+
+// conn returns a live connection of the pool, dialling it if needed. It
+// waits at most until deadline for one with room (MaxInFlight).
+func (o *owner) conn(resp3 bool, deadline time.Time) (*muxConn, error) {
+	p := 0
+	if resp3 {
+		p = 1
+	}
+	for {
+		i := int(o.next.Add(1)) % len(o.conns[p])
+		o.mu.Lock()
+		m := o.conns[p][i]
+		if m == nil || m.broken() {
+			var err error
+			m, err = dial(o.addr, o.sc.dialOpts(resp3), o.failed)
+			if err != nil {
+				o.mu.Unlock()
+				return nil, err
+			}
+			o.conns[p][i] = m
+		}
+		o.mu.Unlock()
+		if m.inFlight() < o.sc.cfg.MaxInFlight {
+			return m, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, errOverload
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// failed is called when a connection breaks, or a dial, send or reply
+// fails or times out: the owner goes down, its connections are closed and
+// the prober starts.
+func (o *owner) failed(err error) {
+	o.sc.stats.UpstreamErrors.Add(1)
+	if !o.br.fail(time.Now(), err) {
+		return
+	}
+	o.sc.log.Warn("upstream owner unreachable: fallback decides its keys", "owner", o.addr,
+		"fallback", o.sc.cfg.Fallback.String(), "err", err)
+	o.closeConns()
+	o.sc.wg.Add(1)
+	go o.probe()
+}
+
+// probe dials the owner with backoff until it answers (then forwarding
+// resumes) or the sidecar closes.
+func (o *owner) probe() {
+	defer o.sc.wg.Done()
+	for {
+		t := time.NewTimer(o.br.wait(time.Now()))
+		select {
+		case <-o.sc.closed:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if !o.br.probeDue(time.Now()) {
+			if o.br.isUp() {
+				return
+			}
+			continue
+		}
+		m, err := dial(o.addr, o.sc.dialOpts(false), nil)
+		if err == nil {
+			m.close()
+		}
+		o.br.probeResult(time.Now(), err == nil, err)
+		if err == nil {
+			o.sc.log.Info("upstream owner answers again: forwarding resumes", "owner", o.addr)
+			o.sc.triggerRefresh()
+			return
+		}
+	}
+}
+
+func (o *owner) closeConns() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for p := range o.conns {
+		for i, m := range o.conns[p] {
+			if m != nil {
+				m.close()
+				o.conns[p][i] = nil
+			}
+		}
+	}
+}
+
+// latencyBounds are the upper bounds of the latency histogram's buckets:
+// one owner's share of a forwarded pipeline, send to last reply.
+var latencyBounds = []time.Duration{
+	100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond,
+	time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond, 10 * time.Millisecond,
+	25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond,
+	500 * time.Millisecond, time.Second,
+}
+
+// histogram counts latencies in latencyBounds' buckets (the last counts
+// everything above); atomic, safe for concurrent use.
+type histogram struct {
+	counts [14]atomic.Int64
+	sumNs  atomic.Int64
+}
+
+func (h *histogram) observe(d time.Duration) {
+	i := 0
+	for i < len(latencyBounds) && d > latencyBounds[i] {
+		i++
+	}
+	h.counts[i].Add(1)
+	h.sumNs.Add(int64(d))
+}
+
+// Histogram is a snapshot: Counts[i] observations at or below Bounds[i]
+// (not cumulative), the last one above every bound.
+type Histogram struct {
+	Bounds []time.Duration
+	Counts []int64
+	Sum    time.Duration
+}
+
+func (h *histogram) snapshot() Histogram {
+	s := Histogram{Bounds: latencyBounds, Counts: make([]int64, len(h.counts)), Sum: time.Duration(h.sumNs.Load())}
+	for i := range h.counts {
+		s.Counts[i] = h.counts[i].Load()
+	}
+	return s
+}

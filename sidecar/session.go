@@ -1,0 +1,327 @@
+package sidecar
+
+import (
+	"bytes"
+	"strconv"
+	"time"
+
+	"github.com/celld/celld/server"
+)
+
+// session forwards one client connection's pipelines (server.ForwardSession).
+// Only that connection's goroutine uses it.
+type session struct {
+	sc    *Sidecar
+	timer *time.Timer
+
+	// Scratch reused across Do calls (fresh ones after a timeout, when
+	// the abandoned requests may still be written by a reader).
+	reqs   []request
+	ptrs   []*request
+	route  []*owner
+	data   []byte
+	groups []group
+
+	// pin is the connection a forwarded WATCH runs on, kept until the
+	// transaction that follows it (or UNWATCH, DISCARD, RESET).
+	pin      *muxConn
+	pinOwner *owner
+}
+
+// group is one owner's share of a pipeline.
+type group struct {
+	o     *owner
+	m     *muxConn
+	start time.Time
+}
+
+var (
+	cmdMulti  = []byte("MULTI")
+	cmdExec   = []byte("EXEC")
+	cmdAsking = []byte("ASKING")
+)
+
+// Do implements server.ForwardSession.
+func (s *session) Do(reqs []server.ForwardReq) {
+	sc := s.sc
+	t := sc.topo.Load()
+	if cap(s.reqs) < len(reqs) {
+		s.reqs = make([]request, len(reqs), max(len(reqs), 32))
+		s.ptrs = make([]*request, 0, cap(s.reqs))
+		s.route = make([]*owner, len(reqs), cap(s.reqs))
+	}
+	s.reqs, s.route = s.reqs[:len(reqs)], s.route[:len(reqs)]
+	n := 0
+	for i := range reqs {
+		o := t.slots[reqs[i].Slot]
+		s.route[i] = o
+		if !o.br.isUp() {
+			s.route[i] = nil
+			s.fallback(&reqs[i], o)
+			continue
+		}
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	b := newBatch(n)
+	deadline := time.Now().Add(sc.cfg.Timeout)
+	s.groups = s.groups[:0]
+	// Each owner's share, in the pipeline's order, in one send.
+	for i := range reqs {
+		o := s.route[i]
+		if o == nil || s.seen(o) {
+			continue
+		}
+		g := group{o: o, start: time.Now()}
+		s.data, s.ptrs = s.data[:0], s.ptrs[:0]
+		var pinned bool
+		for k := i; k < len(reqs); k++ {
+			if s.route[k] != o {
+				continue
+			}
+			r := &s.reqs[k]
+			r.reply, r.err, r.skip, r.done = r.reply[:0], nil, 0, b
+			s.encode(&reqs[k], r, o)
+			pinned = pinned || s.usesPin(&reqs[k], o)
+			s.ptrs = append(s.ptrs, r)
+		}
+		var err error
+		if pinned {
+			g.m, err = s.pinned(o)
+		} else {
+			g.m, err = o.conn(reqs[i].RESP3, deadline)
+		}
+		if err == nil {
+			err = g.m.send(s.data, s.ptrs)
+		}
+		if err != nil {
+			for _, r := range s.ptrs {
+				r.err = err
+				b.finish()
+			}
+			if err != errOverload {
+				o.failed(err)
+			}
+		}
+		s.groups = append(s.groups, g)
+	}
+	s.wait(b, deadline)
+	done := time.Now()
+	for _, g := range s.groups {
+		g.o.lat.observe(done.Sub(g.start))
+	}
+	for i := range reqs {
+		o := s.route[i]
+		if o == nil {
+			continue
+		}
+		r := &s.reqs[i]
+		if r.err != nil {
+			s.fallback(&reqs[i], o)
+			continue
+		}
+		if addr, ask, ok := redirect(r.reply); ok && reqs[i].Unit == nil {
+			sc.stats.Redirects.Add(1)
+			if !ask {
+				sc.triggerRefresh()
+			}
+			s.follow(&reqs[i], r, sc.ownerFor(addr), ask)
+			continue
+		}
+		if isWatch(&reqs[i]) && bytes.HasPrefix(r.reply, []byte("-")) {
+			s.Unwatch()
+		}
+		if reqs[i].Unit != nil {
+			s.Unwatch() // EXEC ended the WATCH on the owner
+		}
+		sc.stats.Forwarded.Add(1)
+		reqs[i].Reply = r.reply
+	}
+}
+
+// seen reports whether o already has a group in this Do.
+func (s *session) seen(o *owner) bool {
+	for _, g := range s.groups {
+		if g.o == o {
+			return true
+		}
+	}
+	return false
+}
+
+// encode appends req's bytes to s.data and sets how many replies r skips.
+func (s *session) encode(req *server.ForwardReq, r *request, o *owner) {
+	if req.Unit == nil {
+		s.data = appendCommand(s.data, req.Args...)
+		return
+	}
+	s.data = appendCommand(s.data, cmdMulti)
+	for _, q := range req.Unit {
+		s.data = appendCommand(s.data, q...)
+	}
+	s.data = appendCommand(s.data, cmdExec)
+	r.skip = 1 + len(req.Unit)
+}
+
+func isWatch(req *server.ForwardReq) bool {
+	return req.Unit == nil && len(req.Args) > 0 && bytes.EqualFold(req.Args[0], []byte("watch"))
+}
+
+// usesPin reports whether req must run on the session's pinned
+// connection: a WATCH (which pins it), or the transaction after one.
+func (s *session) usesPin(req *server.ForwardReq, o *owner) bool {
+	return isWatch(req) || (req.Unit != nil && s.pin != nil)
+}
+
+// pinned returns the session's pinned connection to o, dialling it; a
+// pin to another owner (WATCH on one owner, a transaction on another) is
+// dropped first: that transaction then runs without the other owner's
+// WATCH, as the keys of one transaction live on one owner.
+func (s *session) pinned(o *owner) (*muxConn, error) {
+	if s.pin != nil && (s.pinOwner != o || s.pin.broken()) {
+		s.Unwatch()
+	}
+	if s.pin == nil {
+		m, err := dial(o.addr, s.sc.dialOpts(false), nil)
+		if err != nil {
+			return nil, err
+		}
+		s.pin, s.pinOwner = m, o
+	}
+	return s.pin, nil
+}
+
+// wait waits for b until deadline; past it, the connections still owing
+// replies are closed (their owners are taken as down), which finishes b.
+func (s *session) wait(b *batch, deadline time.Time) {
+	s.timer.Reset(time.Until(deadline))
+	select {
+	case <-b.ch:
+		s.timer.Stop()
+		return
+	case <-s.timer.C:
+	}
+	for _, g := range s.groups {
+		if g.m != nil && g.m.owes(b) {
+			g.m.close()
+			g.o.failed(errTimeout)
+		}
+	}
+	<-b.ch // a closed connection has failed (finished) every request it held
+}
+
+// errTimeout is an owner that did not answer within the timeout.
+var errTimeout = timeoutError{}
+
+type timeoutError struct{}
+
+func (timeoutError) Error() string { return "sidecar: upstream did not answer within the timeout" }
+
+// follow sends req again to the node a MOVED or ASK named (ASKING first
+// for ASK), once, and takes whatever it answers.
+func (s *session) follow(req *server.ForwardReq, r *request, o *owner, ask bool) {
+	if !o.br.isUp() {
+		s.fallback(req, o)
+		return
+	}
+	deadline := time.Now().Add(s.sc.cfg.Timeout)
+	m, err := o.conn(req.RESP3, deadline)
+	if err != nil {
+		s.fallback(req, o)
+		return
+	}
+	b := newBatch(1)
+	nr := &request{done: b}
+	var data []byte
+	if ask {
+		data = appendCommand(data, cmdAsking)
+		nr.skip = 1
+	}
+	data = appendCommand(data, req.Args...)
+	if err := m.send(data, []*request{nr}); err != nil {
+		o.failed(err)
+		s.fallback(req, o)
+		return
+	}
+	t := time.NewTimer(time.Until(deadline))
+	select {
+	case <-b.ch:
+		t.Stop()
+	case <-t.C:
+		m.close()
+		o.failed(errTimeout)
+		<-b.ch
+	}
+	if nr.err != nil {
+		s.fallback(req, o)
+		return
+	}
+	s.sc.stats.Forwarded.Add(1)
+	req.Reply = nr.reply
+}
+
+// fallback answers req by the sidecar's mode while o cannot be reached.
+func (s *session) fallback(req *server.ForwardReq, o *owner) {
+	mode := s.sc.cfg.Fallback
+	s.sc.stats.FallbackByMode[mode].Add(1)
+	if isWatch(req) || req.Unit != nil {
+		s.Unwatch()
+	}
+	switch mode {
+	case Local:
+		req.Local = true
+		return
+	case Open:
+		if r, ok := openThrottle(req); ok {
+			req.Reply = r
+			return
+		}
+	}
+	req.Reply = appendError(nil, "UPSTREAMDOWN owner "+o.addr+" of slot "+strconv.Itoa(req.Slot)+
+		" is unreachable (--upstream-fallback "+mode.String()+")")
+}
+
+// openThrottle is Open mode's answer to CL.THROTTLE key max_burst count
+// period [quantity]: allowed, limit max_burst+1, remaining limit-quantity
+// (at least 0), retry_after -1, reset_after 0. ok is false for any other
+// command, or arguments CL.THROTTLE would refuse.
+func openThrottle(req *server.ForwardReq) ([]byte, bool) {
+	a := req.Args
+	if req.Unit != nil || len(a) < 5 || len(a) > 6 || !bytes.EqualFold(a[0], []byte("cl.throttle")) {
+		return nil, false
+	}
+	burst, err := strconv.ParseInt(string(a[2]), 10, 64)
+	if err != nil || burst < 0 || burst == 1<<63-1 {
+		return nil, false
+	}
+	q := int64(1)
+	if len(a) == 6 {
+		if q, err = strconv.ParseInt(string(a[5]), 10, 64); err != nil || q < 0 {
+			return nil, false
+		}
+	}
+	limit := burst + 1
+	b := []byte("*5\r\n:0\r\n:")
+	b = strconv.AppendInt(b, limit, 10)
+	b = append(b, "\r\n:"...)
+	b = strconv.AppendInt(b, max(limit-q, 0), 10)
+	b = append(b, "\r\n:-1\r\n:0\r\n"...)
+	return b, true
+}
+
+// Unwatch implements server.ForwardSession: closing the pinned connection
+// ends its WATCH on the owner.
+func (s *session) Unwatch() {
+	if s.pin != nil {
+		s.pin.close()
+		s.pin, s.pinOwner = nil, nil
+	}
+}
+
+// Close implements server.ForwardSession.
+func (s *session) Close() {
+	s.Unwatch()
+	s.timer.Stop()
+}

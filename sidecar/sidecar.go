@@ -1,0 +1,460 @@
+// Package sidecar is celld's sidecar mode (--upstream): a window onto one
+// shared limiter. Beside each application replica, it forwards every keyed
+// command to the node that owns the key (a celld cluster, or a Redis with
+// redis-cell), so that N replicas share one limit, and decides alone, by
+// its fallback mode, only while that owner cannot be reached.
+//
+// The server hands it pipelines through server.Forwarder (one Session per
+// client connection); it routes each command by hash slot (topology from
+// CLUSTER SLOTS of any seed, refreshed periodically and on MOVED/ASK; a
+// non-cluster upstream owns every slot), sends each owner's share of the
+// pipeline on one of a few multiplexed connections to it, and returns the
+// owners' replies untouched, in the client's order.
+package sidecar
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/celld/celld/cluster"
+	"github.com/celld/celld/server"
+)
+
+// Mode is what a command meets while its owner cannot be reached.
+type Mode int
+
+const (
+	// Local decides with the sidecar's own keyspace (same algorithm, its
+	// own state and persistence): each sidecar then grants up to the
+	// whole limit on its own while the owner is away.
+	Local Mode = iota
+	// Open answers CL.THROTTLE "allowed" (0 limit limit-quantity -1 0)
+	// and every other command the Closed error: no limit at all while
+	// the owner is away.
+	Open
+	// Closed answers an error that names the owner: no request passes
+	// while the owner is away.
+	Closed
+)
+
+var modeNames = [...]string{"local", "open", "closed"}
+
+func (m Mode) String() string { return modeNames[m] }
+
+// ParseMode reads "local", "open" or "closed".
+func ParseMode(s string) (Mode, error) {
+	for i, n := range modeNames {
+		if s == n {
+			return Mode(i), nil
+		}
+	}
+	return 0, fmt.Errorf("sidecar: unknown fallback mode %q", s)
+}
+
+// Config is a sidecar's settings; zero fields take the documented default.
+type Config struct {
+	// Seeds are upstream addresses (host:port); any one that answers
+	// gives the topology. Required.
+	Seeds []string
+	// Fallback is the mode while an owner cannot be reached. Default Local.
+	Fallback Mode
+	// Timeout bounds how long a command waits for its owner (dial,
+	// send and reply) before the owner is taken as down. Default 250ms.
+	Timeout time.Duration
+	// User and Password authenticate to the upstream ("" = none).
+	User, Password string
+	// TLS, when set, reaches the upstream over TLS.
+	TLS *tls.Config
+	// PoolSize is how many multiplexed connections each owner gets per
+	// protocol version. Default 2.
+	PoolSize int
+	// RefreshInterval is how often the topology is read again. Default 10s.
+	RefreshInterval time.Duration
+	// MaxInFlight bounds the replies awaited on one upstream connection;
+	// a session that finds every connection of its owner that busy waits
+	// (at most Timeout). Default 8192.
+	MaxInFlight int
+	// Logger, default slog.Default().
+	Logger *slog.Logger
+}
+
+// Sidecar forwards commands to their owners; it implements
+// server.Forwarder. Safe for concurrent use.
+type Sidecar struct {
+	cfg  Config
+	log  *slog.Logger
+	topo atomic.Pointer[topology]
+
+	mu     sync.Mutex        // guards owners
+	owners map[string]*owner // by address, kept across refreshes
+
+	refreshing atomic.Bool
+	closed     chan struct{}
+	closeOnce  sync.Once
+	wg         sync.WaitGroup
+
+	stats Stats
+}
+
+// Stats are the sidecar's counters (metrics, INFO).
+type Stats struct {
+	Forwarded      atomic.Int64    // commands (transactions count one) answered by their owner
+	FallbackByMode [3]atomic.Int64 // commands decided by the fallback, by Mode
+	UpstreamErrors atomic.Int64    // sends, dials or replies that failed or timed out
+	Redirects      atomic.Int64    // MOVED/ASK replies followed
+	Refreshes      atomic.Int64    // topology reads that succeeded
+}
+
+// topology maps every slot to its owner.
+type topology struct {
+	cluster bool
+	slots   [cluster.SlotCount]*owner
+	owners  []*owner // distinct, sorted by address
+}
+
+// New returns a Sidecar; Start begins the topology reads.
+func New(cfg Config) (*Sidecar, error) {
+	if len(cfg.Seeds) == 0 {
+		return nil, errors.New("sidecar: no upstream address")
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 250 * time.Millisecond
+	}
+	if cfg.Timeout < 0 {
+		return nil, errors.New("sidecar: negative timeout")
+	}
+	if cfg.PoolSize <= 0 {
+		cfg.PoolSize = 2
+	}
+	if cfg.RefreshInterval <= 0 {
+		cfg.RefreshInterval = 10 * time.Second
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = 8192
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Sidecar{cfg: cfg, log: cfg.Logger, owners: map[string]*owner{}, closed: make(chan struct{})}
+	// Until the first read, the first seed owns every slot (a plain
+	// upstream; a cluster node answers MOVED, which reads the topology).
+	t := &topology{}
+	o := s.ownerFor(cfg.Seeds[0])
+	for i := range t.slots {
+		t.slots[i] = o
+	}
+	t.owners = []*owner{o}
+	s.topo.Store(t)
+	return s, nil
+}
+
+// Start reads the topology once (errors are logged: the fallback answers
+// meanwhile) and then every RefreshInterval until Close.
+func (s *Sidecar) Start() {
+	if err := s.refresh(); err != nil {
+		s.log.Warn("upstream topology not read yet", "err", err)
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTicker(s.cfg.RefreshInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.closed:
+				return
+			case <-t.C:
+				if err := s.refresh(); err != nil {
+					s.log.Debug("upstream topology refresh failed", "err", err)
+				}
+			}
+		}
+	}()
+}
+
+// Close stops the refreshes and probes and closes every upstream connection.
+func (s *Sidecar) Close() {
+	s.closeOnce.Do(func() { close(s.closed) })
+	s.wg.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range s.owners {
+		o.closeConns()
+	}
+}
+
+// StatsRef returns the live counters.
+func (s *Sidecar) StatsRef() *Stats { return &s.stats }
+
+// ownerFor returns the owner at addr, creating it.
+func (s *Sidecar) ownerFor(addr string) *owner {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := s.owners[addr]
+	if o == nil {
+		o = &owner{addr: addr, sc: s}
+		o.conns[0] = make([]*muxConn, s.cfg.PoolSize)
+		o.conns[1] = make([]*muxConn, s.cfg.PoolSize)
+		s.owners[addr] = o
+	}
+	return o
+}
+
+func (s *Sidecar) dialOpts(resp3 bool) dialOptions {
+	return dialOptions{timeout: s.cfg.Timeout, user: s.cfg.User, password: s.cfg.Password, tls: s.cfg.TLS, resp3: resp3}
+}
+
+// refresh reads CLUSTER SLOTS from the current owners, then the seeds,
+// until one answers, and installs the topology it describes. An error
+// reply ("cluster support disabled") makes that node the owner of every
+// slot.
+func (s *Sidecar) refresh() error {
+	var tried []string
+	seen := map[string]bool{}
+	for _, o := range s.topo.Load().owners {
+		if o.br.isUp() && !seen[o.addr] {
+			seen[o.addr] = true
+			tried = append(tried, o.addr)
+		}
+	}
+	for _, a := range s.cfg.Seeds {
+		if !seen[a] {
+			seen[a] = true
+			tried = append(tried, a)
+		}
+	}
+	var errs []error
+	for _, addr := range tried {
+		reply, err := s.query(addr, "CLUSTER", "SLOTS")
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		t, err := s.parseSlots(addr, reply)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s.topo.Store(t)
+		s.stats.Refreshes.Add(1)
+		return nil
+	}
+	return errors.Join(errs...)
+}
+
+// query sends one command to addr on a connection of its own and returns
+// the reply.
+func (s *Sidecar) query(addr string, args ...string) ([]byte, error) {
+	m, err := dial(addr, s.dialOpts(false), nil)
+	if err != nil {
+		return nil, err
+	}
+	defer m.close()
+	b := newBatch(1)
+	r := &request{done: b}
+	if err := m.send(appendStrings(nil, args...), []*request{r}); err != nil {
+		return nil, err
+	}
+	select {
+	case <-b.ch:
+	case <-time.After(s.cfg.Timeout):
+		m.close()
+		<-b.ch
+	}
+	return r.reply, r.err
+}
+
+// parseSlots builds a topology from a CLUSTER SLOTS reply read from addr.
+func (s *Sidecar) parseSlots(addr string, reply []byte) (*topology, error) {
+	t := &topology{}
+	if len(reply) > 0 && reply[0] == '-' {
+		// Not a cluster: this node owns every slot.
+		o := s.ownerFor(addr)
+		for i := range t.slots {
+			t.slots[i] = o
+		}
+		t.owners = []*owner{o}
+		return t, nil
+	}
+	v, _, err := parseValue(reply)
+	if err != nil {
+		return nil, err
+	}
+	ranges, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("sidecar: %s: CLUSTER SLOTS is not an array", addr)
+	}
+	seedHost := addr[:strings.LastIndexByte(addr, ':')]
+	distinct := map[*owner]bool{}
+	assigned := 0
+	for _, r := range ranges {
+		e, ok := r.([]any)
+		if !ok || len(e) < 3 {
+			return nil, fmt.Errorf("sidecar: %s: bad CLUSTER SLOTS entry", addr)
+		}
+		first, ok1 := e[0].(int64)
+		last, ok2 := e[1].(int64)
+		node, ok3 := e[2].([]any)
+		if !ok1 || !ok2 || !ok3 || len(node) < 2 || first < 0 || last >= cluster.SlotCount || first > last {
+			return nil, fmt.Errorf("sidecar: %s: bad CLUSTER SLOTS entry", addr)
+		}
+		host, _ := node[0].(string)
+		port, okp := node[1].(int64)
+		if !okp {
+			return nil, fmt.Errorf("sidecar: %s: bad CLUSTER SLOTS node", addr)
+		}
+		if host == "" || host == "?" {
+			host = seedHost
+		}
+		o := s.ownerFor(joinHostPort(host, port))
+		distinct[o] = true
+		for i := first; i <= last; i++ {
+			if t.slots[i] == nil {
+				assigned++
+			}
+			t.slots[i] = o
+		}
+	}
+	if assigned == 0 {
+		return nil, fmt.Errorf("sidecar: %s: no slot assigned", addr)
+	}
+	t.cluster = true
+	for o := range distinct {
+		t.owners = append(t.owners, o)
+	}
+	sort.Slice(t.owners, func(i, j int) bool { return t.owners[i].addr < t.owners[j].addr })
+	return t, nil
+}
+
+func joinHostPort(host string, port int64) string {
+	if strings.Contains(host, ":") {
+		return "[" + host + "]:" + strconv.FormatInt(port, 10)
+	}
+	return host + ":" + strconv.FormatInt(port, 10)
+}
+
+// triggerRefresh reads the topology again in the background, unless a
+// read is already running.
+func (s *Sidecar) triggerRefresh() {
+	if !s.refreshing.CompareAndSwap(false, true) {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer s.refreshing.Store(false)
+		if err := s.refresh(); err != nil {
+			s.log.Debug("upstream topology refresh failed", "err", err)
+		}
+	}()
+}
+
+// Owner implements server.Forwarder.
+func (s *Sidecar) Owner(slot int) string {
+	if o := s.topo.Load().slots[slot]; o != nil {
+		return o.addr
+	}
+	return ""
+}
+
+// State summarises the upstream: "ok" (every owner answers), "degraded"
+// (some do not) or "down" (none does).
+func (s *Sidecar) State() string {
+	t := s.topo.Load()
+	down := 0
+	for _, o := range t.owners {
+		if !o.br.isUp() {
+			down++
+		}
+	}
+	switch {
+	case down == 0:
+		return "ok"
+	case down == len(t.owners):
+		return "down"
+	}
+	return "degraded"
+}
+
+// Info implements server.Forwarder: INFO's Upstream section.
+func (s *Sidecar) Info() []string {
+	t := s.topo.Load()
+	mode := "plain"
+	if t.cluster {
+		mode = "cluster"
+	}
+	lines := []string{
+		"upstream_state:" + s.State(),
+		"upstream_mode:" + mode,
+		"upstream_seeds:" + strings.Join(s.cfg.Seeds, ","),
+		"upstream_fallback:" + s.cfg.Fallback.String(),
+		"upstream_timeout_ms:" + strconv.FormatInt(s.cfg.Timeout.Milliseconds(), 10),
+		"upstream_owners:" + strconv.Itoa(len(t.owners)),
+		"upstream_forwarded:" + strconv.FormatInt(s.stats.Forwarded.Load(), 10),
+		"upstream_fallback_local:" + strconv.FormatInt(s.stats.FallbackByMode[Local].Load(), 10),
+		"upstream_fallback_open:" + strconv.FormatInt(s.stats.FallbackByMode[Open].Load(), 10),
+		"upstream_fallback_closed:" + strconv.FormatInt(s.stats.FallbackByMode[Closed].Load(), 10),
+		"upstream_errors:" + strconv.FormatInt(s.stats.UpstreamErrors.Load(), 10),
+		"upstream_redirects:" + strconv.FormatInt(s.stats.Redirects.Load(), 10),
+		"upstream_topology_refreshes:" + strconv.FormatInt(s.stats.Refreshes.Load(), 10),
+	}
+	now := time.Now()
+	for i, o := range t.owners {
+		up, since, failures, _ := o.br.snapshot()
+		st := "up"
+		downMs := int64(0)
+		if !up {
+			st = "down"
+			downMs = now.Sub(since).Milliseconds()
+		}
+		lines = append(lines, fmt.Sprintf("owner%d:addr=%s,state=%s,slots=%d,failures=%d,down_ms=%d",
+			i, o.addr, st, t.slotCount(o), failures, downMs))
+	}
+	return lines
+}
+
+func (t *topology) slotCount(o *owner) int {
+	n := 0
+	for _, x := range t.slots {
+		if x == o {
+			n++
+		}
+	}
+	return n
+}
+
+// OwnerStats is one owner's figures for metrics.
+type OwnerStats struct {
+	Addr    string
+	Up      bool
+	Latency Histogram
+}
+
+// Owners returns each current owner's state and latency histogram.
+func (s *Sidecar) Owners() []OwnerStats {
+	t := s.topo.Load()
+	out := make([]OwnerStats, 0, len(t.owners))
+	for _, o := range t.owners {
+		out = append(out, OwnerStats{Addr: o.addr, Up: o.br.isUp(), Latency: o.lat.snapshot()})
+	}
+	return out
+}
+
+// Session implements server.Forwarder.
+func (s *Sidecar) Session() server.ForwardSession {
+	return &session{sc: s, timer: stoppedTimer()}
+}
+
+func stoppedTimer() *time.Timer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}
