@@ -1,0 +1,107 @@
+package sidecar
+
+import (
+	"testing"
+
+	"github.com/celld/celld/server"
+)
+
+func TestReplyEnd(t *testing.T) {
+	cases := []struct {
+		in   string
+		want int // -1: protocol error
+	}{
+		{"+OK\r\n", 5},
+		{"+OK\r\n+OK\r\n", 5},
+		{"+OK\r", 0},
+		{"-ERR x\r\n", 8},
+		{":12\r\n", 5},
+		{"$3\r\nabc\r\n", 9},
+		{"$3\r\nab", 0},
+		{"$-1\r\n", 5},
+		{"$3\r\nabcd\r\n", -1},
+		{"*2\r\n:1\r\n$1\r\na\r\n", 15},
+		{"*2\r\n:1\r\n", 0},
+		{"*-1\r\n", 5},
+		{"%1\r\n+a\r\n:1\r\n", 12},
+		{"|1\r\n+k\r\n+v\r\n:5\r\n", 16},
+		{"_\r\n", 3},
+		{",1.5\r\n", 6},
+		{"=7\r\ntxt:abc\r\n", 13},
+		{"?\r\n", -1},
+		{"+OK\n", -1},
+	}
+	for i, c := range cases {
+		n, err := replyEnd([]byte(c.in))
+		if c.want < 0 {
+			if err == nil {
+				t.Errorf("case %d %q: no error, n=%d", i, c.in, n)
+			}
+			continue
+		}
+		if err != nil || n != c.want {
+			t.Errorf("case %d %q: got %d, %v; want %d", i, c.in, n, err, c.want)
+		}
+	}
+}
+
+func FuzzReplyEnd(f *testing.F) {
+	f.Add([]byte("*2\r\n:1\r\n$1\r\na\r\n"))
+	f.Add([]byte("%1\r\n+a\r\n:1\r\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		n, err := replyEnd(b)
+		if err == nil && (n < 0 || n > len(b)) {
+			t.Fatalf("n=%d outside [0,%d]", n, len(b))
+		}
+		if err == nil && n > 0 {
+			// A complete value stays complete with more bytes after it.
+			m, err2 := replyEnd(append(append([]byte{}, b[:n]...), "+x\r\n"...))
+			if err2 != nil || m != n {
+				t.Fatalf("prefix of %d bytes: %d, %v", n, m, err2)
+			}
+		}
+	})
+}
+
+func TestRedirect(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		addr string
+		ask  bool
+		ok   bool
+	}{
+		{"-MOVED 3999 127.0.0.1:6381\r\n", "127.0.0.1:6381", false, true},
+		{"-ASK 3999 10.0.0.1:7000\r\n", "10.0.0.1:7000", true, true},
+		{"-ERR MOVED\r\n", "", false, false},
+		{":1\r\n", "", false, false},
+	} {
+		addr, ask, ok := redirect([]byte(c.in))
+		if addr != c.addr || ask != c.ask || ok != c.ok {
+			t.Errorf("%q: %q %v %v", c.in, addr, ask, ok)
+		}
+	}
+}
+
+func TestOpenThrottle(t *testing.T) {
+	args := func(s ...string) server.ForwardReq {
+		r := server.ForwardReq{}
+		for _, a := range s {
+			r.Args = append(r.Args, []byte(a))
+		}
+		return r
+	}
+	for _, c := range []struct {
+		req  server.ForwardReq
+		want string
+	}{
+		{args("CL.THROTTLE", "k", "9", "10", "60"), "*5\r\n:0\r\n:10\r\n:9\r\n:-1\r\n:0\r\n"},
+		{args("cl.throttle", "k", "0", "1", "1", "5"), "*5\r\n:0\r\n:1\r\n:0\r\n:-1\r\n:0\r\n"},
+		{args("cl.throttle", "k", "x", "1", "1"), ""},
+		{args("GET", "k"), ""},
+	} {
+		r, ok := openThrottle(&c.req)
+		if string(r) != c.want || ok != (c.want != "") {
+			t.Errorf("%q: %q %v, want %q", c.req.Args, r, ok, c.want)
+		}
+	}
+}
