@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,22 +21,28 @@ type request struct {
 	done  *batch
 }
 
-// batch is what a session waits on: the requests of one Do, across owners.
+// batch is what a session waits on: the requests of one Do, across
+// owners. A session reuses its batch: every Do that sends anything ends
+// with exactly one token received from ch (all its requests finish, by a
+// reply or by their connection failing), so no token is ever left over.
 type batch struct {
-	mu   sync.Mutex
-	left int
-	ch   chan struct{} // closed when left reaches 0
+	left atomic.Int32
+	ch   chan struct{} // one token when left reaches 0
 }
 
-func newBatch(n int) *batch { return &batch{left: n, ch: make(chan struct{})} }
+func newBatch(n int) *batch {
+	b := &batch{ch: make(chan struct{}, 1)}
+	b.left.Store(int32(n))
+	return b
+}
+
+// reset arms b for n requests.
+func (b *batch) reset(n int) { b.left.Store(int32(n)) }
 
 func (b *batch) finish() {
-	b.mu.Lock()
-	b.left--
-	if b.left == 0 {
-		close(b.ch)
+	if b.left.Add(-1) == 0 {
+		b.ch <- struct{}{}
 	}
-	b.mu.Unlock()
 }
 
 // errClosed is a muxConn that was closed (timeout, topology change, Close).
@@ -58,6 +65,9 @@ type muxConn struct {
 	head    int
 	err     error // set once: the connection is broken
 	onFail  func(error)
+
+	dead    atomic.Bool  // err != nil, read without the lock
+	waiting atomic.Int64 // len(pending) - head, read without the lock
 }
 
 // dialOptions is how an owner is reached.
@@ -143,11 +153,7 @@ func dial(addr string, o dialOptions, onFail func(error)) (*muxConn, error) {
 }
 
 // broken reports whether the connection has failed.
-func (m *muxConn) broken() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.err != nil
-}
+func (m *muxConn) broken() bool { return m.dead.Load() }
 
 // send queues data, whose replies reqs await in order, and writes it
 // unless another sender is writing (which then writes it too). It fails
@@ -160,6 +166,7 @@ func (m *muxConn) send(data []byte, reqs []*request) error {
 		return err
 	}
 	m.pending = append(m.pending, reqs...)
+	m.waiting.Add(int64(len(reqs)))
 	m.wbuf = append(m.wbuf, data...)
 	if m.writing {
 		m.mu.Unlock()
@@ -183,11 +190,7 @@ func (m *muxConn) send(data []byte, reqs []*request) error {
 }
 
 // inFlight is how many replies are awaited.
-func (m *muxConn) inFlight() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.pending) - m.head
-}
+func (m *muxConn) inFlight() int { return int(m.waiting.Load()) }
 
 // close breaks the connection: pending requests fail with errClosed.
 func (m *muxConn) close() {
@@ -203,6 +206,8 @@ func (m *muxConn) failLocked(err error) {
 		return
 	}
 	m.err = err
+	m.dead.Store(true)
+	m.waiting.Store(0)
 	m.nc.Close()
 	for _, r := range m.pending[m.head:] {
 		r.err = err
@@ -277,6 +282,7 @@ func (m *muxConn) deliver(reply []byte) bool {
 	}
 	m.pending[m.head] = nil
 	m.head++
+	m.waiting.Add(-1)
 	if m.head == len(m.pending) {
 		m.pending, m.head = m.pending[:0], 0
 	} else if m.head > 1024 && m.head*2 > len(m.pending) {

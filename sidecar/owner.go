@@ -45,7 +45,7 @@ func (o *owner) conn(resp3 bool, deadline time.Time) (*muxConn, error) {
 			o.conns[p][i] = m
 		}
 		o.mu.Unlock()
-		if m.inFlight() < o.sc.cfg.MaxInFlight {
+		if m.inFlight() < o.sc.cfg.MaxInFlight { // a broken m fails the send: the caller falls back
 			return m, nil
 		}
 		if time.Now().After(deadline) {

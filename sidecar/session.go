@@ -13,6 +13,7 @@ import (
 type session struct {
 	sc    *Sidecar
 	timer *time.Timer
+	b     *batch // reused by every Do
 
 	// Scratch reused across Do calls (fresh ones after a timeout, when
 	// the abandoned requests may still be written by a reader).
@@ -65,7 +66,11 @@ func (s *session) Do(reqs []server.ForwardReq) {
 	if n == 0 {
 		return
 	}
-	b := newBatch(n)
+	if s.b == nil {
+		s.b = newBatch(0)
+	}
+	b := s.b
+	b.reset(n)
 	deadline := time.Now().Add(sc.cfg.Timeout)
 	s.groups = s.groups[:0]
 	// Each owner's share, in the pipeline's order, in one send.
