@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -387,4 +389,56 @@ func cmdInts(t testing.TB, c *redis.Cmd) []int64 {
 	t.Helper()
 	v, err := c.Result()
 	return ints(t, v, err)
+}
+
+// TestSidecarRedisUpstream: a plain Redis (no cluster, no redis-cell here)
+// as the upstream: CLUSTER SLOTS fails, so it owns every slot; its replies,
+// errors included, reach the client byte for byte (Redis's own SET/GET of
+// any string, and its unknown-command error for CL.THROTTLE).
+func TestSidecarRedisUpstream(t *testing.T) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("redis-server not found: .ci/run installs it")
+		}
+		t.Skip("redis-server not installed (apt-get install redis-server); CI always runs this test")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	_, port, _ := net.SplitHostPort(addr)
+	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	direct := client(t, addr)
+	for i := 0; direct.Ping(ctx).Err() != nil; i++ {
+		if i > 200 {
+			t.Fatal("redis-server did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	side := sidecarNode(t, Config{Seeds: []string{addr}})
+	rdb := client(t, side.addr)
+	if err := rdb.Set(ctx, "greeting", "hello world", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if v := direct.Get(ctx, "greeting").Val(); v != "hello world" {
+		t.Fatalf("SET through the sidecar: Redis holds %q", v)
+	}
+	if v := rdb.Get(ctx, "greeting").Val(); v != "hello world" {
+		t.Fatalf("GET through the sidecar: %q", v)
+	}
+	want := direct.Do(ctx, "CL.THROTTLE", "k", 1, 2, 3).Err()
+	got := rdb.Do(ctx, "CL.THROTTLE", "k", 1, 2, 3).Err()
+	if want == nil || got == nil || got.Error() != want.Error() {
+		t.Fatalf("Redis's error through the sidecar: %v, direct: %v", got, want)
+	}
+	if !strings.Contains(rdb.Info(ctx, "upstream").Val(), "upstream_mode:plain") {
+		t.Fatalf("INFO upstream:\n%s", rdb.Info(ctx, "upstream").Val())
+	}
 }
