@@ -31,7 +31,9 @@ for i in 0 1 2; do
 done
 side=$((BASE + 10))
 "$work/celld" --addr "127.0.0.1:$side" --upstream "127.0.0.1:$BASE" --persist no 2>"$work/s.log" &
-pids+=($!)
+spid=$!
+pids+=($spid)
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$spid/stat"; } # utime+stime, clock ticks
 for p in $BASE $((BASE + 1)) $((BASE + 2)) $side; do
   for _ in $(seq 100); do redis-cli -p "$p" ping >/dev/null 2>&1 && break; sleep 0.1; done
 done
@@ -42,7 +44,10 @@ run() { # direct|sidecar pipeline -> "rps p50 p99"
   if [ "$1" = direct ]; then
     out=$(redis-benchmark --cluster -h 127.0.0.1 -p "$BASE" "${args[@]}" CL.THROTTLE "k{tag}__rand_int__" 100 1000 60 2>/dev/null)
   else
+    local t0; t0=$(cpu_ticks)
     out=$(redis-benchmark -h 127.0.0.1 -p "$side" "${args[@]}" CL.THROTTLE "k__rand_int__" 100 1000 60 2>/dev/null)
+    # The sidecar's own CPU per request (µs): robust to a busy machine.
+    echo "sidecar_cpu_us_per_req $(awk -v a="$t0" -v b="$(cpu_ticks)" -v hz="$(getconf CLK_TCK)" -v n="$N" 'BEGIN { printf "%.2f", (b - a) / hz * 1e6 / n }')" >>"$work/cpu"
   fi
   echo "$out" | awk '/throughput summary/ { rps = $3 } /avg +min +p50/ { getline; p50 = $3; p99 = $5 } END { print rps, p50, p99 }'
 }
@@ -59,4 +64,5 @@ for P in 1 16; do
   printf "%-4s %12.0f %8s %8s   %12.0f %8s %8s   %6.2f\n" "$P" "$drps" "$dp50" "$dp99" "$srps" "$sp50" "$sp99" \
     "$(awk -v a="$srps" -v b="$drps" 'BEGIN { print a / b }')"
   echo "  rounds direct: $(tr '\n' ';' <"$work/d")  sidecar: $(tr '\n' ';' <"$work/s")"
+  echo "  sidecar CPU per request (us), median: $(awk '{ print $2 }' "$work/cpu" | medians)"; : >"$work/cpu"
 done

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -173,6 +174,12 @@ func (m *muxConn) send(data []byte, reqs []*request) error {
 		return nil
 	}
 	m.writing = true
+	// Let the other sessions that have a pipeline ready append theirs
+	// first: one write (and one read on the owner) for all of them. With
+	// nothing else runnable this returns at once.
+	m.mu.Unlock()
+	runtime.Gosched()
+	m.mu.Lock()
 	for len(m.wbuf) > 0 && m.err == nil {
 		buf := m.wbuf
 		m.wbuf = m.spare[:0]
