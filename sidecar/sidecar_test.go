@@ -2,6 +2,8 @@ package sidecar
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"net"
 	"os"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/celld/celld/cluster"
+	"github.com/celld/celld/internal/testutil"
 	"github.com/celld/celld/server"
 	"github.com/celld/celld/store"
 	"github.com/redis/go-redis/v9"
@@ -440,5 +443,44 @@ func TestSidecarRedisUpstream(t *testing.T) {
 	}
 	if !strings.Contains(rdb.Info(ctx, "upstream").Val(), "upstream_mode:plain") {
 		t.Fatalf("INFO upstream:\n%s", rdb.Info(ctx, "upstream").Val())
+	}
+}
+
+// TestSidecarTLSAndPassword: an upstream that asks for a password and
+// speaks only TLS is reached with Config.Password and Config.TLS; a wrong
+// password fails the dial, and the fallback answers (closed: an error
+// naming the owner).
+func TestSidecarTLSAndPassword(t *testing.T) {
+	cert := testutil.SelfSigned(t)
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := &node{addr: ln.Addr().String(), st: store.New(store.Options{}), ln: ln, done: make(chan error, 1)}
+	srv, err := server.New(server.Config{Addr: owner.addr, RequirePass: "s3cret",
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}}, owner.st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner.srv = srv
+	go func() { owner.done <- srv.ServeTLS(ln) }()
+	t.Cleanup(func() { owner.stop(t) })
+	roots := x509.NewCertPool()
+	roots.AddCert(leaf)
+	tc := &tls.Config{RootCAs: roots}
+
+	side := sidecarNode(t, Config{Seeds: []string{owner.addr}, Password: "s3cret", TLS: tc})
+	r := cmdInts(t, client(t, side.addr).Do(ctx, "CL.THROTTLE", "k", 1, 10, 60))
+	if r[0] != 0 || owner.st.Len() != 1 {
+		t.Fatalf("over TLS with the password: %v, owner keys %d", r, owner.st.Len())
+	}
+	wrong := sidecarNode(t, Config{Seeds: []string{owner.addr}, Password: "nope", TLS: tc, Fallback: Closed})
+	err = client(t, wrong.addr).Do(ctx, "CL.THROTTLE", "k", 1, 10, 60).Err()
+	if err == nil || !strings.HasPrefix(err.Error(), "UPSTREAMDOWN owner "+owner.addr) {
+		t.Fatalf("wrong password: %v, want UPSTREAMDOWN naming the owner", err)
 	}
 }
