@@ -32,7 +32,7 @@ func valueEnd(b []byte, depth int) (int, error) {
 	if nl < 0 {
 		return 0, nil
 	}
-	if nl < 1 || b[nl-1] != '\r' {
+	if nl < 2 || b[nl-1] != '\r' {
 		return 0, errProtocol
 	}
 	line := b[1 : nl-1]
@@ -62,6 +62,9 @@ func valueEnd(b []byte, depth int) (int, error) {
 		}
 		if n == -1 {
 			return head, nil
+		}
+		if n > len(b) {
+			return 0, nil // each element takes 3 bytes at least: not all here yet
 		}
 		if b[0] == '%' || b[0] == '|' {
 			n *= 2
