@@ -186,7 +186,9 @@ func (m *muxConn) send(data []byte, reqs []*request) error {
 		m.mu.Unlock()
 		_, err := m.nc.Write(buf)
 		m.mu.Lock()
-		m.spare = buf[:0]
+		if cap(buf) <= 1<<20 { // a large pipeline's buffer is not kept
+			m.spare = buf[:0]
+		}
 		if err != nil {
 			m.failLocked(err)
 		}

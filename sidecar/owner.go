@@ -24,6 +24,9 @@ type owner struct {
 // awaited for longer than the timeout.
 var errOverload = errors.New("sidecar: upstream connections full")
 
+// errDown: the owner went down while a session waited to use it.
+var errDown = errors.New("sidecar: upstream owner down")
+
 // conn returns a live connection of the pool, dialling it if needed. It
 // waits at most until deadline for one with room (MaxInFlight).
 func (o *owner) conn(resp3 bool, deadline time.Time) (*muxConn, error) {
@@ -34,6 +37,13 @@ func (o *owner) conn(resp3 bool, deadline time.Time) (*muxConn, error) {
 	for {
 		i := int(o.next.Add(1)) % len(o.conns[p])
 		o.mu.Lock()
+		if !o.br.isUp() {
+			// Another session's dial failed while this one waited for
+			// the lock: do not dial again (a dropped SYN costs the
+			// whole timeout).
+			o.mu.Unlock()
+			return nil, errDown
+		}
 		m := o.conns[p][i]
 		if m == nil || m.broken() {
 			var err error

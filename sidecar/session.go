@@ -36,6 +36,10 @@ type group struct {
 	start time.Time
 }
 
+// maxKeepBuf is the largest scratch buffer a session keeps between
+// pipelines.
+const maxKeepBuf = 64 << 10
+
 var (
 	cmdMulti  = []byte("MULTI")
 	cmdExec   = []byte("EXEC")
@@ -52,6 +56,16 @@ func (s *session) Do(reqs []server.ForwardReq) {
 		s.route = make([]*owner, len(reqs), cap(s.reqs))
 	}
 	s.reqs, s.route = s.reqs[:len(reqs)], s.route[:len(reqs)]
+	// The replies of the previous Do have been copied out by now: drop
+	// buffers a large value grew, so an idle connection keeps little.
+	for i := range s.reqs {
+		if cap(s.reqs[i].reply) > maxKeepBuf {
+			s.reqs[i].reply = nil
+		}
+	}
+	if cap(s.data) > maxKeepBuf {
+		s.data = nil
+	}
 	n := 0
 	for i := range reqs {
 		o := t.slots[reqs[i].Slot]
@@ -106,7 +120,7 @@ func (s *session) Do(reqs []server.ForwardReq) {
 				r.err = err
 				b.finish()
 			}
-			if err != errOverload {
+			if err != errOverload && err != errDown {
 				o.failed(err)
 			}
 		}

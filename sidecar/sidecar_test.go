@@ -96,9 +96,14 @@ func ownerCluster(t testing.TB, n int) []*node {
 	return nodes
 }
 
-// sidecarNode starts a sidecar over seeds.
+// sidecarNode starts a sidecar over seeds. Tests not about timeouts get
+// a long one: under -race on a busy machine a 250 ms wait can pass, and
+// a spurious fallback would decide what the owner should.
 func sidecarNode(t testing.TB, cfg Config) *node {
 	t.Helper()
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
+	}
 	sc, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
