@@ -489,3 +489,40 @@ func TestSidecarTLSAndPassword(t *testing.T) {
 		t.Fatalf("wrong password: %v, want UPSTREAMDOWN naming the owner", err)
 	}
 }
+
+// TestSidecarFollowsMoved: with a stale topology (the seed taken as owner
+// of every slot, as before the first read), a key of another node gets
+// -MOVED from the seed; the sidecar follows it once, answers with the
+// owner's reply, and reads the topology again.
+func TestSidecarFollowsMoved(t *testing.T) {
+	owners := ownerCluster(t, 3)
+	sc, err := New(Config{Seeds: []string{owners[0].addr}, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	side := serve(t, nil, server.Config{}, sc) // no Start: the topology is the stale default
+	rdb := client(t, side.addr)
+	key := "k1" // not node 0's
+	oi := cluster.KeySlotString(key) * 3 / cluster.SlotCount
+	if oi == 0 {
+		t.Fatal("test key on node 0")
+	}
+	r := cmdInts(t, rdb.Do(ctx, "CL.THROTTLE", key, 5, 10, 60))
+	if r[0] != 0 || owners[oi].st.Len() != 1 || owners[0].st.Len() != 0 {
+		t.Fatalf("after MOVED: %v; keys on the owner %d, on the seed %d", r, owners[oi].st.Len(), owners[0].st.Len())
+	}
+	if n := sc.StatsRef().Redirects.Load(); n != 1 {
+		t.Fatalf("redirects %d, want 1", n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for sc.Owner(cluster.KeySlotString(key)) != owners[oi].addr {
+		if time.Now().After(deadline) {
+			t.Fatal("topology not read again after MOVED")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cmdInts(t, rdb.Do(ctx, "CL.THROTTLE", key, 5, 10, 60))
+	if n := sc.StatsRef().Redirects.Load(); n != 1 {
+		t.Fatalf("redirects %d after the refresh, want still 1", n)
+	}
+}
