@@ -386,7 +386,7 @@ func ioredisDir(t *testing.T) string {
 		t.Skip("npm not installed: the ioredis step needs node and npm")
 	}
 	dir := t.TempDir()
-	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	c, cancel := context.WithTimeout(context.Background(), time.Minute) // bounded: CI's budget
 	defer cancel()
 	cmd := exec.CommandContext(c, "npm", "install", "--no-audit", "--no-fund", "--silent", "ioredis@5")
 	cmd.Dir = dir
