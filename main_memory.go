@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"runtime/debug"
 	"time"
@@ -11,6 +12,32 @@ import (
 	"github.com/celld/celld/config"
 	"github.com/celld/celld/store"
 )
+
+// followBound makes the Go runtime's soft memory limit follow the bound,
+// at start-up and after every CONFIG SET maxmemory: softMemoryLimit of it,
+// or none (math.MaxInt64, the runtime's default) when the bound is 0. An
+// explicit GOMEMLIMIT wins: then the limit is left alone.
+func followBound(st *store.Store) {
+	if _, set := os.LookupEnv("GOMEMLIMIT"); set {
+		return
+	}
+	st.OnMaxMemory(func(n int64) { debug.SetMemoryLimit(softMemoryLimit(n)) })
+}
+
+// softMemoryLimit is the Go heap's soft limit for the bound n (0: none):
+// the RSS a bounded server is sized for (docs/memory.md: 1.5 x maxmemory +
+// 40 MB, less ~10 MB of runtime and binary). The collector works harder as
+// the heap nears it instead of letting garbage (persistence's buffers
+// under a key spray) grow the RSS past it. It sits above the live heap (the
+// keys, ~1.2 x maxmemory at most, plus persistence's buffers, which the
+// store counts in used_memory), so it does not make the collector run
+// constantly.
+func softMemoryLimit(n int64) int64 {
+	if n <= 0 {
+		return math.MaxInt64
+	}
+	return n*3/2 + 30<<20
+}
 
 // errOverBound: the restored data does not fit --maxmemory under
 // noeviction, so celld will not start (exit 2).
@@ -29,20 +56,10 @@ func applyMemory(cfg *config.Config, st *store.Store, log *slog.Logger) error {
 		return fmt.Errorf("--maxmemory-policy %q: %w", cfg.MaxMemoryPolicy, err)
 	}
 	st.SetPolicy(policy)
+	followBound(st)
 	st.SetMaxMemory(cfg.MaxMemory)
 	if cfg.MaxMemory == 0 {
 		return nil
-	}
-	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
-		// A soft limit for the Go heap at the RSS a bounded server is
-		// sized for (docs/memory.md: 1.5 x maxmemory + 40 MB, less ~10 MB
-		// of runtime and binary): the collector works harder as the heap
-		// nears it instead of letting garbage (persistence's buffers under
-		// a key spray) grow the RSS past it. It sits above the live heap
-		// (the keys, ~1.2 x maxmemory at most, plus pebble's memtables and
-		// cache), so it does not make the collector run constantly. An
-		// explicit GOMEMLIMIT wins; CONFIG SET maxmemory does not move it.
-		debug.SetMemoryLimit(cfg.MaxMemory*3/2 + 30<<20)
 	}
 	used := st.UsedMemory()
 	log.Info("memory bound", "maxmemory", cfg.MaxMemory, "policy", policy.String(), "used_memory", used, "keys", st.Len())

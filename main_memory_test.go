@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"os/exec"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/celld/celld/config"
+	"github.com/celld/celld/server"
 	"github.com/celld/celld/store"
 	"github.com/redis/go-redis/v9"
 )
@@ -501,5 +505,86 @@ func TestProcessSprayVersusRedis(t *testing.T) {
 			report(fmt.Sprintf("round %d celld %s", round, cmd.name), spray(t, c.addr, c.cmd.Process.Pid, 8, dur, cmd.fn))
 			c.termOK()
 		}
+	}
+}
+
+// TestConfigSetMovesMemoryLimit: CONFIG SET maxmemory at run time moves the
+// Go runtime's soft memory limit as start-up sets it (applyMemory), back
+// to none for 0, and leaves an explicit GOMEMLIMIT alone.
+func TestConfigSetMovesMemoryLimit(t *testing.T) {
+	orig := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(orig) })
+	serve := func(cfg *config.Config) *redis.Client {
+		st := store.New(store.Options{})
+		if err := applyMemory(cfg, st, quietLog()); err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := server.New(server.Config{Logger: quietLog()}, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(ln) }()
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			srv.Shutdown(ctx)
+			<-served
+		})
+		rdb := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), MaxRetries: -1})
+		t.Cleanup(func() { rdb.Close() })
+		return rdb
+	}
+	ctx := context.Background()
+	set := func(rdb *redis.Client, v string) {
+		t.Helper()
+		if err := rdb.ConfigSet(ctx, "maxmemory", v).Err(); err != nil {
+			t.Fatalf("CONFIG SET maxmemory %s: %v", v, err)
+		}
+	}
+
+	cfg, err := parseFlags(nil) // no bound at start
+	if err != nil {
+		t.Fatal(err)
+	}
+	debug.SetMemoryLimit(123 << 20)
+	rdb := serve(cfg)
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Fatalf("start-up without a bound: limit %d, want none (%d)", got, int64(math.MaxInt64))
+	}
+	set(rdb, "64mb")
+	if got, want := debug.SetMemoryLimit(-1), int64(64<<20*3/2+30<<20); got != want {
+		t.Fatalf("after CONFIG SET maxmemory 64mb: limit %d, want %d", got, want)
+	}
+	set(rdb, "100000000")
+	if got, want := debug.SetMemoryLimit(-1), int64(100000000*3/2+30<<20); got != want {
+		t.Fatalf("after CONFIG SET maxmemory 100000000: limit %d, want %d", got, want)
+	}
+	set(rdb, "0")
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Fatalf("after CONFIG SET maxmemory 0: limit %d, want none", got)
+	}
+
+	// Start-up with a bound sets the same limit.
+	cfg, err = parseFlags([]string{"--maxmemory", "32mb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb = serve(cfg)
+	if got, want := debug.SetMemoryLimit(-1), int64(32<<20*3/2+30<<20); got != want {
+		t.Fatalf("start-up with --maxmemory 32mb: limit %d, want %d", got, want)
+	}
+
+	// An explicit GOMEMLIMIT wins, at start-up and at run time.
+	t.Setenv("GOMEMLIMIT", "1GiB")
+	debug.SetMemoryLimit(1 << 30)
+	rdb = serve(cfg)
+	set(rdb, "16mb")
+	if got := debug.SetMemoryLimit(-1); got != 1<<30 {
+		t.Fatalf("with GOMEMLIMIT set: limit %d after start-up and CONFIG SET, want 1 GiB kept", got)
 	}
 }

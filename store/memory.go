@@ -149,6 +149,22 @@ func (s *Store) SetMaxMemory(n int64) {
 		sh.mu.Unlock()
 	}
 	s.maxMemory.Store(n)
+	if f := s.onMaxMemory.Load(); f != nil {
+		(*f)(n)
+	}
+}
+
+// OnMaxMemory sets f to be called with the new bound after every
+// SetMaxMemory (CONFIG SET maxmemory at run time included), from the
+// goroutine that set it, with no store lock held: main uses it to move the
+// Go runtime's soft memory limit with the bound. nil removes it. Safe for
+// concurrent use; f must be too.
+func (s *Store) OnMaxMemory(f func(n int64)) {
+	if f == nil {
+		s.onMaxMemory.Store(nil)
+		return
+	}
+	s.onMaxMemory.Store(&f)
 }
 
 // MaxMemory returns the bound in bytes, 0 when there is none.
@@ -180,4 +196,6 @@ type memoryState struct {
 	policy    atomic.Uint32 // a Policy
 	evicted   atomic.Int64
 	ev        evictor
+
+	onMaxMemory atomic.Pointer[func(int64)] // OnMaxMemory's observer
 }
