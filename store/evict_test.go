@@ -577,3 +577,42 @@ func TestConcurrentEviction(t *testing.T) {
 		}
 	}
 }
+
+// TestOnEvictNamesEveryEvictedKey: the hook hears of every key evicted,
+// once, by its name (long keys from the arena included), and of no key
+// still in the store; none when nothing is evicted.
+func TestOnEvictNamesEveryEvictedKey(t *testing.T) {
+	s := boundAt(t, AllKeysRandom, 5_000)
+	heard := map[string]int{}
+	s.OnEvict(func(keys [][]byte) {
+		for _, k := range keys {
+			heard[string(k)]++
+		}
+	})
+	lim := mustLimit(t, 5, 1, 1)
+	var names []string
+	for i := range 10_000 {
+		k := "spray:" + strconv.Itoa(i)
+		if i%2 == 0 {
+			k += ":a-name-longer-than-sixteen-bytes"
+		}
+		names = append(names, k)
+		if _, err := s.Throttle([]byte(k), lim, 1, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if int64(len(heard)) != s.EvictedKeys() || s.EvictedKeys() == 0 {
+		t.Fatalf("hook heard of %d keys, %d evicted", len(heard), s.EvictedKeys())
+	}
+	for k, n := range heard {
+		if n != 1 {
+			t.Errorf("%q heard %d times", k, n)
+		}
+	}
+	for _, k := range names {
+		_, live := s.Get([]byte(k), t0ms)
+		if _, told := heard[k]; live == told {
+			t.Errorf("%q: live %v, hook told %v", k, live, told)
+		}
+	}
+}
