@@ -270,6 +270,16 @@ func sprayDuration() (time.Duration, int64, []string) {
 	return 5 * time.Second, 16 << 20, []string{"--persist=false"}
 }
 
+// sprayPeriod is the period of the sprayed CL.THROTTLE calls: 60 s (a 6 s
+// TTL), or CELLD_SPRAY_PERIOD (600: a 60 s TTL like the side-by-side's SET
+// PX 60000, so that a slow spray still reaches the bound and evicts).
+func sprayPeriod() string {
+	if p := os.Getenv("CELLD_SPRAY_PERIOD"); p != "" {
+		return p
+	}
+	return "60"
+}
+
 // longKeys writes n CL.THROTTLE keys with hour-long periods (TTL ~1 h) and
 // returns a check that every one of them is still there with its state.
 func longKeys(t *testing.T, rdb *redis.Client, n int) func() int {
@@ -316,7 +326,7 @@ func TestProcessKeySpray(t *testing.T) {
 			rdb := c.client()
 			check := longKeys(t, rdb, 2000)
 			res := spray(t, c.addr, c.cmd.Process.Pid, 8, dur, func(i int64) []string {
-				return []string{"CL.THROTTLE", fmt.Sprintf("ip:2001:db8:%x:%x", i>>16, i&0xffff), "10", "10", "60", "1"}
+				return []string{"CL.THROTTLE", fmt.Sprintf("ip:2001:db8:%x:%x", i>>16, i&0xffff), "10", "10", sprayPeriod(), "1"}
 			})
 			lost := check()
 			mem := info(t, rdb, "memory")
@@ -470,7 +480,7 @@ func TestProcessSprayVersusRedis(t *testing.T) {
 		return []string{"SET", fmt.Sprintf("ip:2001:db8:%x:%x", i>>16, i&0xffff), "1", "PX", "60000"}
 	}
 	thrCmd := func(i int64) []string {
-		return []string{"CL.THROTTLE", fmt.Sprintf("ip:2001:db8:%x:%x", i>>16, i&0xffff), "10", "10", "60", "1"}
+		return []string{"CL.THROTTLE", fmt.Sprintf("ip:2001:db8:%x:%x", i>>16, i&0xffff), "10", "10", sprayPeriod(), "1"}
 	}
 	report := func(name string, r sprayResult) {
 		t.Logf("%-22s %9d calls %7.0f/s  RSS max %6.1f MB  used_memory max %6.1f MB  evicted %9d  OOM %d  PING p99 %v max %v",

@@ -88,7 +88,6 @@ type shard struct {
 	dirty   []uint32          // slots written since the last Drain (if tracking)
 	spare   []uint32          // the previous dirty list, reused by Drain
 	deleted [][]byte          // keys deleted since the last Drain (if tracking)
-	delPrev [][]byte          // the previous deleted list, reused by Drain
 	// delBlock holds the bytes of deleted's keys: one allocation per few
 	// KiB of deletions instead of one per key. Only ever appended to, so
 	// slices handed out by Drain stay valid (see noteDeletedLocked).

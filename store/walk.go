@@ -231,17 +231,9 @@ func (s *Store) DrainFunc(nowMs int64, block []byte, fn func(Change)) []byte {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		deleted, dirty := sh.deleted, sh.dirty
-		sh.deleted, sh.dirty = sh.delPrev[:0], sh.spare[:0]
+		sh.deleted, sh.dirty = nil, sh.spare[:0]
 		for _, k := range deleted {
 			fn(Change{Key: k, Deleted: true})
-		}
-		// Reused by the next Drain (the keys' bytes stay in the blocks
-		// fn's receiver holds): a key spray's deletions then cost no
-		// regrowth per window. A burst's list is not kept.
-		clear(deleted)
-		sh.delPrev = nil
-		if cap(deleted) <= 16<<10 {
-			sh.delPrev = deleted[:0]
 		}
 		// Keys up to 16 bytes inline (TATs need no text): ~16 bytes each.
 		est := len(dirty) * 20
