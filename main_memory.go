@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"runtime/debug"
 	"time"
@@ -11,6 +12,54 @@ import (
 	"github.com/celld/celld/config"
 	"github.com/celld/celld/store"
 )
+
+// followBound makes what depends on the bound follow it, at start-up and
+// after every CONFIG SET maxmemory: the Go runtime's soft memory limit
+// (softMemoryLimit; an explicit GOMEMLIMIT wins: then the limit is left
+// alone), and with persistence on the share of the bound set aside for
+// persistence's buffers (persistReserve).
+func followBound(st *store.Store, persist bool) {
+	_, explicit := os.LookupEnv("GOMEMLIMIT")
+	st.OnMaxMemory(func(n int64) {
+		if persist {
+			st.SetExternalMemory(persistReserve(n))
+		}
+		if !explicit {
+			debug.SetMemoryLimit(softMemoryLimit(n))
+		}
+	})
+}
+
+// persistReserve is the part of the bound n set aside, with persistence
+// on, for persistence's buffers: the changes of a window being encoded
+// and written while the next window's are gathered, and pebble's memtable
+// while a base is written. Under a key spray every key is written to disk
+// and deleted again, and those buffers (2-15 MB at 100k new keys a
+// second, more when a slow disk stretches a window) were not counted:
+// with the whole bound given to keys, RSS passed the 1.5 x maxmemory +
+// 40 MB bar. The reserve is counted in used_memory (store.
+// SetExternalMemory), so the keys get the rest: 7/8 of the bound.
+func persistReserve(n int64) int64 { return n / 8 }
+
+// softMemoryLimit is the Go runtime's soft memory limit for the bound n
+// (0: none): the RSS a bounded server is sized for (docs/memory.md: 1.5 x
+// maxmemory + 40 MB) less what the limit does not govern, the binary's
+// mapped pages (~19 MB of RSS: an idle celld has 23 MB of RSS, 4 MB of it
+// anonymous), and a few MB of margin. The runtime's scavenger keeps the
+// memory it holds near the limit, so RSS lands at about limit + 19 MB: a
+// limit of 1.5 x maxmemory + 30 MB let RSS reach 146-151 MB against the
+// 136 MB bar at 64 MB. The collector works harder as the heap nears it
+// instead of letting garbage (persistence's buffers under a key spray)
+// grow the RSS. It sits above the live heap (the keys, ~1.1-1.2 x
+// maxmemory at most, persistence's buffers included, which the store
+// counts in used_memory), so it does not make the collector run
+// constantly.
+func softMemoryLimit(n int64) int64 {
+	if n <= 0 {
+		return math.MaxInt64
+	}
+	return n*3/2 + 16<<20
+}
 
 // errOverBound: the restored data does not fit --maxmemory under
 // noeviction, so celld will not start (exit 2).
@@ -29,20 +78,10 @@ func applyMemory(cfg *config.Config, st *store.Store, log *slog.Logger) error {
 		return fmt.Errorf("--maxmemory-policy %q: %w", cfg.MaxMemoryPolicy, err)
 	}
 	st.SetPolicy(policy)
+	followBound(st, cfg.Persist)
 	st.SetMaxMemory(cfg.MaxMemory)
 	if cfg.MaxMemory == 0 {
 		return nil
-	}
-	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
-		// A soft limit for the Go heap at the RSS a bounded server is
-		// sized for (docs/memory.md: 1.5 x maxmemory + 40 MB, less ~10 MB
-		// of runtime and binary): the collector works harder as the heap
-		// nears it instead of letting garbage (persistence's buffers under
-		// a key spray) grow the RSS past it. It sits above the live heap
-		// (the keys, ~1.2 x maxmemory at most, plus pebble's memtables and
-		// cache), so it does not make the collector run constantly. An
-		// explicit GOMEMLIMIT wins; CONFIG SET maxmemory does not move it.
-		debug.SetMemoryLimit(cfg.MaxMemory*3/2 + 30<<20)
 	}
 	used := st.UsedMemory()
 	log.Info("memory bound", "maxmemory", cfg.MaxMemory, "policy", policy.String(), "used_memory", used, "keys", st.Len())

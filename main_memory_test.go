@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"os/exec"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/celld/celld/config"
+	"github.com/celld/celld/server"
 	"github.com/celld/celld/store"
 	"github.com/redis/go-redis/v9"
 )
@@ -266,6 +270,16 @@ func sprayDuration() (time.Duration, int64, []string) {
 	return 5 * time.Second, 16 << 20, []string{"--persist=false"}
 }
 
+// sprayPeriod is the period of the sprayed CL.THROTTLE calls: 60 s (a 6 s
+// TTL), or CELLD_SPRAY_PERIOD (600: a 60 s TTL like the side-by-side's SET
+// PX 60000, so that a slow spray still reaches the bound and evicts).
+func sprayPeriod() string {
+	if p := os.Getenv("CELLD_SPRAY_PERIOD"); p != "" {
+		return p
+	}
+	return "60"
+}
+
 // longKeys writes n CL.THROTTLE keys with hour-long periods (TTL ~1 h) and
 // returns a check that every one of them is still there with its state.
 func longKeys(t *testing.T, rdb *redis.Client, n int) func() int {
@@ -312,7 +326,7 @@ func TestProcessKeySpray(t *testing.T) {
 			rdb := c.client()
 			check := longKeys(t, rdb, 2000)
 			res := spray(t, c.addr, c.cmd.Process.Pid, 8, dur, func(i int64) []string {
-				return []string{"CL.THROTTLE", fmt.Sprintf("ip:2001:db8:%x:%x", i>>16, i&0xffff), "10", "10", "60", "1"}
+				return []string{"CL.THROTTLE", fmt.Sprintf("ip:2001:db8:%x:%x", i>>16, i&0xffff), "10", "10", sprayPeriod(), "1"}
 			})
 			lost := check()
 			mem := info(t, rdb, "memory")
@@ -358,9 +372,14 @@ func TestProcessMemoryRestart(t *testing.T) {
 	c := mustLaunch(t, dir, "--maxmemory", "4mb", "--maxmemory-policy", "volatile-ttl")
 	rdb := c.client()
 	check := longKeys(t, rdb, 500)
-	res := spray(t, c.addr, c.cmd.Process.Pid, 2, time.Second, func(i int64) []string {
-		return []string{"CL.THROTTLE", "spray:" + strconv.FormatInt(i, 10), "10", "10", "60", "1"}
-	})
+	// A second of spraying is enough on an idle machine; a loaded one may
+	// need a few more before the bound is reached.
+	var res sprayResult
+	for round := int64(0); round < 10 && res.evicted == 0; round++ {
+		res = spray(t, c.addr, c.cmd.Process.Pid, 2, time.Second, func(i int64) []string {
+			return []string{"CL.THROTTLE", "spray:" + strconv.FormatInt(round<<32|i, 10), "10", "10", "60", "1"}
+		})
+	}
 	if res.evicted == 0 {
 		t.Fatalf("nothing evicted by the spray: %+v", res)
 	}
@@ -461,7 +480,7 @@ func TestProcessSprayVersusRedis(t *testing.T) {
 		return []string{"SET", fmt.Sprintf("ip:2001:db8:%x:%x", i>>16, i&0xffff), "1", "PX", "60000"}
 	}
 	thrCmd := func(i int64) []string {
-		return []string{"CL.THROTTLE", fmt.Sprintf("ip:2001:db8:%x:%x", i>>16, i&0xffff), "10", "10", "60", "1"}
+		return []string{"CL.THROTTLE", fmt.Sprintf("ip:2001:db8:%x:%x", i>>16, i&0xffff), "10", "10", sprayPeriod(), "1"}
 	}
 	report := func(name string, r sprayResult) {
 		t.Logf("%-22s %9d calls %7.0f/s  RSS max %6.1f MB  used_memory max %6.1f MB  evicted %9d  OOM %d  PING p99 %v max %v",
@@ -501,5 +520,101 @@ func TestProcessSprayVersusRedis(t *testing.T) {
 			report(fmt.Sprintf("round %d celld %s", round, cmd.name), spray(t, c.addr, c.cmd.Process.Pid, 8, dur, cmd.fn))
 			c.termOK()
 		}
+	}
+}
+
+// TestConfigSetMovesMemoryLimit: CONFIG SET maxmemory at run time moves the
+// Go runtime's soft memory limit as start-up sets it (applyMemory), back
+// to none for 0, and leaves an explicit GOMEMLIMIT alone.
+func TestConfigSetMovesMemoryLimit(t *testing.T) {
+	orig := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(orig) })
+	var st *store.Store
+	serve := func(cfg *config.Config) *redis.Client {
+		st = store.New(store.Options{})
+		if err := applyMemory(cfg, st, quietLog()); err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := server.New(server.Config{Logger: quietLog()}, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(ln) }()
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			srv.Shutdown(ctx)
+			<-served
+		})
+		rdb := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), MaxRetries: -1})
+		t.Cleanup(func() { rdb.Close() })
+		return rdb
+	}
+	ctx := context.Background()
+	set := func(rdb *redis.Client, v string) {
+		t.Helper()
+		if err := rdb.ConfigSet(ctx, "maxmemory", v).Err(); err != nil {
+			t.Fatalf("CONFIG SET maxmemory %s: %v", v, err)
+		}
+	}
+
+	cfg, err := parseFlags(nil) // no bound at start
+	if err != nil {
+		t.Fatal(err)
+	}
+	debug.SetMemoryLimit(123 << 20)
+	rdb := serve(cfg)
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Fatalf("start-up without a bound: limit %d, want none (%d)", got, int64(math.MaxInt64))
+	}
+	set(rdb, "64mb")
+	if got, want := debug.SetMemoryLimit(-1), int64(64<<20*3/2+16<<20); got != want {
+		t.Fatalf("after CONFIG SET maxmemory 64mb: limit %d, want %d", got, want)
+	}
+	// With persistence on (the default) an eighth of the bound is set
+	// aside for its buffers, and counted in used_memory.
+	if got := st.ExternalMemory(); got != 8<<20 {
+		t.Fatalf("after CONFIG SET maxmemory 64mb: persistence's reserve %d, want 8 MiB", got)
+	}
+	if used := st.UsedMemory(); used < 8<<20 {
+		t.Fatalf("used_memory %d does not include the reserve", used)
+	}
+	set(rdb, "100000000")
+	if got, want := debug.SetMemoryLimit(-1), int64(100000000*3/2+16<<20); got != want {
+		t.Fatalf("after CONFIG SET maxmemory 100000000: limit %d, want %d", got, want)
+	}
+	set(rdb, "0")
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Fatalf("after CONFIG SET maxmemory 0: limit %d, want none", got)
+	}
+	if got := st.ExternalMemory(); got != 0 {
+		t.Fatalf("after CONFIG SET maxmemory 0: reserve %d, want 0", got)
+	}
+
+	// Start-up with a bound sets the same limit.
+	cfg, err = parseFlags([]string{"--maxmemory", "32mb", "--persist=false"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb = serve(cfg)
+	if got, want := debug.SetMemoryLimit(-1), int64(32<<20*3/2+16<<20); got != want {
+		t.Fatalf("start-up with --maxmemory 32mb: limit %d, want %d", got, want)
+	}
+	if got := st.ExternalMemory(); got != 0 {
+		t.Fatalf("persistence off: reserve %d, want none", got)
+	}
+
+	// An explicit GOMEMLIMIT wins, at start-up and at run time.
+	t.Setenv("GOMEMLIMIT", "1GiB")
+	debug.SetMemoryLimit(1 << 30)
+	rdb = serve(cfg)
+	set(rdb, "16mb")
+	if got := debug.SetMemoryLimit(-1); got != 1<<30 {
+		t.Fatalf("with GOMEMLIMIT set: limit %d after start-up and CONFIG SET, want 1 GiB kept", got)
 	}
 }

@@ -221,6 +221,8 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 	s.watch.init()
 	s.ext.init() // serverext.go
 	s.coarseMs.Store(time.Now().UnixMilli())
+	// Evicted keys are signalled like written ones (tracking.go).
+	st.OnEvict(s.evicted)
 	return s, nil
 }
 

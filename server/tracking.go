@@ -42,7 +42,8 @@ import (
 // (so NOLOOP does not hide a script's writes from its caller), and keys read
 // by scripts are not remembered. Keys that expire or are swept are not
 // pushed: clients expire cached entries themselves from the TTL they read
-// (rueidis asks PTTL with every cached read).
+// (rueidis asks PTTL with every cached read). Keys evicted at the memory
+// bound are pushed, as Redis does (Server.evicted).
 //
 // Delivery. Each connection's reply buffer (client.out) belongs to the
 // connection's goroutine, which writes it with one Write per pipeline
@@ -320,6 +321,27 @@ func (t *trackingTable) invalidateLocked(s *Server, modifier *client, key []byte
 				break // a client's prefixes never overlap
 			}
 		}
+	}
+}
+
+// evicted is the store's OnEvict hook: as Redis's evict.c signals every
+// evicted key as modified, WATCHers of the keys are marked dirty and the
+// clients that may cache them get an invalidation push (no client is the
+// writer, so NOLOOP hides none). It runs on the goroutine of the command
+// (or background sweep) that evicted, holding the store's evictor lock
+// and no shard lock. Cost when nobody tracks or watches: two atomic loads.
+func (s *Server) evicted(keys [][]byte) {
+	for _, k := range keys {
+		s.watch.touch(k)
+	}
+	t := &s.ext.trk
+	if t.active.Load() == 0 {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, k := range keys {
+		t.invalidateLocked(s, nil, k)
 	}
 }
 

@@ -96,6 +96,56 @@ type evictor struct {
 	pool   [poolSize]candidate // pool[:n], best (lowest score) first
 	n      int
 	policy Policy // the policy the pool was filled for
+
+	// The keys evicted by the current makeRoom, for the OnEvict hook:
+	// copies in keyBuf, cut into keys once the batch is done.
+	hook   func(keys [][]byte)
+	ends   []int // end of each key in keyBuf
+	keyBuf []byte
+	keys   [][]byte
+}
+
+// OnEvict sets f to be told the names of the keys evicted to stay under
+// the bound, so that the server can do what Redis's evict.c does for each
+// (signalModifiedKey: client-side-caching invalidations, WATCH). f is
+// called after each batch of evictions (one command's, or one chunk of the
+// background sweep's), with no shard lock held but the evictor's own, so
+// it must not create keys in this store; keys and their bytes are valid
+// only during the call. nil removes it. Call it before the store is
+// shared (the server sets it once, in server.New).
+func (s *Store) OnEvict(f func(keys [][]byte)) {
+	s.ev.mu.Lock()
+	s.ev.hook = f
+	s.ev.mu.Unlock()
+}
+
+// noteEvictedLocked remembers key for the hook. Requires ev.mu.
+func (ev *evictor) noteEvictedLocked(key []byte) {
+	if ev.hook == nil {
+		return
+	}
+	ev.keyBuf = append(ev.keyBuf, key...)
+	ev.ends = append(ev.ends, len(ev.keyBuf))
+}
+
+// tellLocked hands the keys evicted since the last call to the hook and
+// forgets them. Requires ev.mu; no shard lock may be held.
+func (ev *evictor) tellLocked() {
+	if len(ev.ends) == 0 {
+		return
+	}
+	ev.keys = ev.keys[:0]
+	start := 0
+	for _, end := range ev.ends {
+		ev.keys = append(ev.keys, ev.keyBuf[start:end:end])
+		start = end
+	}
+	ev.hook(ev.keys)
+	clear(ev.keys)
+	ev.keys, ev.ends, ev.keyBuf = ev.keys[:0], ev.ends[:0], ev.keyBuf[:0]
+	if cap(ev.keyBuf) > 64<<10 { // a big batch's buffers are not kept
+		ev.keys, ev.ends, ev.keyBuf = nil, nil, nil
+	}
 }
 
 // next is splitmix64. Requires ev.mu.
@@ -144,7 +194,11 @@ func (ev *evictor) removeAt(i int) {
 
 // makeRoom evicts by the policy until used memory is under the bound or
 // evictBudget attempts were made. It returns ErrOOM under NoEviction, and
-// when nothing could be freed while over the bound. The caller holds no
+// when used memory is still over the bound and its last attempt freed
+// nothing (as Redis's performEvictions fails when no key is left that the
+// policy may evict, even after evicting some); when the budget runs out
+// while keys are still being freed, the command goes ahead (Redis's
+// EVICT_RUNNING: the work per command stays bounded). The caller holds no
 // lock. Cost: a few µs per key evicted.
 func (s *Store) makeRoom(nowMs int64) error {
 	pol := s.Policy()
@@ -154,18 +208,19 @@ func (s *Store) makeRoom(nowMs int64) error {
 	ev := &s.ev
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
-	freed := false
+	defer ev.tellLocked() // runs before the unlock
+	got := false
 	for range evictBudget {
 		if !s.overLimit() {
 			return nil
 		}
-		got, empty := s.evictOneLocked(pol, nowMs)
-		freed = freed || got
+		var empty bool
+		got, empty = s.evictOneLocked(pol, nowMs)
 		if empty {
 			break
 		}
 	}
-	if !freed && s.overLimit() {
+	if !got && s.overLimit() {
 		return ErrOOM
 	}
 	return nil
@@ -269,8 +324,10 @@ func (s *Store) sampleLocked(pol Policy, nowMs int64, take func(sh *shard, si in
 
 // evictSlotLocked evicts the key in slot: deleted like DEL (so the next
 // flush deletes it from disk, and WATCH sees it change), counted, its
-// memory credited at once. Requires sh.mu.
+// memory credited at once, its name kept for the OnEvict hook. Requires
+// sh.mu and ev.mu.
 func (s *Store) evictSlotLocked(sh *shard, slot uint32) {
+	s.ev.noteEvictedLocked(sh.keyOf(&sh.slab[slot]))
 	sh.deleteSlotLocked(slot)
 	s.evicted.Add(1)
 	if sh.garbage >= 4096 && sh.garbage*4 >= len(sh.arena) {

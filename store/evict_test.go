@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/celld/celld/gcra"
 )
 
 func TestParseMemory(t *testing.T) {
@@ -575,5 +577,91 @@ func TestConcurrentEviction(t *testing.T) {
 		if used := s.UsedMemory(); used > bound+slack {
 			t.Errorf("%v: used %d, bound %d + slack %d", p, used, bound, slack)
 		}
+	}
+}
+
+// TestOnEvictNamesEveryEvictedKey: the hook hears of every key evicted,
+// once, by its name (long keys from the arena included), and of no key
+// still in the store; none when nothing is evicted.
+func TestOnEvictNamesEveryEvictedKey(t *testing.T) {
+	s := boundAt(t, AllKeysRandom, 5_000)
+	heard := map[string]int{}
+	s.OnEvict(func(keys [][]byte) {
+		for _, k := range keys {
+			heard[string(k)]++
+		}
+	})
+	lim := mustLimit(t, 5, 1, 1)
+	var names []string
+	for i := range 10_000 {
+		k := "spray:" + strconv.Itoa(i)
+		if i%2 == 0 {
+			k += ":a-name-longer-than-sixteen-bytes"
+		}
+		names = append(names, k)
+		if _, err := s.Throttle([]byte(k), lim, 1, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if int64(len(heard)) != s.EvictedKeys() || s.EvictedKeys() == 0 {
+		t.Fatalf("hook heard of %d keys, %d evicted", len(heard), s.EvictedKeys())
+	}
+	for k, n := range heard {
+		if n != 1 {
+			t.Errorf("%q heard %d times", k, n)
+		}
+	}
+	for _, k := range names {
+		_, live := s.Get([]byte(k), t0ms)
+		if _, told := heard[k]; live == told {
+			t.Errorf("%q: live %v, hook told %v", k, live, told)
+		}
+	}
+}
+
+// TestThrottleAllAtTheBound: CL.MTHROTTLE's store operation obeys the
+// bound as Throttle does: under noeviction a call that would create a key
+// over the bound is refused whole (ErrOOM, nothing written, not even its
+// existing keys), a call on existing keys only and a denied call are
+// answered; under volatile-ttl room is made and the call goes through.
+func TestThrottleAllAtTheBound(t *testing.T) {
+	run := func(s *Store, q int64, names ...string) ([]gcra.Result, error) {
+		lim := mustLimit(t, 5, 1, 1)
+		keys := make([][]byte, len(names))
+		gs := make([]gcra.Group, len(names))
+		for i, n := range names {
+			keys[i] = []byte(n)
+			gs[i] = gcra.Group{Limit: lim, Q: q}
+		}
+		out, hs := make([]gcra.Result, len(names)), make([]uint64, len(names))
+		_, err := s.ThrottleAll(gcra.UnitSeconds, keys, gs, out, hs, t0+5e8)
+		return out, err
+	}
+	s := boundAt(t, NoEviction, 5000)
+	s.SetMaxMemory(s.UsedMemory() - 1) // over it
+	before := mustGet(t, s, "fill:1", t0ms)
+	if _, err := run(s, 1, "fill:1", "brand-new", "fill:2"); !errors.Is(err, ErrOOM) {
+		t.Fatalf("noeviction, a new key over the bound: %v, want ErrOOM", err)
+	}
+	mustMissing(t, s, "brand-new", t0ms)
+	if v := mustGet(t, s, "fill:1", t0ms); v != before {
+		t.Fatalf("refused call wrote fill:1: %+v, was %+v", v, before)
+	}
+	if out, err := run(s, 1, "fill:1", "fill:2"); err != nil || out[0].Limited {
+		t.Fatalf("existing keys only: %+v %v", out, err)
+	}
+	if out, err := run(s, 100, "fill:3", "brand-new"); err != nil || !out[0].Limited && !out[1].Limited {
+		t.Fatalf("denied call: %+v %v", out, err)
+	}
+	mustMissing(t, s, "brand-new", t0ms)
+
+	s = boundAt(t, VolatileTTL, 5000)
+	s.SetMaxMemory(s.UsedMemory() - 1)
+	if _, err := run(s, 1, "fill:1", "brand-new"); err != nil {
+		t.Fatalf("volatile-ttl over the bound: %v", err)
+	}
+	mustGet(t, s, "brand-new", t0ms)
+	if s.EvictedKeys() == 0 {
+		t.Fatal("nothing evicted to make room")
 	}
 }

@@ -110,8 +110,11 @@ const smallMulti = 32
 // either every allowed group's write is made, in group order, with
 // Throttle's TTL rules, or — when any group is denied — nothing is written.
 // It returns the binding group (gcra.Binding) and ErrInvalidValue (nothing
-// written; a key holds a value that is not a TAT) or ErrSetExpire (all
-// written; some group's TTL was below −1 ms, so that key has no TTL).
+// written; a key holds a value that is not a TAT), ErrOOM (nothing
+// written: an allowed call would create a key while used memory is over
+// the bound and no room could be made; a denied call is answered) or
+// ErrSetExpire (all written; some group's TTL was below −1 ms, so that key
+// has no TTL).
 //
 // Cost: one hash, one lookup and, when allowed, one write per group, under
 // one lock per shard touched; no allocation up to smallMulti groups on
@@ -142,6 +145,13 @@ func (s *Store) ThrottleAll(u gcra.Unit, keys [][]byte, gs []gcra.Group, out []g
 		}
 	}
 
+	// Over the memory bound, room is made first, with no lock held (as
+	// Throttle's roomFor); if none could be, a call that would create a
+	// key is refused whole, below.
+	var oom error
+	if s.overLimit() {
+		oom = s.makeRoom(nowMs)
+	}
 	s.lockSet(&locked)
 	defer s.unlockSet(&locked)
 	for i := range gs {
@@ -167,6 +177,13 @@ func (s *Store) ThrottleAll(u gcra.Unit, keys [][]byte, gs []gcra.Group, out []g
 	b := gcra.ApplyAll(u, nowNs, gs, out)
 	if out[b].Limited {
 		return b, nil
+	}
+	if oom != nil {
+		for i := range gs {
+			if gs[i].Prev < 0 && !gs[i].Exists && out[i].TTLms != 0 {
+				return b, oom // would create a key at the bound: nothing written
+			}
+		}
 	}
 	var err error
 	for i := range out {

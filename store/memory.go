@@ -27,10 +27,10 @@ import (
 //	dirty + spare lists   4 B each per key written in a window (persistence)
 //	arena (keys > 16 B)   the bytes, plus growth and garbage slack       +1/2
 //
-// What is not charged: the deletions queued for the next flush (a few MB
-// at most between two flushes, like Redis's AOF buffer, which its
-// maxmemory does not count either), connections' buffers, and the Go
-// runtime's own overhead; see docs/memory.md for the process's RSS.
+// Persistence's buffers are counted too, as a share of the bound its owner
+// sets aside for them (SetExternalMemory). What is not charged:
+// connections' buffers and the Go runtime's own overhead; see
+// docs/memory.md for the process's RSS.
 
 // entryCost is the heap a key costs before its name's bytes (see above):
 // calibrated by TestUsedMemoryTracksHeap.
@@ -109,7 +109,7 @@ func (sh *shard) resetMemLocked() {
 // key's charge, exactly (it takes each shard's lock in turn). This is the
 // figure the bound applies to.
 func (s *Store) UsedMemory() int64 {
-	n := baseMemory
+	n := baseMemory + s.external.Load()
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
@@ -121,7 +121,20 @@ func (s *Store) UsedMemory() int64 {
 
 // usedApprox is UsedMemory without the locks: off by at most
 // nShards*memBatch. One atomic load; this is what an insert checks.
-func (s *Store) usedApprox() int64 { return baseMemory + s.used.Load() }
+func (s *Store) usedApprox() int64 { return baseMemory + s.external.Load() + s.used.Load() }
+
+// SetExternalMemory sets the bytes held or set aside outside the keyspace
+// on its behalf, which the bound covers too and UsedMemory includes:
+// main reserves a share of the bound for persistence's buffers (the keys
+// written and evicted again under a key spray are carried to disk by
+// them), so that the keys get the rest instead of the buffers growing the
+// process past the bound. n < 0 counts as 0. Over the bound after it
+// grows, keys are evicted as after a lower bound. Safe for concurrent use;
+// one atomic store.
+func (s *Store) SetExternalMemory(n int64) { s.external.Store(max(n, 0)) }
+
+// ExternalMemory is the figure SetExternalMemory last set.
+func (s *Store) ExternalMemory() int64 { return s.external.Load() }
 
 // overLimit reports whether a bound is set and used memory is over it.
 // Two atomic loads; called only on the way to inserting a key.
@@ -149,6 +162,22 @@ func (s *Store) SetMaxMemory(n int64) {
 		sh.mu.Unlock()
 	}
 	s.maxMemory.Store(n)
+	if f := s.onMaxMemory.Load(); f != nil {
+		(*f)(n)
+	}
+}
+
+// OnMaxMemory sets f to be called with the new bound after every
+// SetMaxMemory (CONFIG SET maxmemory at run time included), from the
+// goroutine that set it, with no store lock held: main uses it to move the
+// Go runtime's soft memory limit with the bound. nil removes it. Safe for
+// concurrent use; f must be too.
+func (s *Store) OnMaxMemory(f func(n int64)) {
+	if f == nil {
+		s.onMaxMemory.Store(nil)
+		return
+	}
+	s.onMaxMemory.Store(&f)
 }
 
 // MaxMemory returns the bound in bytes, 0 when there is none.
@@ -176,8 +205,11 @@ func (s *Store) ResetEvictedKeys() { s.evicted.Store(0) }
 // unbounded store. Kept apart so Store's declaration stays short.
 type memoryState struct {
 	used      atomic.Int64  // sum of the shards' published charges
+	external  atomic.Int64  // SetExternalMemory's figure
 	maxMemory atomic.Int64  // 0 = no bound
 	policy    atomic.Uint32 // a Policy
 	evicted   atomic.Int64
 	ev        evictor
+
+	onMaxMemory atomic.Pointer[func(int64)] // OnMaxMemory's observer
 }
