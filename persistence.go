@@ -350,7 +350,7 @@ func (p *persistence) InfoPersistence() []string {
 		age = time.Since(s.LastSuccessAt).Milliseconds()
 	}
 	return []string{
-		"celld_persistence:pebble",
+		"celld_persistence:files",
 		"last_flush_status:" + status,
 		"last_flush_error:" + s.LastFlushErr,
 		"last_flush_age_ms:" + strconv.FormatInt(age, 10),
