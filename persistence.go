@@ -200,6 +200,7 @@ func (p *persistence) load(now time.Time) error {
 		shifted int64
 		buf     [20]byte
 	)
+	p.log.Info("restoring state", "base_bytes", p.db.BaseBytes(), "log_bytes", p.db.LogBytes())
 	stats, err := p.db.Replay(restoreMs, func(key, value []byte, exp int64, deleted bool) error {
 		if deleted {
 			p.st.Unload(key)
@@ -406,6 +407,7 @@ func (p *persistence) Close() error { return p.CloseBy(time.Time{}) }
 // take for data: see persist). So a SIGTERM exits within --shutdown-grace
 // even when the disk is failing or wedged.
 func (p *persistence) CloseBy(deadline time.Time) error {
+	start := time.Now()
 	done := make(chan error, 1)
 	go func() {
 		err := p.fl.Stop()
@@ -432,8 +434,15 @@ func (p *persistence) CloseBy(deadline time.Time) error {
 		return nil
 	case <-timeout:
 		s := p.fl.Status()
-		return fmt.Errorf("final flush of %s did not finish within --shutdown-grace: %d changed keys not durable (last error: %q)",
-			p.db.Dir(), p.unflushed(), s.LastFlushErr)
+		why := fmt.Sprintf("last error: %q", s.LastFlushErr)
+		switch {
+		case s.LastFlushErr == "" && time.Since(start) < 10*time.Millisecond:
+			why = "the grace was used up before the flush could start (connections took it all)"
+		case s.LastFlushErr == "":
+			why = fmt.Sprintf("no write had failed: the flush was still collecting or writing them after %v", time.Since(start).Round(time.Millisecond))
+		}
+		return fmt.Errorf("final flush of %s did not finish within --shutdown-grace: %d changed keys not durable (%s)",
+			p.db.Dir(), p.unflushed(), why)
 	}
 }
 

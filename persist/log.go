@@ -98,6 +98,10 @@ const logBufRetain = 4 << 20
 // write or a base rewrite in progress.
 func (db *DB) LogBytes() int64 { return db.logBytes.Load() }
 
+// BaseBytes returns the size of the current base file. Safe for concurrent
+// use; O(1).
+func (db *DB) BaseBytes() int64 { return db.baseBytes.Load() }
+
 // BaseDue reports whether the log has grown enough that WriteBase should
 // fold it: it is at least the base's size (and at least
 // Options.FoldMinBytes), or
