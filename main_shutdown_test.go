@@ -93,7 +93,10 @@ func TestProcessSIGTERMDuringLongEval(t *testing.T) {
 	ctx := context.Background()
 	throttle(t, rdb, "before", 10, 1, 3600, 1)
 	evalErr := make(chan error, 1)
-	go func() { _, err := rdb.Eval(ctx, "redis.call('CL.THROTTLE','during',10,1,3600,1) local i=0 while i<3000000000 do i=i+1 end return i", nil).Result(); evalErr <- err }()
+	go func() {
+		_, err := rdb.Eval(ctx, "redis.call('CL.THROTTLE','during',10,1,3600,1) local i=0 while i<3000000000 do i=i+1 end return i", nil).Result()
+		evalErr <- err
+	}()
 	select {
 	case err := <-evalErr:
 		t.Fatalf("the script ended early: %v", err)
@@ -111,4 +114,3 @@ func TestProcessSIGTERMDuringLongEval(t *testing.T) {
 	}
 	c.termOK()
 }
-
