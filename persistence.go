@@ -246,7 +246,7 @@ func (p *persistence) load(now time.Time) error {
 // snapshot writes every live key into w, one store shard at a time
 // (persist's base rewrite; called by the flusher's goroutine). Each shard's
 // lock is held while its keys are encoded into memory, never across the
-// pebble write that Spill does between shards.
+// base-file write that Spill does between shards.
 func (p *persistence) snapshot(nowMs int64, w *persist.BaseWriter) error {
 	add := func(c store.Change) {
 		if c.IsTAT {
@@ -304,7 +304,7 @@ func (p *persistence) release([]persist.Op) {
 
 // idle runs when changes stop after a busy period (the flusher's Idle):
 // it drops the spare drain block and returns the heap a burst grew (its
-// buffers, and pebble's flush and compaction garbage) to the OS, so that a
+// buffers and the base writer's) to the OS, so that a
 // sidecar's RSS follows its live state. Cost: two forced GCs, at most once
 // per busy-to-idle transition; the store's slabs hold no pointers, so the
 // mark phase is short.
@@ -312,8 +312,8 @@ func (p *persistence) idle() {
 	p.mu.Lock()
 	p.spare = nil
 	p.mu.Unlock()
-	// Two collections: buffers put back into sync.Pools (pebble's batches
-	// among them) survive the first one in the pools' victim caches, and
+	// Two collections: buffers put back into sync.Pools
+	// survive the first one in the pools' victim caches, and
 	// an idle server would not collect again to free them.
 	runtime.GC()
 	debug.FreeOSMemory()
