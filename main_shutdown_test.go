@@ -36,14 +36,14 @@ func startNoWait(t *testing.T, dir string, args ...string) *child {
 // then restores in full.
 func TestProcessSIGTERMDuringRestore(t *testing.T) {
 	if testing.Short() {
-		t.Skip("writes 1M keys")
+		t.Skip("writes 300k keys")
 	}
 	dir := filepath.Join(t.TempDir(), "data")
 	db, err := persist.Open(dir, persist.Options{Logger: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	const n = 1_000_000
+	const n = 300_000
 	ops := make([]persist.Op, 0, 100_000)
 	for i := range n {
 		ops = append(ops, persist.Op{Key: fmt.Appendf(nil, "user:%08d", i), TAT: uint64(4_000_000_000_000_000_000 + i), IsTAT: true, ExpireAtMs: 4_000_000_000_000})
