@@ -30,6 +30,12 @@ func main() {
 }
 
 func run(args []string) int {
+	// Signals are caught from the start: one that arrives during start-up
+	// or the restore ends the process cleanly (exit 0, like Redis while it
+	// loads) instead of by the default action (143, without a word).
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sig)
 	cfg, err := parseFlags(args)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "celld:", err)
@@ -47,6 +53,8 @@ func run(args []string) int {
 	}
 	log := newLogger(cfg)
 	slog.SetDefault(log)
+	restored := make(chan struct{})
+	go exitOnSignalDuringRestore(sig, restored, cfg, log)
 	tuneRuntime()
 
 	// Everything that can be refused without the data directory is
@@ -159,13 +167,12 @@ func run(args []string) int {
 		mx.attachUpstream(sc, cfg.UpstreamFallback == "closed")
 		log.Info("sidecar mode", "upstream", cfg.Upstream, "fallback", cfg.UpstreamFallback, "timeout", cfg.UpstreamTimeout)
 	}
+	close(restored) // from here a signal is main's: an ordered shutdown
 	for _, l := range lns {
 		log.Info("celld listening", "addr", l.ln.Addr().String(), "tls", l.tls, "version", version,
 			"persist", cfg.Persist, "dir", cfg.Dir, "auth", srvCfg.RequirePass != "")
 	}
 
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	shutdownCmd <- sig
 	served := make(chan error, len(lns))
 	for _, l := range lns {
@@ -182,11 +189,7 @@ func run(args []string) int {
 	}
 	mx.shuttingDown()
 	deadline := time.Now().Add(cfg.ShutdownGrace)
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	if err := srv.Shutdown(ctx); err != nil {
-		log.Warn("connections did not drain in time", "err", err)
-	}
-	cancel()
+	drainConnections(srv, deadline, cfg.ShutdownGrace, log)
 	if p != nil {
 		if err := p.CloseBy(deadline); err != nil {
 			log.Error("final flush failed", "err", err)
@@ -195,6 +198,57 @@ func run(args []string) int {
 	}
 	log.Info("stopped")
 	return code
+}
+
+// exitOnSignalDuringRestore ends the process with exit code 0 if SIGTERM
+// or SIGINT arrives before restored is closed (the data directory is being
+// opened and replayed: nothing is served yet and nothing in memory needs
+// flushing; what Open may have written is crash-safe by design). Once
+// restored is closed it returns without touching sig, which main then
+// owns.
+func exitOnSignalDuringRestore(sig chan os.Signal, restored <-chan struct{}, cfg *config.Config, log *slog.Logger) {
+	select {
+	case s := <-sig:
+		select {
+		case <-restored:
+			// Restored meanwhile: hand the signal back to main.
+			select {
+			case sig <- s:
+			default:
+			}
+			return
+		default:
+		}
+		log.Info("shutting down before serving (during start-up or the restore): nothing was served and nothing is lost; the data directory is left for the next start to restore",
+			"signal", s.String(), "dir", cfg.Dir)
+		os.Exit(0)
+	case <-restored:
+	}
+}
+
+// drainConnections stops the server and waits for its connections until
+// three quarters of the shutdown grace have passed, leaving the rest to the
+// final flush. A connection still running a command then (a long EVAL or
+// script, which Redis cannot interrupt either) is not waited for: the
+// command's changes up to the final flush are flushed, later ones are not.
+func drainConnections(srv *server.Server, deadline time.Time, grace time.Duration, log *slog.Logger) {
+	drainBy := deadline.Add(-grace / 4)
+	ctx, cancel := context.WithDeadline(context.Background(), drainBy)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- srv.Shutdown(ctx) }()
+	t := time.NewTimer(max(time.Until(drainBy), 0) + grace/20)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			log.Warn("connections did not drain in time; closed them", "err", err)
+		}
+	case <-t.C:
+		log.Warn("a command was still running when the connections' share of --shutdown-grace ran out (a long EVAL or script?): "+
+			"not waiting for it; the final flush takes what it changed so far, its later changes are not durable",
+			"grace", grace)
+	}
 }
 
 // newLogger is the process's logger: --log-format, --log-level, stderr.

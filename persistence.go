@@ -200,6 +200,7 @@ func (p *persistence) load(now time.Time) error {
 		shifted int64
 		buf     [20]byte
 	)
+	p.log.Info("restoring state", "base_bytes", p.db.BaseBytes(), "log_bytes", p.db.LogBytes())
 	stats, err := p.db.Replay(restoreMs, func(key, value []byte, exp int64, deleted bool) error {
 		if deleted {
 			p.st.Unload(key)
@@ -245,7 +246,7 @@ func (p *persistence) load(now time.Time) error {
 // snapshot writes every live key into w, one store shard at a time
 // (persist's base rewrite; called by the flusher's goroutine). Each shard's
 // lock is held while its keys are encoded into memory, never across the
-// pebble write that Spill does between shards.
+// base-file write that Spill does between shards.
 func (p *persistence) snapshot(nowMs int64, w *persist.BaseWriter) error {
 	add := func(c store.Change) {
 		if c.IsTAT {
@@ -303,7 +304,7 @@ func (p *persistence) release([]persist.Op) {
 
 // idle runs when changes stop after a busy period (the flusher's Idle):
 // it drops the spare drain block and returns the heap a burst grew (its
-// buffers, and pebble's flush and compaction garbage) to the OS, so that a
+// buffers and the base writer's) to the OS, so that a
 // sidecar's RSS follows its live state. Cost: two forced GCs, at most once
 // per busy-to-idle transition; the store's slabs hold no pointers, so the
 // mark phase is short.
@@ -311,8 +312,8 @@ func (p *persistence) idle() {
 	p.mu.Lock()
 	p.spare = nil
 	p.mu.Unlock()
-	// Two collections: buffers put back into sync.Pools (pebble's batches
-	// among them) survive the first one in the pools' victim caches, and
+	// Two collections: buffers put back into sync.Pools
+	// survive the first one in the pools' victim caches, and
 	// an idle server would not collect again to free them.
 	runtime.GC()
 	debug.FreeOSMemory()
@@ -350,7 +351,7 @@ func (p *persistence) InfoPersistence() []string {
 		age = time.Since(s.LastSuccessAt).Milliseconds()
 	}
 	return []string{
-		"celld_persistence:pebble",
+		"celld_persistence:files",
 		"last_flush_status:" + status,
 		"last_flush_error:" + s.LastFlushErr,
 		"last_flush_age_ms:" + strconv.FormatInt(age, 10),
@@ -406,6 +407,7 @@ func (p *persistence) Close() error { return p.CloseBy(time.Time{}) }
 // take for data: see persist). So a SIGTERM exits within --shutdown-grace
 // even when the disk is failing or wedged.
 func (p *persistence) CloseBy(deadline time.Time) error {
+	start := time.Now()
 	done := make(chan error, 1)
 	go func() {
 		err := p.fl.Stop()
@@ -432,8 +434,15 @@ func (p *persistence) CloseBy(deadline time.Time) error {
 		return nil
 	case <-timeout:
 		s := p.fl.Status()
-		return fmt.Errorf("final flush of %s did not finish within --shutdown-grace: %d changed keys not durable (last error: %q)",
-			p.db.Dir(), p.unflushed(), s.LastFlushErr)
+		why := fmt.Sprintf("last error: %q", s.LastFlushErr)
+		switch {
+		case s.LastFlushErr == "" && time.Since(start) < 10*time.Millisecond:
+			why = "the grace was used up before the flush could start (connections took it all)"
+		case s.LastFlushErr == "":
+			why = fmt.Sprintf("no write had failed: the flush was still collecting or writing them after %v", time.Since(start).Round(time.Millisecond))
+		}
+		return fmt.Errorf("final flush of %s did not finish within --shutdown-grace: %d changed keys not durable (%s)",
+			p.db.Dir(), p.unflushed(), why)
 	}
 }
 

@@ -443,7 +443,7 @@ func (db *DB) scanChangeFilesLocked() error {
 		}
 		db.mu.files = append(db.mu.files, cf)
 		db.mu.logBytes += bytes
-		db.flushedAtMs.Store(sc.lastStamp)
+		db.stampFlushed(sc.lastStamp)
 	}
 	db.logBytes.Store(db.mu.logBytes)
 	return nil

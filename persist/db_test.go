@@ -326,11 +326,11 @@ func TestSecondProcessOpenFails(t *testing.T) {
 
 func TestCorruptDir(t *testing.T) {
 	dir := t.TempDir()
-	db := mustOpen(t, dir, Options{})
-	if err := db.Write([]Op{set("a", "1", 0)}); err != nil {
-		t.Fatal(err)
-	}
-	mustClose(t, db)
+	newPebbleDir(t, vfs.Default, dir, "celld-persist-v4", func(pdb *pebble.DB) {
+		if err := pdb.Set([]byte("mflushed_at"), make([]byte, 8), nil); err != nil {
+			t.Fatal(err)
+		}
+	})
 	manifests, _ := filepath.Glob(filepath.Join(dir, "MANIFEST-*"))
 	if len(manifests) == 0 {
 		t.Fatalf("no MANIFEST in %s", dir)
@@ -362,28 +362,24 @@ func TestCorruptDir(t *testing.T) {
 	}
 }
 
+// TestCorruptRecord: a v1 record too short to hold its expiry header
+// makes the migration fail with ErrCorrupt naming the key.
 func TestCorruptRecord(t *testing.T) {
 	fs := vfs.NewMem()
-	db := mustOpen(t, "d", Options{FS: fs})
-	defer mustClose(t, db)
-	// Bypass Write to store a record too short to hold its expiry header.
-	pdb := db.pm.pdb
-	if err := pdb.Set([]byte("kbad"), []byte{1, 2, 3}, nil); err != nil {
-		t.Fatal(err)
-	}
-	_, err := db.Restore(0, func([]byte, []byte, int64) error { return nil })
+	newPebbleDir(t, fs, "d", "celld-persist-v1", func(pdb *pebble.DB) {
+		if err := pdb.Set([]byte("kbad"), []byte{1, 2, 3}, nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+	_, err := Open("d", Options{FS: fs, Logger: quietLogger()})
 	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "bad") {
-		t.Fatalf("Restore = %v, want ErrCorrupt naming the key", err)
+		t.Fatalf("Open = %v, want ErrCorrupt naming the key", err)
 	}
 }
 
 func TestFormatMarker(t *testing.T) {
 	fs := vfs.NewMem()
-	db := mustOpen(t, "d", Options{FS: fs})
-	if err := db.pm.pdb.Set(formatKey, []byte("something-else"), nil); err != nil {
-		t.Fatal(err)
-	}
-	mustClose(t, db)
+	newPebbleDir(t, fs, "d", "something-else", nil)
 	_, err := Open("d", Options{FS: fs, Logger: quietLogger()})
 	if !errors.Is(err, ErrFormat) {
 		t.Fatalf("Open = %v, want ErrFormat", err)
@@ -391,7 +387,7 @@ func TestFormatMarker(t *testing.T) {
 }
 
 func TestOptionsValidate(t *testing.T) {
-	for _, o := range []Options{{CacheSize: -1}, {CloseTimeout: -time.Second}, {MemTableSize: 4 << 30}} {
+	for _, o := range []Options{{CacheSize: -1}, {FoldMinBytes: -1}, {OpenTimeout: -time.Second}} {
 		if _, err := Open("d", o); err == nil {
 			t.Errorf("Open with %+v succeeded", o)
 		}
@@ -460,19 +456,12 @@ func TestLastFlushedAt(t *testing.T) {
 // fail with ErrCorrupt naming the directory, rather than being ignored.
 func TestMalformedFlushedAt(t *testing.T) {
 	fs := vfs.NewMem()
-	db := mustOpen(t, "data", Options{FS: fs})
-	mustClose(t, db)
-	pdb, err := pebble.Open("data", &pebble.Options{FS: fs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pdb.Set(flushedKey, []byte("bad"), pebble.Sync); err != nil {
-		t.Fatal(err)
-	}
-	if err := pdb.Close(); err != nil {
-		t.Fatal(err)
-	}
-	_, err = Open("data", Options{FS: fs, Logger: quietLogger()})
+	newPebbleDir(t, fs, "data", "celld-persist-v4", func(pdb *pebble.DB) {
+		if err := pdb.Set(flushedKey, []byte("bad"), pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+	})
+	_, err := Open("data", Options{FS: fs, Logger: quietLogger()})
 	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "data") {
 		t.Fatalf("Open with a malformed stamp = %v, want ErrCorrupt naming the dir", err)
 	}

@@ -417,17 +417,11 @@ func TestDamagedRecordCostsOnlyItself(t *testing.T) {
 	}
 }
 
-// TestMissingManifestMarkerRefused: a directory whose pebble manifest
-// marker is gone is refused (naming --recover=skip), and its files are
-// left as they were, never replaced by an empty database.
+// TestMissingManifestMarkerRefused: an old (pebble) directory whose
+// manifest marker is gone is refused (naming --recover=skip), and its
+// files are left as they were, never replaced by an empty database.
 func TestMissingManifestMarkerRefused(t *testing.T) {
-	dir := t.TempDir()
-	db := mustOpen(t, dir, Options{})
-	if err := db.Write([]Op{set("a", "1", 0)}); err != nil {
-		t.Fatal(err)
-	}
-	writeBase(t, db, []record{{"a", "1", 0}, {"b", "2", 0}})
-	mustClose(t, db)
+	dir := copyMainFixture(t)
 	names, _ := os.ReadDir(dir)
 	var before []string
 	for _, e := range names {
@@ -449,6 +443,36 @@ func TestMissingManifestMarkerRefused(t *testing.T) {
 		}
 	}
 	t.Fatalf("pebble's files are gone after the refused open: %v (before: %v)", names, before)
+}
+
+// TestMissingBaseRefused: a directory whose base file is gone while
+// change files remain is refused (naming --recover=skip) rather than
+// replayed over an empty state, and the change files are left alone.
+func TestMissingBaseRefused(t *testing.T) {
+	dir := t.TempDir()
+	db := mustOpen(t, dir, Options{})
+	if err := db.Write([]Op{set("a", "1", 0)}); err != nil {
+		t.Fatal(err)
+	}
+	writeBase(t, db, []record{{"a", "1", 0}, {"b", "2", 0}})
+	if err := db.Write([]Op{set("c", "3", 0)}); err != nil {
+		t.Fatal(err)
+	}
+	mustClose(t, db)
+	bases, _ := filepath.Glob(filepath.Join(dir, "base-*.dat"))
+	if len(bases) != 1 {
+		t.Fatalf("base files %q, want one", bases)
+	}
+	if err := os.Remove(bases[0]); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(dir, Options{Logger: quietLogger()})
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "--recover=skip") || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("Open without the base: %v; want ErrCorrupt naming the directory and --recover=skip", err)
+	}
+	if files, _ := filepath.Glob(filepath.Join(dir, "changes-*.log")); len(files) != 1 {
+		t.Fatalf("change files after the refused open: %q, want the one left", files)
+	}
 }
 
 // TestStrayFilesAreNotData: files of the operator's in a new data
@@ -506,12 +530,13 @@ func (s *stallSwitch) MaybeError(op errorfs.Op) error {
 	return nil
 }
 
-// TestOpenTimeout: a pebble.Open that does not return (here, its
-// filesystem hangs once the probe passed) is given up after OpenTimeout
-// with an error wrapping ErrUnusable and naming the directory.
+// TestOpenTimeout: migrating an old directory whose pebble.Open does not
+// return (here, its filesystem hangs once the probe passed) is given up
+// after OpenTimeout with an error wrapping ErrUnusable and naming the
+// directory.
 func TestOpenTimeout(t *testing.T) {
 	mem := vfs.NewMem()
-	mustClose(t, mustOpen(t, "d", Options{FS: mem}))
+	newPebbleDir(t, mem, "d", "celld-persist-v4", nil)
 	sw := &stallSwitch{gate: make(chan struct{}), match: func(op errorfs.Op) bool {
 		return strings.Contains(op.Path, "MANIFEST") || strings.Contains(op.Path, "OPTIONS")
 	}}
@@ -523,4 +548,61 @@ func TestOpenTimeout(t *testing.T) {
 		t.Fatalf("Open on a hanging disk: %v", err)
 	}
 	t.Logf("%v after %v", err, time.Since(start).Round(time.Millisecond))
+}
+
+// TestDamagedBaseCostsOnlyItself: a base chunk whose checksum fails costs
+// that chunk's keys only (the chunks after it load), and a base file cut
+// short loses only what follows the cut; both are counted (RestoreStats,
+// DB.Damage), logged at WARN with the file and offset, and ask for a fold.
+func TestDamagedBaseCostsOnlyItself(t *testing.T) {
+	for _, where := range []string{"chunk", "truncated"} {
+		t.Run(where, func(t *testing.T) {
+			fs := vfs.NewMem()
+			db := mustOpen(t, "d", Options{FS: fs})
+			m := model{}
+			for i := range 5000 { // ~5 chunks
+				k := fmt.Sprintf("key%05d", i)
+				m[k] = record{k, "1234567890123456789", 0}
+			}
+			st := writeBase(t, db, m.sorted())
+			if st.Chunks < 4 {
+				t.Fatalf("base of %d chunks, want several", st.Chunks)
+			}
+			path := db.pm.basePath
+			mustClose(t, db)
+			b := readAll(t, fs, path)
+			// The second chunk record starts after the header record.
+			second := recordHeaderLen + len(baseHeaderMagic) + 8
+			if where == "chunk" {
+				b[second+recordHeaderLen+10] ^= 0xff
+			} else {
+				b = b[:len(b)-100] // the trailer and the end of the last chunk
+			}
+			writeAll(t, fs, path, b)
+			var logged bytes.Buffer
+			db = mustOpen(t, "d", Options{FS: fs, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+			defer mustClose(t, db)
+			got, rst := restoreAll(t, db, 0)
+			lost := len(m) - len(got)
+			if lost <= 0 || lost > 1000 {
+				t.Errorf("%d of %d keys lost, want some, at most one chunk's", lost, len(m))
+			}
+			for _, r := range got {
+				if m[r.key] != r {
+					t.Fatalf("restored %v, not in the model", r)
+				}
+			}
+			if rst.DamagedRecords != 1 || db.Damage().Records != 1 || rst.DamagedBytes <= 0 {
+				t.Errorf("RestoreStats = %+v, Damage = %+v; want one damaged record", rst, db.Damage())
+			}
+			if !strings.Contains(logged.String(), "level=WARN") || !strings.Contains(logged.String(), fs.PathBase(path)) ||
+				!strings.Contains(logged.String(), "offset=") {
+				t.Errorf("log does not name the damaged file and offset:\n%s", logged.String())
+			}
+			if !db.BaseDue() {
+				t.Error("a damaged base does not ask for a base rewrite")
+			}
+			t.Logf("%d of %d keys lost; %s", lost, len(m), strings.TrimSpace(logged.String()))
+		})
+	}
 }

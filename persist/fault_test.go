@@ -1,12 +1,9 @@
 package persist
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -244,127 +241,75 @@ func TestSlowDiskDoesNotBlockDataPath(t *testing.T) {
 	checkRecords(t, got, ds.want())
 }
 
-// pebbleWALWrites matches writes to pebble's WAL (not to change files).
-func pebbleWALWrites(op errorfs.Op) bool {
-	return strings.HasSuffix(op.Path, ".log") && !isChangeFile(op.Path) && op.Kind.ReadOrWrite() == errorfs.OpIsWrite
+// baseFileWrites matches every write to a base file or its temp file
+// (creation, writes, syncs, the rename).
+func baseFileWrites(op errorfs.Op) bool {
+	return strings.HasPrefix(filepath.Base(op.Path), baseFilePrefix) && op.Kind.ReadOrWrite() == errorfs.OpIsWrite
 }
 
-// TestBaseRewriteWALFault: pebble's WAL failing while a base rewrite
-// spills its chunks makes WriteBase return an error wrapping ErrPebbleFatal,
-// even though fill sees the error first (from Spill) and passes it on; the
-// failed instance is replaced, the change log keeps taking Writes while
-// pebble is down, the next WriteBase after the fault clears succeeds, and a
-// reopen restores exactly what was written. (Before the fix, fill's
-// returning Spill's error made it look like fill's own, the failed instance
-// was kept, and the next WriteBase hung in pebble's commit pipeline.) If
-// pebble wedged instead (it can panic holding its commit lock), the next
-// WriteBase reports ErrUnusable rather than hanging, and Writes go on.
-func TestBaseRewriteWALFault(t *testing.T) {
-	mem := vfs.NewMem()
-	sw := &faultySwitch{match: pebbleWALWrites}
-	db := mustOpen(t, "d", Options{FS: errorfs.Wrap(mem, sw), CloseTimeout: 3 * time.Second})
-	m := model{}
-	for i := range 2000 { // ~60 KiB: below the first memtable, no WAL rotation
-		m[fmt.Sprintf("key%06d", i)] = record{fmt.Sprintf("key%06d", i), "1234567890123456789x", 0}
-	}
-	sw.on.Store(true)
-	_, err := db.WriteBase(func(w *BaseWriter) error {
-		for _, r := range m.sorted() {
-			w.Add([]byte(r.key), []byte(r.value), r.exp)
-		}
-		return w.Spill()
-	})
-	if !errors.Is(err, ErrPebbleFatal) || !strings.Contains(err.Error(), "injected") {
-		t.Fatalf("WriteBase with a failing WAL = %v; want ErrPebbleFatal carrying the injected error", err)
-	}
-	ops := []Op{set("key000001", "7", 0), del("key000002")}
-	if err := db.Write(ops); err != nil {
-		t.Fatalf("Write while pebble is down: %v", err)
-	}
-	m.apply(ops)
-	sw.on.Store(false)
-	done := make(chan error, 1)
-	go func() {
-		_, err := db.WriteBase(func(w *BaseWriter) error {
-			for _, r := range m.sorted() {
-				w.Add([]byte(r.key), []byte(r.value), r.exp)
+// TestBaseRewriteFaultKeepsOldBase: every way a base rewrite can fail on
+// the disk (the temp file's create, a write, its sync, the rename) returns
+// an ordinary error, removes the temp file, keeps the old base and log in
+// charge while Writes go on, and the next rewrite after the fault clears
+// succeeds; the directory restores exactly what was written. With pebble
+// (format v4) a WAL or MANIFEST fault here could end the process.
+func TestBaseRewriteFaultKeepsOldBase(t *testing.T) {
+	for name, kind := range map[string]errorfs.OpKind{"create": errorfs.OpCreate, "write": errorfs.OpFileWrite, "sync": errorfs.OpFileSync, "rename": errorfs.OpRename} {
+		t.Run(name, func(t *testing.T) {
+			mem := vfs.NewMem()
+			sw := &faultySwitch{match: func(op errorfs.Op) bool { return baseFileWrites(op) && op.Kind == kind }}
+			db := mustOpen(t, "d", Options{FS: errorfs.Wrap(mem, sw)})
+			m := model{}
+			var ops []Op
+			for i := range 20000 { // several 256 KiB buffer writes
+				ops = append(ops, set(fmt.Sprintf("key%06d", i), "1234567890123456789", 0))
 			}
-			return nil
+			if err := db.Write(ops); err != nil {
+				t.Fatal(err)
+			}
+			m.apply(ops)
+			before := listNames(t, mem, "d")
+			sw.on.Store(true)
+			_, err := db.WriteBase(func(w *BaseWriter) error {
+				for _, r := range m.sorted() {
+					w.Add([]byte(r.key), []byte(r.value), r.exp)
+					if err := w.Spill(); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err == nil || !strings.Contains(err.Error(), "injected") || !strings.Contains(err.Error(), "d") {
+				t.Fatalf("WriteBase with failing %v = %v; want the injected error naming the directory", kind, err)
+			}
+			if after := listNames(t, mem, "d"); !slices.Equal(before, after) {
+				t.Fatalf("files after the failed rewrite %q, want as before %q (temp file removed)", after, before)
+			}
+			more := []Op{set("key000001", "7", 0), del("key000002")}
+			if err := db.Write(more); err != nil {
+				t.Fatalf("Write after the failed rewrite: %v", err)
+			}
+			m.apply(more)
+			got, _ := restoreAll(t, db, 0)
+			checkRecords(t, got, m.sorted())
+			sw.on.Store(false)
+			writeBase(t, db, m.sorted())
+			mustClose(t, db)
+			checkDir(t, mem, "d", m.sorted())
 		})
-		done <- err
-	}()
-	select {
-	case err = <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("WriteBase after the fault cleared hung")
 	}
-	if errors.Is(err, ErrUnusable) {
-		// pebble panicked while holding its commit lock, so the failed
-		// instance could not be closed (timing-dependent; seen under
-		// -race): the documented wedge. Writes must still work.
-		t.Logf("pebble wedged: %v", err)
-		if err := db.Write([]Op{set("key000003", "8", 0)}); err != nil {
-			t.Fatalf("Write with pebble wedged: %v", err)
-		}
-		_ = db.Close()
-		return
-	}
-	if err != nil {
-		t.Fatalf("WriteBase after the fault cleared: %v", err)
-	}
-	if db.Reopens() < 1 {
-		t.Errorf("Reopens = %d, want ≥ 1", db.Reopens())
-	}
-	mustClose(t, db)
-	checkDir(t, mem, "d", m.sorted())
 }
 
-// TestPebbleWALRotationFaultKillsProcess documents a pebble v2.1.7 behaviour
-// persist cannot paper over: if creating the next WAL fails while pebble
-// rotates it (here: a base rewrite bigger than the first 256 KiB memtable),
-// pebble panics after releasing DB.mu, a deferred Unlock then unlocks it
-// again, and the Go runtime aborts with a fatal error that no recover
-// catches. It runs in a child process. If this test starts failing, pebble
-// changed: update the failure-handling notes on DB. Since format v4 only
-// base rewrites can meet this: Write does not go through pebble.
-func TestPebbleWALRotationFaultKillsProcess(t *testing.T) {
-	if os.Getenv("PERSIST_HELPER_ROTATION") == "1" {
-		sw := &faultySwitch{match: func(op errorfs.Op) bool {
-			return strings.HasSuffix(op.Path, ".log") && !isChangeFile(op.Path) && op.Kind == errorfs.OpCreate
-		}}
-		db, err := Open("d", Options{FS: errorfs.Wrap(vfs.NewMem(), sw), Logger: quietLogger()})
-		if err != nil {
-			fmt.Println("HELPER: open:", err)
-			os.Exit(3)
-		}
-		sw.on.Store(true)
-		_, err = db.WriteBase(func(w *BaseWriter) error {
-			for i := range 20000 {
-				w.Add([]byte(fmt.Sprintf("key%06d", i)), []byte("1234567890123456789x"), 0)
-			}
-			return w.Spill()
-		})
-		fmt.Println("HELPER: survived:", err)
-		os.Exit(0)
-	}
-	if testing.Short() {
-		t.Skip("spawns a process")
-	}
-	exe, err := os.Executable()
+// listNames lists dir, sorted, without the LOCK file.
+func listNames(t testing.TB, fs vfs.FS, dir string) []string {
+	t.Helper()
+	names, err := fs.List(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(exe, "-test.run=^TestPebbleWALRotationFaultKillsProcess$")
-	cmd.Env = append(os.Environ(), "PERSIST_HELPER_ROTATION=1")
-	out, err := cmd.CombinedOutput()
-	if err == nil || bytes.Contains(out, []byte("HELPER: survived")) {
-		t.Fatalf("the process survived a WAL fault during rotation (pebble changed? update DB's docs):\n%s", out)
-	}
-	if !bytes.Contains(out, []byte("rotateWAL")) || !bytes.Contains(out, []byte("fatal error")) {
-		t.Fatalf("child died differently than documented: %v\n%s", err, out)
-	}
-	first, _, _ := bytes.Cut(out, []byte("\n\n"))
-	t.Logf("child process: %v\n%s", err, first)
+	names = slices.DeleteFunc(names, func(n string) bool { return n == "LOCK" })
+	slices.Sort(names)
+	return names
 }
 
 // TestFlushNowOrderAndFailedFreshDrain pins the flusher's no-map path (a

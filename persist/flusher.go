@@ -105,9 +105,6 @@ type Status struct {
 	// NextRetryAt is, while failing, the earliest time the loop will try
 	// again (FlushNow does not wait for it). Zero when OK.
 	NextRetryAt time.Time
-	// Reopens is how many times the pebble instance was replaced after a
-	// failure (DB.Reopens).
-	Reopens int64
 	// Bases counts successful base rewrites (log folds), BaseErrors the
 	// failed ones; LastBase is the latest successful one's figures and
 	// LastBaseErr the latest failure's text ("" once one succeeds).
@@ -194,8 +191,6 @@ type Flusher struct {
 	foldWG      sync.WaitGroup
 	// idle counts consecutive loop windows that drained nothing.
 	idle int
-	// loggedUnusable records that the transition to ErrUnusable was logged.
-	loggedUnusable bool
 
 	// statusMu guards status; it is never held across I/O, so Status does
 	// not wait for a write in progress.
@@ -404,7 +399,6 @@ func (f *Flusher) Status() Status {
 	s := f.status
 	f.statusMu.Unlock()
 	s.PendingBytes = f.pendingBytesEstimate.Load()
-	s.Reopens = f.db.Reopens()
 	return s
 }
 
@@ -599,9 +593,6 @@ func (f *Flusher) writeLocked() error {
 	st.LastFlushErr = err.Error()
 	// Log state changes only, not every retry.
 	switch {
-	case errors.Is(err, ErrUnusable) && !f.loggedUnusable:
-		f.loggedUnusable = true
-		f.log.Error("persist: storage engine unusable; changes will not be durable until restart", "err", err, "pending", len(f.pending))
 	case f.failures == 1:
 		f.log.Error("persist: flush failed; keeping ops pending and retrying", "err", err, "pending", len(f.pending))
 	}

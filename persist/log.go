@@ -1,36 +1,14 @@
 package persist
 
 import (
-	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
+	iofs "io/fs"
 	"math"
 	"slices"
 	"sync/atomic"
-	"syscall"
 	"time"
-
-	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/vfs"
 )
-
-// logKey is the pebble key of log chunk seq.
-func logKey(seq uint64) []byte {
-	k := make([]byte, 9)
-	k[0] = logPrefix
-	binary.BigEndian.PutUint64(k[1:], seq)
-	return k
-}
-
-// baseChunkKey is the pebble key of chunk idx of base generation gen.
-func baseChunkKey(gen uint64, idx uint32) []byte {
-	k := make([]byte, 13)
-	k[0] = basePrefix
-	binary.BigEndian.PutUint64(k[1:], gen)
-	binary.BigEndian.PutUint32(k[9:], idx)
-	return k
-}
 
 // Write appends ops to the change log (changelog.go) as one record stamped
 // with the "flushed_at" time, and syncs it: when it returns nil all of them
@@ -120,6 +98,10 @@ const logBufRetain = 4 << 20
 // write or a base rewrite in progress.
 func (db *DB) LogBytes() int64 { return db.logBytes.Load() }
 
+// BaseBytes returns the size of the current base file. Safe for concurrent
+// use; O(1).
+func (db *DB) BaseBytes() int64 { return db.baseBytes.Load() }
+
 // BaseDue reports whether the log has grown enough that WriteBase should
 // fold it: it is at least the base's size (and at least
 // Options.FoldMinBytes), or
@@ -147,18 +129,13 @@ const minShrinkFold = 4096
 // goroutine (WriteBase's fill function) and is invalid after WriteBase
 // returns.
 type BaseWriter struct {
-	db    *DB
-	pdb   *pebble.DB
+	f     *baseFile
 	abort *atomic.Bool
-	gen   uint64
-	idx   uint32 // the next chunk's index
 	buf   []byte // chunks encoded and not yet written
 	cuts  []int  // ends of the complete chunks in buf
-	bytes int64
 	keys  int64
-	// err is the first pebble failure of Spill: WriteBase treats it as
-	// pebble's, whatever fill makes of it, and Spill does not call pebble
-	// again.
+	// err is the first failure of Spill: WriteBase treats it as the
+	// write's, whatever fill makes of it, and Spill does not write again.
 	err error
 }
 
@@ -193,13 +170,11 @@ func (w *BaseWriter) cutAt() int {
 	return w.cuts[len(w.cuts)-1]
 }
 
-// Spill writes the complete chunks encoded so far to pebble, one NoSync
-// Set each (WriteBase's final synced batch makes them durable: pebble's WAL
-// is one sequential log), and keeps the partial one. Call it between Adds
-// without holding locks the data path needs, e.g. after each store shard,
-// so the base is streamed to pebble instead of built whole in memory. One
-// Set per chunk reuses pebble's pooled batches: no buffer the size of the
-// base, or of a batch of chunks, is allocated.
+// Spill writes the complete chunks encoded so far to the base file (one
+// checksummed record each, through a 256 KiB buffer: a write system call
+// per 256 KiB) and keeps the partial one. Call it between Adds without
+// holding locks the data path needs, e.g. after each store shard, so the
+// base is streamed to disk instead of built whole in memory.
 func (w *BaseWriter) Spill() error {
 	if w.err != nil {
 		return w.err
@@ -210,92 +185,14 @@ func (w *BaseWriter) Spill() error {
 	}
 	start := 0
 	for _, end := range w.cuts {
-		chunk := w.buf[start:end]
-		if err := w.db.guardPebbleWrite(); err != nil {
+		if err := w.f.chunk(w.buf[start:end]); err != nil {
 			w.err = err
 			return err
 		}
-		if err := callPebble(func() error {
-			return w.pdb.Set(baseChunkKey(w.gen, w.idx), chunk, pebble.NoSync)
-		}); err != nil {
-			w.err = err
-			return err
-		}
-		w.idx++
-		w.bytes += int64(len(chunk))
 		start = end
 	}
 	w.buf = w.buf[:copy(w.buf, w.buf[start:])]
 	w.cuts = w.cuts[:0]
-	return nil
-}
-
-// tidyTimeout bounds each of tidyLocked's waits on pebble.
-const tidyTimeout = 30 * time.Second
-
-// tidyLocked gives the disk space of the replaced base back, after a
-// successful WriteBase: the new generation went through pebble's memtable
-// and WAL, and the old one is only range-deleted. A flush moves the
-// memtable into a table (its WAL files are then deleted), and a compaction
-// of the base's key range drops the old generation's tables, so the
-// directory holds about one base plus the log (~2x the live state) instead
-// of several bases and WALs. It runs on the fold's goroutine, off the
-// write path; each step is guarded like a base write (guardPebbleWrite)
-// and waited for at most tidyTimeout (pebble retries a failing flush
-// forever), and a failure only leaves the space for the next fold.
-// db.pm must be held.
-func (db *DB) tidyLocked(pdb *pebble.DB) {
-	if err := db.guardPebbleWrite(); err != nil {
-		return
-	}
-	var ch <-chan struct{}
-	if err := callPebble(func() (err error) { ch, err = pdb.AsyncFlush(); return err }); err != nil {
-		db.log.Debug("persist: flush after a base rewrite", "err", err)
-		return
-	}
-	timer := time.NewTimer(tidyTimeout)
-	defer timer.Stop()
-	select {
-	case <-ch:
-	case <-timer.C:
-		db.log.Warn("persist: pebble's flush after a base rewrite did not finish in time; disk space of the old base is kept for now", "timeout", tidyTimeout, "last_pebble_error", db.lastPebbleError())
-		return
-	}
-	if err := db.guardPebbleWrite(); err != nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), tidyTimeout)
-	defer cancel()
-	if err := callPebble(func() error { return pdb.Compact(ctx, []byte{basePrefix}, []byte{basePrefix + 1}, false) }); err != nil {
-		db.log.Debug("persist: compaction after a base rewrite", "err", err)
-	}
-}
-
-// errUnsafeForPebble marks a base rewrite stopped before a pebble write
-// because the directory looked unable to take it (see guardPebbleWrite).
-var errUnsafeForPebble = errors.New("directory cannot take pebble's writes now; base rewrite stopped before calling pebble")
-
-// guardPebbleWrite checks, before each pebble write of a base rewrite,
-// that the directory can create a file and has room for pebble's next
-// memtable flush. pebble v2.1.7 ends the process when it cannot create its
-// next WAL while rotating it (a memtable filled during the rewrite: see
-// DB), and when a MANIFEST write fails; a read-only directory, an immutable
-// one or a full disk would do that. Checking first narrows that to a
-// failure that starts within microseconds of the check. Cost: a create and
-// a remove of an empty file, and a statfs, per 16 KiB chunk (~10 µs).
-func (db *DB) guardPebbleWrite() error {
-	name := db.fs.PathJoin(db.dir, probeName)
-	f, err := db.fs.Create(name, vfs.WriteCategoryUnspecified)
-	if err != nil {
-		return fmt.Errorf("%w: %w", errUnsafeForPebble, err)
-	}
-	_ = f.Close()
-	if err := db.fs.Remove(name); err != nil {
-		return fmt.Errorf("%w: %w", errUnsafeForPebble, err)
-	}
-	if u, err := db.fs.GetDiskUsage(db.dir); err == nil && u.AvailBytes < 2*db.memTableSize+uint64(maxChunk) {
-		return fmt.Errorf("%w: only %d bytes free, pebble may need %d: %w", errUnsafeForPebble, u.AvailBytes, 2*db.memTableSize, syscall.ENOSPC)
-	}
 	return nil
 }
 
@@ -323,13 +220,14 @@ func (e errFill) Unwrap() error { return e.err }
 // sets hold every change not yet drained, and its writes happen in drain
 // order). Records written after the cut replay on top of the base.
 //
-// WriteBase does not hold the change log's lock while fill runs or pebble
-// writes: Writes go on beside it, into new change files. It holds the
-// pebble lock throughout (a concurrent WriteBase, Replay or Close waits).
-// Cost: one pass over the state, one pebble key per ~16 KiB, one fsync.
-// On a pebble failure the instance is discarded; the old base and log stay
-// in charge. fill's own error is returned as is. After AbortBases (or
-// Close) it fails with ErrAborted at its next chunk.
+// WriteBase does not hold the change log's lock while fill runs or the
+// file is written: Writes go on beside it, into new change files. It holds
+// the base lock throughout (a concurrent WriteBase, Replay or Close
+// waits). Cost: one pass over the state, one sequential write of it, one
+// fsync of the file and one of the directory. On any failure the temp file
+// is removed and the old base and log stay in charge; fill's own error is
+// returned as is. After AbortBases (or Close) it fails with ErrAborted at
+// its next chunk.
 func (db *DB) WriteBase(fill func(w *BaseWriter) error) (BaseStats, error) {
 	start := time.Now()
 	db.pm.Lock()
@@ -337,83 +235,50 @@ func (db *DB) WriteBase(fill func(w *BaseWriter) error) (BaseStats, error) {
 	if db.abortBase.Load() {
 		return BaseStats{}, ErrAborted
 	}
-	pdb, err := db.instanceLocked()
-	if err != nil {
-		return BaseStats{}, err
+	if db.closed.Load() {
+		return BaseStats{}, ErrClosed
 	}
 	// The cut.
 	db.mu.Lock()
-	lastSeq := db.mu.nextSeq - 1
+	cut := db.mu.nextSeq - 1
 	db.endChangeFileLocked()
 	covered := len(db.mu.files)
 	cutLogBytes := db.mu.logBytes
 	cutDeletes := db.mu.logDeletes
 	db.mu.Unlock()
 
-	gen := db.pm.baseGen + 1
-	w := &BaseWriter{db: db, pdb: pdb, abort: &db.abortBase, gen: gen, buf: db.pm.baseBuf[:0]}
-	var stampMs int64
-	err = callPebble(func() error {
-		// Chunks of an interrupted earlier attempt at this generation.
-		if err := pdb.DeleteRange(baseChunkKey(gen, 0), []byte{basePrefix + 1}, pebble.NoSync); err != nil {
-			return err
-		}
-		if err := fill(w); err != nil {
-			if w.err != nil {
-				return w.err // a Spill inside fill failed: pebble's error
-			}
-			return errFill{err}
-		}
-		if err := w.Spill(); err != nil {
-			return err
-		}
-		b := pdb.NewBatch()
-		if len(w.buf) > 0 {
-			if err := b.Set(baseChunkKey(gen, w.idx), w.buf, nil); err != nil {
-				return err
-			}
-			w.idx++
-			w.bytes += int64(len(w.buf))
-		}
-		var meta [24]byte
-		binary.BigEndian.PutUint64(meta[:], gen)
-		binary.BigEndian.PutUint64(meta[8:], lastSeq)
-		binary.BigEndian.PutUint64(meta[16:], uint64(w.bytes))
-		if err := b.Set(baseKey, meta[:], nil); err != nil {
-			return err
-		}
-		if err := b.DeleteRange([]byte{basePrefix}, baseChunkKey(gen, 0), nil); err != nil {
-			return err
-		}
-		if err := b.DeleteRange([]byte{logPrefix}, logKey(lastSeq+1), nil); err != nil {
-			return err
-		}
-		if err := b.DeleteRange(recordLower, recordUpper, nil); err != nil {
-			return err
-		}
-		var stamp [8]byte
-		stampMs = db.now().UnixMilli()
-		binary.BigEndian.PutUint64(stamp[:], uint64(stampMs))
-		if err := b.Set(flushedKey, stamp[:], nil); err != nil {
-			return err
-		}
-		if db.abortBase.Load() {
-			return ErrAborted
-		}
-		if err := db.guardPebbleWrite(); err != nil {
-			return err
-		}
-		if err := b.Commit(pebble.Sync); err != nil {
-			return err
-		}
-		_ = b.Close()
-		return nil
-	})
-	st := BaseStats{Keys: w.keys, Bytes: w.bytes, Chunks: int64(w.idx), Duration: time.Since(start)}
-	if cap(w.buf) <= 1<<20 {
-		db.pm.baseBuf = w.buf[:0] // pebble copied it; reuse it next time
-	}
+	stampMs := db.now().UnixMilli()
+	bf, err := createBaseFile(db.fs, db.dir, cut, stampMs)
 	if err != nil {
+		return BaseStats{Duration: time.Since(start)}, fmt.Errorf("persist: write base to %s: %w", db.dir, err)
+	}
+	w := &BaseWriter{f: bf, abort: &db.abortBase, buf: db.pm.baseBuf[:0]}
+	err = fill(w)
+	switch {
+	case err != nil && w.err != nil:
+		err = w.err // a Spill inside fill failed: the write's error
+	case err != nil:
+		err = errFill{err}
+	default:
+		err = w.Spill()
+	}
+	if err == nil {
+		err = bf.chunk(w.buf)
+	}
+	if err == nil && db.abortBase.Load() {
+		err = ErrAborted
+	}
+	var path string
+	if err == nil {
+		path, err = bf.finish(w.keys, db.syncDir)
+	} else {
+		bf.abandon()
+	}
+	st := BaseStats{Keys: w.keys, Bytes: bf.bytes, Chunks: bf.chunks, Duration: time.Since(start)}
+	if cap(w.buf) <= 1<<20 {
+		db.pm.baseBuf = w.buf[:0]
+	}
+	if err != nil && path == "" {
 		var fe errFill
 		if errors.As(err, &fe) {
 			return st, fe.err
@@ -421,30 +286,36 @@ func (db *DB) WriteBase(fill func(w *BaseWriter) error) (BaseStats, error) {
 		if errors.Is(err, ErrAborted) {
 			return st, err
 		}
-		if errors.Is(err, errUnsafeForPebble) {
-			// pebble was not called: its instance is fine.
-			return st, fmt.Errorf("persist: write base to %s: %w", db.dir, err)
-		}
-		err = fmt.Errorf("persist: write base to %s: %w", db.dir, err)
-		db.discardLocked(err)
-		return st, err
+		return st, fmt.Errorf("persist: write base to %s: %w", db.dir, err)
 	}
-	db.stampFlushed(stampMs)
-	db.tidyLocked(pdb)
-	db.pm.baseGen, db.pm.baseSeq = gen, lastSeq
-	db.baseBytes.Store(w.bytes)
-	db.pm.legacy = false
+	// The new base is in place (its directory entry may not be durable
+	// yet if err != nil: then the old base and the change files are kept,
+	// so that either name replays the same state).
+	old := db.pm.basePath
+	db.pm.baseSeq, db.pm.basePath = cut, path
+	db.baseBytes.Store(bf.bytes)
 	db.needBase.Store(false)
-	// The change files listed at the cut hold only records at or below
-	// lastSeq, now covered by the base; later ones stay.
+	db.baseKeys.Store(w.keys)
+	db.stampFlushed(stampMs)
 	db.mu.Lock()
-	db.removeChangeFilesLocked(covered)
 	db.mu.logBytes -= cutLogBytes
 	db.logBytes.Store(db.mu.logBytes)
 	db.mu.logDeletes -= cutDeletes
 	db.logDeletes.Store(db.mu.logDeletes)
+	if err != nil {
+		db.mu.Unlock()
+		db.needBase.Store(true) // the next fold removes what is left
+		return st, fmt.Errorf("persist: write base to %s: %w", db.dir, err)
+	}
+	// The change files listed at the cut hold only records at or below
+	// the cut, now covered by the base; later ones stay.
+	db.removeChangeFilesLocked(covered)
 	db.mu.Unlock()
-	db.baseKeys.Store(w.keys)
+	if old != "" && old != path {
+		if err := db.fs.Remove(old); err != nil && !errors.Is(err, iofs.ErrNotExist) {
+			db.log.Warn("persist: cannot remove the replaced base file; the next start removes it", "file", old, "err", err)
+		}
+	}
 	return st, nil
 }
 
@@ -468,15 +339,13 @@ func (db *DB) Replay(nowMs int64, fn func(key, value []byte, expireAtMs int64, d
 	defer db.pm.Unlock()
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	pdb, err := db.instanceLocked()
-	if err != nil {
-		return st, err
+	if db.closed.Load() {
+		return st, ErrClosed
 	}
 	var (
 		fnErr     error
 		fnPanic   any
 		fnPanicky bool
-		legacy    int64
 	)
 	// fn is the caller's code: a panic in it is not pebble's and must not be
 	// turned into ErrPebbleFatal. Catch it here, re-raise it below.
@@ -502,39 +371,18 @@ func (db *DB) Replay(nowMs int64, fn func(key, value []byte, expireAtMs int64, d
 		}
 		return nil
 	}
-	baseGen, baseSeq := db.pm.baseGen, db.pm.baseSeq
-	err = callPebble(func() error {
-		// v1 records, one per key.
-		if err := scan(pdb, recordLower, recordUpper, func(k, v []byte) error {
-			if len(v) < expiryLen {
-				return fmt.Errorf("%w: %s: record %q has a %d-byte value, want at least %d", ErrCorrupt, db.dir, k[1:], len(v), expiryLen)
-			}
-			legacy++
-			st.BaseBytes += int64(len(k) + len(v))
-			return apply(k[1:], v[expiryLen:], int64(binary.BigEndian.Uint64(v)), false)
-		}); err != nil {
-			return err
+	var bs baseScan
+	bs, err := readBaseFile(db.fs, db.pm.basePath, db.pm.baseSeq, func(payload []byte) error {
+		st.BaseBytes += int64(len(payload))
+		cbErr, formatErr := decodeChunk(payload, apply)
+		if formatErr != nil {
+			// The CRC matched, so this was written: corruption.
+			return fmt.Errorf("%w: %s: base %s: %v", ErrCorrupt, db.dir, db.fs.PathBase(db.pm.basePath), formatErr)
 		}
-		chunk := func(what string, bytes *int64) func(k, v []byte) error {
-			return func(k, v []byte) error {
-				*bytes += int64(len(v))
-				cbErr, formatErr := decodeChunk(v, apply)
-				if formatErr != nil {
-					return fmt.Errorf("%w: %s: %s chunk %x: %v", ErrCorrupt, db.dir, what, k[1:], formatErr)
-				}
-				return cbErr
-			}
-		}
-		if baseGen != 0 {
-			if err := scan(pdb, baseChunkKey(baseGen, 0), baseChunkKey(baseGen+1, 0), chunk("base", &st.BaseBytes)); err != nil {
-				return err
-			}
-		}
-		// Log chunks a v3 directory kept in pebble, older than any
-		// change file.
-		return scan(pdb, logKey(baseSeq+1), []byte{logPrefix + 1}, chunk("log", &st.LogBytes))
+		return cbErr
 	})
 	if err == nil && !fnPanicky {
+		db.reportBaseDamage(bs)
 		var n int64
 		n, err = db.replayChangeFilesLocked(apply)
 		st.LogBytes += n
@@ -552,44 +400,42 @@ func (db *DB) Replay(nowMs int64, fn func(key, value []byte, expireAtMs int64, d
 		if errors.Is(err, ErrCorrupt) {
 			return st, err
 		}
-		if pebble.IsCorruptionError(err) {
-			return st, fmt.Errorf("%w: restore from %s: %w", ErrCorrupt, db.dir, err)
-		}
-		err = fmt.Errorf("persist: restore from %s: %w", db.dir, err)
-		if errors.Is(err, ErrPebbleFatal) {
-			db.discardLocked(err)
-		}
-		return st, err
+		return st, fmt.Errorf("persist: restore from %s: %w", db.dir, err)
 	}
 	db.mu.logBytes = st.LogBytes
 	db.logBytes.Store(st.LogBytes)
-	if baseGen == 0 {
-		db.baseBytes.Store(st.BaseBytes)
-	}
 	db.baseKeys.Store(st.Loaded) // the base's keys and the log's sets: an estimate
-	if st.Expired > 0 || legacy > 0 {
+	if st.Expired > 0 {
 		db.needBase.Store(true) // only a base rewrite removes them from disk
 	}
 	return st, nil
 }
 
-// scan calls fn for every pebble key in [lower, upper) with its value.
-func scan(pdb *pebble.DB, lower, upper []byte, fn func(k, v []byte) error) error {
-	it, err := pdb.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
-	if err != nil {
-		return err
+// reportBaseDamage logs and counts what reading the base found damaged,
+// once per DB (Replay may run again: Count, Restore), and asks for a fold,
+// which writes a whole base again.
+func (db *DB) reportBaseDamage(bs baseScan) {
+	if (len(bs.damaged) == 0 && bs.header && bs.trailer) || db.baseDamageSeen {
+		return
 	}
-	for ok := it.First(); ok; ok = it.Next() {
-		v, err := it.ValueAndErr()
-		if err == nil {
-			err = fn(it.Key(), v)
-		}
-		if err != nil {
-			_ = it.Close()
-			return err
-		}
+	db.baseDamageSeen = true
+	file := db.fs.PathBase(db.pm.basePath)
+	if !bs.header {
+		db.log.Warn("persist: the base file's header record is damaged; reading its chunks anyway", "file", file)
 	}
-	return it.Close()
+	for _, d := range bs.damaged {
+		db.log.Warn("persist: skipping a damaged base record (checksum or length does not match); the keys it held are lost, later records are loaded",
+			"file", file, "offset", d.off, "bytes", d.len)
+		db.damagedRecords.Add(1)
+		db.damagedBytes.Add(d.len)
+	}
+	if !bs.trailer {
+		db.log.Warn("persist: the base file ends early (its trailer is missing): it was cut short after it was written; keys after this offset are lost",
+			"file", file, "offset", bs.tail.off, "bytes", bs.tail.len)
+		db.damagedRecords.Add(1)
+		db.damagedBytes.Add(bs.tail.len)
+	}
+	db.needBase.Store(true)
 }
 
 // Restore calls fn once for every key live as of nowMs (ExpireAtMs 0 or

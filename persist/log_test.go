@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,19 +18,55 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// rawKeys returns the pebble keys of db's instance under prefix.
-func rawKeys(t testing.TB, db *DB, prefix byte) [][]byte {
+// baseFileNames returns the base files (and temp base files) in db's
+// directory.
+func baseFileNames(t testing.TB, db *DB) []string {
 	t.Helper()
-	db.pm.Lock()
-	defer db.pm.Unlock()
-	var keys [][]byte
-	if err := scan(db.pm.pdb, []byte{prefix}, []byte{prefix + 1}, func(k, _ []byte) error {
-		keys = append(keys, append([]byte(nil), k...))
-		return nil
-	}); err != nil {
+	names, err := db.fs.List(db.dir)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return keys
+	var out []string
+	for _, n := range names {
+		if strings.HasPrefix(n, baseFilePrefix) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// newPebbleDir creates a pebble v2 database in dir on fs the way celld
+// up to format v4 did, with format stamp marker, and calls fill on it.
+func newPebbleDir(t testing.TB, fs vfs.FS, dir, marker string, fill func(pdb *pebble.DB)) {
+	t.Helper()
+	pdb, err := pebble.Open(dir, &pebble.Options{FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if marker != "" {
+		if err := pdb.Set(formatKey, []byte(marker), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fill != nil {
+		fill(pdb)
+	}
+	if err := pdb.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkPebbleGone fails unless the directory holds no pebble file.
+func checkPebbleGone(t testing.TB, db *DB) {
+	t.Helper()
+	l, err := scanLayout(db.fs, db.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.pebble) != 0 || len(l.bases) != 1 {
+		t.Fatalf("after migration: pebble files %q, base files %v; want none and one", l.pebble, l.bases)
+	}
 }
 
 // changeFileNames returns the change files in db's directory.
@@ -121,10 +159,8 @@ func TestLogAndBase(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.apply(more)
-	for _, k := range rawKeys(t, db, basePrefix) {
-		if gen := binary.BigEndian.Uint64(k[1:]); gen != 2 {
-			t.Fatalf("base chunk of generation %d left after the second WriteBase", gen)
-		}
+	if names := baseFileNames(t, db); len(names) != 1 || names[0] != baseFileName(db.pm.baseSeq, baseFileSuffix) {
+		t.Fatalf("base files after the second WriteBase: %q, want only the current one", names)
 	}
 	mustClose(t, db)
 
@@ -165,6 +201,7 @@ func TestWriteBaseIsAtomic(t *testing.T) {
 	}
 	m.apply(tail)
 
+	baseSeq := db.pm.baseSeq
 	var midCrash *vfs.MemFS
 	boom := errors.New("fill gave up")
 	_, err := db.WriteBase(func(w *BaseWriter) error {
@@ -175,7 +212,7 @@ func TestWriteBaseIsAtomic(t *testing.T) {
 				return err
 			}
 		}
-		if w.idx == 0 {
+		if w.f.chunks == 0 {
 			t.Error("no chunk spilled before the crash point")
 		}
 		midCrash = fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 50, RNG: rand.New(rand.NewPCG(1, 2))})
@@ -184,13 +221,16 @@ func TestWriteBaseIsAtomic(t *testing.T) {
 	if !errors.Is(err, boom) {
 		t.Fatalf("WriteBase = %v, want fill's error", err)
 	}
-	if !db.BaseDue() && db.pm.baseGen != 1 {
-		t.Fatalf("base generation moved to %d after a failed WriteBase", db.pm.baseGen)
+	if db.pm.baseSeq != baseSeq {
+		t.Fatalf("base moved to seq %d after a failed WriteBase, want %d", db.pm.baseSeq, baseSeq)
+	}
+	if names := baseFileNames(t, db); len(names) != 1 {
+		t.Fatalf("base files after a failed WriteBase: %q, want only the old one (temp file removed)", names)
 	}
 	got, _ := restoreAll(t, db, 0)
 	checkRecords(t, got, m.sorted())
 
-	// Generation 2 again, with few keys: the phantom chunks must be gone.
+	// Again, with few keys: the phantom chunks must be gone.
 	writeBase(t, db, m.sorted())
 	got, _ = restoreAll(t, db, 0)
 	checkRecords(t, got, m.sorted())
@@ -203,22 +243,15 @@ func TestWriteBaseIsAtomic(t *testing.T) {
 	}
 }
 
-// TestV1DirectoryMigrates: a directory written by celld-persist-v1 (one
-// pebble key per limiter key) opens, is restamped v2 (so an older celld no
-// longer opens it), replays its records under later log writes, asks for a
-// base, and the first base removes the v1 records.
-// A celld-persist-v2 directory (text set entries only) or v3 one (log
-// chunks in pebble) is read as it is and restamped v4, so that an older
-// build, which cannot read 't' entries or change files, refuses it instead
-// of finding a chunk it cannot decode or missing the change log.
-func TestV2DirectoryRestamped(t *testing.T) {
-	for _, marker := range []string{formatVersionV2, formatVersionV3} {
+// TestOldDirectoriesMigrate: a directory written by celld-persist-v2 (text
+// set entries only), v3 (log chunks in pebble) or v4 (a pebble base plus
+// change files) opens; its state is copied into a base file and pebble's
+// files are removed; the change log replays on top as before; a second
+// Open reads the base file alone.
+func TestOldDirectoriesMigrate(t *testing.T) {
+	for _, marker := range []string{"celld-persist-v2", "celld-persist-v3", "celld-persist-v4"} {
 		t.Run(marker, func(t *testing.T) {
 			fs := vfs.NewMem()
-			pdb, err := pebble.Open("data", &pebble.Options{FS: fs})
-			if err != nil {
-				t.Fatal(err)
-			}
 			var chunk []byte
 			for _, r := range []record{{"a", "100", 0}, {"b", "200", 4_000_000_000_000}} {
 				chunk = append(chunk, entrySet)
@@ -228,63 +261,55 @@ func TestV2DirectoryRestamped(t *testing.T) {
 				chunk = binary.AppendUvarint(chunk, uint64(len(r.value)))
 				chunk = append(chunk, r.value...)
 			}
-			if err := pdb.Set(formatKey, []byte(marker), nil); err != nil {
-				t.Fatal(err)
-			}
-			if err := pdb.Set(logKey(1), chunk, nil); err != nil {
-				t.Fatal(err)
-			}
-			if err := pdb.Close(); err != nil {
-				t.Fatal(err)
-			}
+			newPebbleDir(t, fs, "data", marker, func(pdb *pebble.DB) {
+				key := logKey(1)
+				if marker == "celld-persist-v4" { // a base of generation 1 covering seq 1
+					key = baseChunkKey(1, 0)
+					meta := binary.BigEndian.AppendUint64(nil, 1)
+					meta = binary.BigEndian.AppendUint64(meta, 1)
+					meta = binary.BigEndian.AppendUint64(meta, uint64(len(chunk)))
+					if err := pdb.Set(baseKey, meta, nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := pdb.Set(key, chunk, nil); err != nil {
+					t.Fatal(err)
+				}
+			})
 			db := mustOpen(t, "data", Options{FS: fs})
-			// The change log replays after the pebble log: "a" ends at 101.
+			checkPebbleGone(t, db)
+			// The change log replays after the migrated state: "a" ends at 101.
 			if err := db.Write([]Op{{Key: []byte("c"), TAT: 5, IsTAT: true}, set("a", "101", 0)}); err != nil {
 				t.Fatal(err)
 			}
+			want := []record{{"a", "101", 0}, {"b", "200", 4_000_000_000_000}, {"c", "5", 0}}
 			got, _ := restoreAll(t, db, 1_700_000_000_000)
-			checkRecords(t, got, []record{{"a", "101", 0}, {"b", "200", 4_000_000_000_000}, {"c", "5", 0}})
+			checkRecords(t, got, want)
 			mustClose(t, db)
-			pdb, err = pebble.Open("data", &pebble.Options{FS: fs})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer pdb.Close()
-			v, closer, err := pdb.Get(formatKey)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer closer.Close()
-			if string(v) != formatVersion {
-				t.Fatalf("format marker %q after opening a v2 directory, want %q", v, formatVersion)
-			}
+			checkDir(t, fs, "data", want)
 		})
 	}
 }
 
+// TestV1DirectoryMigrates: a directory written by celld-persist-v1 (one
+// pebble key per limiter key) migrates to a base file, replays its records
+// under later log writes, asks for a base, and the first base writes each
+// key once.
 func TestV1DirectoryMigrates(t *testing.T) {
 	fs := vfs.NewMem()
-	pdb, err := pebble.Open("data", &pebble.Options{FS: fs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v1 := func(key, value string, exp int64) {
-		v := binary.BigEndian.AppendUint64(nil, uint64(exp))
-		if err := pdb.Set(append([]byte{recordPrefix}, key...), append(v, value...), nil); err != nil {
-			t.Fatal(err)
+	newPebbleDir(t, fs, "data", "celld-persist-v1", func(pdb *pebble.DB) {
+		v1 := func(key, value string, exp int64) {
+			v := binary.BigEndian.AppendUint64(nil, uint64(exp))
+			if err := pdb.Set(append([]byte{recordPrefix}, key...), append(v, value...), nil); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	if err := pdb.Set(formatKey, []byte(formatVersionV1), nil); err != nil {
-		t.Fatal(err)
-	}
-	v1("a", "100", 0)
-	v1("b", "200", 4_000_000_000_000)
-	v1("old", "300", 5) // expired long ago
-	if err := pdb.Close(); err != nil {
-		t.Fatal(err)
-	}
-
+		v1("a", "100", 0)
+		v1("b", "200", 4_000_000_000_000)
+		v1("old", "300", 5) // expired long ago
+	})
 	db := mustOpen(t, "data", Options{FS: fs})
+	checkPebbleGone(t, db)
 	if err := db.Write([]Op{set("a", "101", 0), set("c", "1", 0)}); err != nil {
 		t.Fatal(err)
 	}
@@ -295,27 +320,63 @@ func TestV1DirectoryMigrates(t *testing.T) {
 		t.Errorf("Expired = %d, BaseDue = %v; want 1, true", st.Expired, db.BaseDue())
 	}
 	writeBase(t, db, got)
-	if n := len(rawKeys(t, db, recordPrefix)); n != 0 {
-		t.Errorf("%d v1 records left after the first base", n)
-	}
 	mustClose(t, db)
+	db = mustOpen(t, "data", Options{FS: fs})
+	defer mustClose(t, db)
+	got, st = restoreAll(t, db, 1_700_000_000_000)
+	checkRecords(t, got, want)
+	if st.Loaded != int64(len(want)) || st.Expired != 0 {
+		t.Errorf("after the first base: %+v, want %d loaded and nothing expired", st, len(want))
+	}
+}
 
-	pdb, err = pebble.Open("data", &pebble.Options{FS: fs})
+// copyMainFixture copies testdata/v4-main-116090b (a directory written by
+// main at 116090b: format v4) into a temporary directory and returns it.
+func copyMainFixture(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join("testdata", "v4-main-116090b")
+	entries, err := os.ReadDir(src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, closer, err := pdb.Get(formatKey)
-	if err != nil || string(v) != formatVersion {
-		t.Errorf("format marker = %q, %v; want %q", v, err, formatVersion)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if closer != nil {
-		closer.Close()
+	return dir
+}
+
+// TestMainDirectoryMigrates: a data directory written by celld's main at
+// 116090b (format v4: a pebble base in a table and a WAL, and a change
+// file after it) restores exactly, is migrated (pebble's files removed),
+// and restores the same after a restart.
+func TestMainDirectoryMigrates(t *testing.T) {
+	dir := copyMainFixture(t)
+	m := model{}
+	for i := range 3000 {
+		k := fmt.Sprintf("k%05d", i)
+		m[k] = record{k, fmt.Sprint(1000 + i), int64(4_000_000_000_000 * (i % 2))}
 	}
-	pdb.Close()
-	db = mustOpen(t, "data", Options{FS: fs})
-	defer mustClose(t, db)
-	got, _ = restoreAll(t, db, 1_700_000_000_000)
-	checkRecords(t, got, want)
+	m["str"] = record{"str", "hello", 0}
+	m["k00001"] = record{"k00001", "99", 0}
+	delete(m, "k00002")
+	m["new"] = record{"new", "v", 4_000_000_000_000}
+	for range 2 {
+		db := mustOpen(t, dir, Options{})
+		checkPebbleGone(t, db)
+		if at, ok := db.LastFlushedAt(); !ok || at.UnixMilli() != 1_800_000_000_000 {
+			t.Errorf("LastFlushedAt = %v, %v; want the stamp main wrote (1800000000000 ms)", at.UnixMilli(), ok)
+		}
+		got, _ := restoreAll(t, db, 1_700_000_000_000)
+		checkRecords(t, got, m.sorted())
+		mustClose(t, db)
+	}
 }
 
 // TestCorruptChunk: a log or base chunk that does not decode makes Replay
@@ -336,10 +397,22 @@ func TestCorruptChunk(t *testing.T) {
 			if err := db.Write([]Op{set("fine", "1", 0)}); err != nil {
 				t.Fatal(err)
 			}
-			if err := db.pm.pdb.Set(logKey(db.mu.nextSeq), tc.value, nil); err != nil {
+			// A record whose checksum matches but whose payload does not
+			// decode: written, so corruption, not damage.
+			db.mu.Lock()
+			buf := make([]byte, recordHeaderLen, recordHeaderLen+len(tc.value))
+			buf = append(buf, tc.value...)
+			seq := db.mu.nextSeq
+			db.mu.nextSeq++
+			binary.LittleEndian.PutUint32(buf, uint32(len(tc.value)))
+			binary.LittleEndian.PutUint64(buf[8:], seq)
+			binary.LittleEndian.PutUint32(buf[4:], crc32Sum(buf[8:]))
+			err := db.appendLocked(buf, seq)
+			db.mu.Unlock()
+			if err != nil {
 				t.Fatal(err)
 			}
-			_, err := db.Replay(0, func([]byte, []byte, int64, bool) error { return nil })
+			_, err = db.Replay(0, func([]byte, []byte, int64, bool) error { return nil })
 			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "d:") {
 				t.Fatalf("Replay = %v, want ErrCorrupt naming the dir", err)
 			}
