@@ -57,6 +57,9 @@ type client struct {
 	// current top-level one (cmdstats.go).
 	trk    *trackState
 	ncalls int
+	// shadowed: the command running answered a denial as allowed in
+	// shadow mode and wrote nothing (decisions.go); call clears it.
+	shadowed bool
 	// errCounted: the error reply of the command running was counted
 	// already, as the error of a command a script called (scripterr.go).
 	errCounted bool
