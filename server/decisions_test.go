@@ -308,3 +308,35 @@ func TestDecisionsZeroAllocs(t *testing.T) {
 		}
 	}
 }
+
+// fixtureMaxLimiters is newDispatchFixture's Config.MetricsMaxLimiters (0:
+// the default table, on); the ...LimitersOff benchmarks set it to -1.
+var fixtureMaxLimiters int
+
+// limitersOff runs bench with per-limiter counting off (every decision
+// "other", no lookup), for the on/off comparison in docs/limiter-metrics.md.
+func limitersOff(b *testing.B, bench func(*testing.B)) {
+	fixtureMaxLimiters = -1
+	defer func() { fixtureMaxLimiters = 0 }()
+	bench(b)
+}
+
+func BenchmarkBatchThrottleLimitersOff(b *testing.B) { limitersOff(b, BenchmarkBatchThrottle) }
+func BenchmarkDispatchThrottleLimitersOff(b *testing.B) {
+	limitersOff(b, BenchmarkDispatchThrottle)
+}
+func BenchmarkDispatchThrottleParallelLimitersOff(b *testing.B) {
+	limitersOff(b, BenchmarkDispatchThrottleParallel)
+}
+
+// The family's counters are DecisionCmd(familyCmd)+1.
+func TestDecisionCmdsMatchFamily(t *testing.T) {
+	if decisionCmds.names[decThrottle] != "cl.throttle" {
+		t.Fatal(decisionCmds.names[decThrottle])
+	}
+	for fc := range numFamily {
+		if got := decisionCmds.names[DecisionCmd(fc)+1]; got != familyNames[fc] {
+			t.Errorf("DecisionCmd(%d)+1 = %s, want %s", fc, got, familyNames[fc])
+		}
+	}
+}
