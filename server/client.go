@@ -60,6 +60,9 @@ type client struct {
 	// shadowed: the command running answered a denial as allowed in
 	// shadow mode and wrote nothing (decisions.go); call clears it.
 	shadowed bool
+	// limiter is the limiter this client's last decision was counted
+	// under (decisions.go: lookupFor).
+	limiter *limiterSlot
 	// errCounted: the error reply of the command running was counted
 	// already, as the error of a command a script called (scripterr.go).
 	errCounted bool

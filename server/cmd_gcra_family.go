@@ -242,7 +242,7 @@ func (s *Server) throttleMulti(c *client, args [][]byte, fc familyCmd, u gcra.Un
 			return
 		}
 	} else {
-		s.dec.lookup(keys[b]).count(c.id, DecisionCmd(fc)+1, verdictOf(out[b].Limited), out[b].Max, out[b].Remaining)
+		s.dec.lookupFor(c, keys[b]).count(c.id, DecisionCmd(fc)+1, verdictOf(out[b].Limited), out[b].Max, out[b].Remaining)
 	}
 	o := appendArray(c.out, g+1)
 	start := len(o)

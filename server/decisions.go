@@ -178,9 +178,24 @@ func newDecisionTable(sep string, max int) *decisionTable {
 // limiterName is key's limiter: the bytes before the first separator, ""
 // when there is none; ok is false for a name longer than maxLimiterName.
 func (t *decisionTable) limiterName(key []byte) (name []byte, ok bool) {
-	var i int
+	i := -1
 	if len(t.sep) == 1 {
-		i = bytes.IndexByte(key, t.sep[0])
+		// Limiter names are short: a plain loop over the first bytes
+		// beats IndexByte's setup; a longer key without the separator
+		// there needs the full scan only to tell "" from "other".
+		sep, n := t.sep[0], min(len(key), maxLimiterName+1)
+		for j := 0; j < n; j++ {
+			if key[j] == sep {
+				i = j
+				break
+			}
+		}
+		if i < 0 && n < len(key) {
+			i = bytes.IndexByte(key[n:], sep)
+			if i >= 0 {
+				i += n
+			}
+		}
 	} else {
 		i = bytes.Index(key, t.sep)
 	}
@@ -203,6 +218,30 @@ func (t *decisionTable) lookup(key []byte) *limiterSlot {
 	if !ok {
 		return &t.other
 	}
+	return t.find(name)
+}
+
+// lookupFor is lookup for client c, which remembers the last limiter it
+// counted: a connection usually asks about one limiter again and again,
+// and a match skips the hash and the probe.
+func (t *decisionTable) lookupFor(c *client, key []byte) *limiterSlot {
+	if t.max == 0 {
+		return &t.other
+	}
+	name, ok := t.limiterName(key)
+	if !ok {
+		return &t.other
+	}
+	if sl := c.limiter; sl != nil && sl.name == string(name) {
+		return sl
+	}
+	sl := t.find(name)
+	c.limiter = sl
+	return sl
+}
+
+// find returns name's slot (adding it while there is room) or "other".
+func (t *decisionTable) find(name []byte) *limiterSlot {
 	h := maphash.Bytes(t.seed, name)
 	for i := h & t.mask; ; i = (i + 1) & t.mask {
 		sl := t.slots[i].Load()
@@ -310,7 +349,7 @@ func (s *Server) decide(c *client, dc DecisionCmd, key []byte, limited bool, lim
 			c.shadowed = true
 		}
 	}
-	s.dec.lookup(key).count(c.id, dc, v, limit, remaining)
+	s.dec.lookupFor(c, key).count(c.id, dc, v, limit, remaining)
 	return v
 }
 

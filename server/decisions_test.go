@@ -340,3 +340,46 @@ func TestDecisionCmdsMatchFamily(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDecisionCount is the per-decision cost of per-limiter counting
+// alone: find the limiter of a key in a table of 100 names, add one.
+func BenchmarkDecisionCount(b *testing.B) {
+	tb := newDecisionTable(":", 100)
+	for i := range 100 {
+		tb.lookup(fmt.Appendf(nil, "lim%d:x", i))
+	}
+	keys := make([][]byte, 100)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "lim%d:user:%d", i, i*7919)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		tb.lookup(keys[i%len(keys)]).count(1, decThrottle, VerdictAllowed, 16, 9)
+	}
+}
+
+// BenchmarkDecisionCountOff is the same with counting off (every decision
+// "other"): the floor.
+func BenchmarkDecisionCountOff(b *testing.B) {
+	tb := newDecisionTable(":", -1)
+	key := []byte("lim1:user:1")
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		tb.lookup(key).count(1, decThrottle, VerdictAllowed, 16, 9)
+	}
+}
+
+// BenchmarkDecideSameLimiter is one connection's decisions on keys of one
+// limiter (the usual case, served by the client's remembered limiter).
+func BenchmarkDecideSameLimiter(b *testing.B) {
+	s, c := newDispatchFixture(b)
+	keys := make([][]byte, 100)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "api:user:%d", i*7919)
+	}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		s.decide(c, decThrottle, keys[i%len(keys)], false, 16, 9)
+	}
+}
