@@ -55,6 +55,7 @@ func TestDefaults(t *testing.T) {
 		Dir: "./data", Persist: true, FlushInterval: 100 * time.Millisecond, Recover: "fail", FoldMinBytes: 32 << 20,
 		ProtectedMode: true, LogFormat: "text", LogLevel: "info", IOLoops: 1, BusyPoll: 50 * time.Microsecond,
 		ShutdownGrace: 10 * time.Second, MaxMemoryPolicy: "noeviction"}
+	want.LimiterSeparator, want.MetricsMaxLimiters = ":", 100 // docs/limiter-metrics.md
 	if *c != want {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", *c, want)
 	}
