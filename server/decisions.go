@@ -120,10 +120,22 @@ func RegisterDecisionCommand(name string) DecisionCmd {
 // shard's block is 256 bytes, so shards never share a cache line.
 type limiterCounters [statShards][maxDecisionCmds][numDecisionCounters]atomic.Int64
 
-// limiterSlot is one limiter: its name (immutable) and counters.
+// limiterSlot is one limiter: its name (immutable) and counters. The
+// name's bytes live in buf, beside the header, so that a lookup's compare
+// touches one cache line rather than two.
 type limiterSlot struct {
-	name string
+	name string // points into buf
+	buf  [maxLimiterName]byte
 	c    limiterCounters
+}
+
+// newLimiterSlot makes the slot of name (at most maxLimiterName bytes).
+func newLimiterSlot(name []byte) *limiterSlot {
+	sl := &limiterSlot{}
+	if n := copy(sl.buf[:], name); n > 0 {
+		sl.name = unsafe.String(&sl.buf[0], n)
+	}
+	return sl
 }
 
 // shadowRules is one CONFIG SET shadow value: the text as given and its
@@ -267,7 +279,7 @@ func (t *decisionTable) insert(name []byte, h uint64) *limiterSlot {
 			if t.n.Load() >= int64(t.max) {
 				return &t.other
 			}
-			sl = &limiterSlot{name: string(name)}
+			sl = newLimiterSlot(name)
 			t.slots[i].Store(sl)
 			t.n.Add(1)
 			return sl
