@@ -78,6 +78,10 @@ func run(args []string) int {
 	}
 	wireSidecar(sc, &srvCfg)
 	srvCfg.OutputBufferLimit = server.OutputBufferLimit(cfg.OutputBufferLimit)
+	srvCfg.LimiterSeparator, srvCfg.MetricsMaxLimiters, srvCfg.Shadow = cfg.LimiterSeparator, cfg.MetricsMaxLimiters, cfg.Shadow
+	if cfg.MetricsMaxLimiters == 0 {
+		srvCfg.MetricsMaxLimiters = -1 // the flag's 0: every decision is "other"
+	}
 	if cfg.BusyPoll == 0 {
 		srvCfg.BusyPoll = -1 // the flag's 0: never
 	}

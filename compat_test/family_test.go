@@ -573,14 +573,14 @@ func TestFamilyStats(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		for _, want := range []string{
-			`celld_decisions_total{command="cl.pthrottle",decision="allowed"} 1`,
-			`celld_decisions_total{command="cl.pthrottle",decision="denied"} 2`,
-			`celld_decisions_total{command="cl.throttle_ro",decision="denied"} 1`,
-			`celld_decisions_total{command="cl.pthrottle_ro",decision="allowed"} 1`,
-			`celld_decisions_total{command="cl.mthrottle",decision="allowed"} 1`,
-			`celld_decisions_total{command="cl.mthrottle",decision="denied"} 1`,
-			`celld_decisions_total{command="cl.mpthrottle",decision="allowed"} 1`,
-			`celld_decisions_total{command="cl.mpthrottle",decision="denied"} 0`,
+			`celld_decisions_total{command="cl.pthrottle",decision="allowed",limiter=""} 1`,
+			`celld_decisions_total{command="cl.pthrottle",decision="denied",limiter=""} 2`,
+			`celld_decisions_total{command="cl.throttle_ro",decision="denied",limiter=""} 1`,
+			`celld_decisions_total{command="cl.pthrottle_ro",decision="allowed",limiter=""} 1`,
+			`celld_decisions_total{command="cl.mthrottle",decision="allowed",limiter=""} 1`,
+			`celld_decisions_total{command="cl.mthrottle",decision="denied",limiter=""} 1`,
+			`celld_decisions_total{command="cl.mpthrottle",decision="allowed",limiter=""} 1`,
+			`celld_decisions_total{command="cl.mpthrottle",decision="denied",limiter=""} 0`,
 			`celld_commands_total{command="cl.mthrottle"} 2`,
 		} {
 			if !strings.Contains(string(body), want) {

@@ -74,6 +74,16 @@ type Config struct {
 	MetricsAddr string // "" = off
 	PprofAddr   string // "" = off
 
+	// LimiterSeparator ends a key's limiter name (the metrics' limiter
+	// label); not empty. MetricsMaxLimiters bounds the distinct names
+	// (later ones count as "other"); 0 = none, every decision is "other".
+	// Shadow is the shadow-mode patterns (Redis globs, comma-separated;
+	// "" = none): denials on matching keys are answered as allowed.
+	// docs/limiter-metrics.md.
+	LimiterSeparator   string
+	MetricsMaxLimiters int
+	Shadow             string
+
 	// Tuning.
 
 	IOLoops       int           // event loops; 0 = a goroutine per connection
@@ -241,6 +251,15 @@ var table = []setting{
 	{Name: "metrics-addr", Group: Observability, Default: "",
 		Usage: "serve Prometheus /metrics and /livez, /readyz, /healthz over HTTP here (e.g. 127.0.0.1:9121); '' = off",
 		bind:  func(c *Config) value { return stringValue{p: &c.MetricsAddr, m: "HOST:PORT", check: hostPort(true)} }},
+	{Name: "limiter-separator", Group: Observability, Default: ":",
+		Usage: "a key's limiter (the metrics' limiter label) is its first segment before this string; a key without it is limiter ''",
+		bind:  func(c *Config) value { return stringValue{p: &c.LimiterSeparator, m: "STRING", check: notEmpty} }},
+	{Name: "metrics-max-limiters", Group: Observability, Default: "100",
+		Usage: "most distinct limiter labels counted (about 2 KiB each); later ones count as limiter 'other'; 0 = count every decision as 'other'",
+		bind:  func(c *Config) value { return intValue{p: &c.MetricsMaxLimiters, min: 0, max: 10000} }},
+	{Name: "shadow", Group: Observability, Default: "",
+		Usage: "shadow mode: comma-separated Redis glob patterns on the key; a denial on a matching key is answered as allowed, writes nothing and counts as shadow_denied (CONFIG SET shadow at run time)",
+		bind:  func(c *Config) value { return stringValue{p: &c.Shadow, m: "PATTERN,..."} }},
 	{Name: "pprof-addr", Group: Observability, Default: "",
 		Usage: "serve Go's /debug/pprof/ profiles here (keep it on loopback); '' = off",
 		bind:  func(c *Config) value { return stringValue{p: &c.PprofAddr, m: "HOST:PORT", check: hostPort(true)} }},

@@ -201,3 +201,11 @@ func fmtDur(d time.Duration) string {
 	}
 	return d.String()
 }
+
+// notEmpty refuses "" (for settings that cannot be off).
+func notEmpty(s string) error {
+	if s == "" {
+		return fmt.Errorf("want a non-empty string")
+	}
+	return nil
+}

@@ -21,8 +21,10 @@
 //
 // Metrics (all prefixed celld_):
 //
-//	decisions_total{command,decision}       CL.THROTTLE and its family (cl.pthrottle, cl.mthrottle, ...;
-//	                                        peeks count what they report) allowed / denied
+//	decisions_total{command,decision,limiter}  CL.THROTTLE and its family (cl.pthrottle, cl.mthrottle, ...;
+//	                                        peeks count what they report) allowed / denied / shadow_denied,
+//	                                        per limiter (limiters.go, docs/limiter-metrics.md)
+//	near_limit_total{command,limiter}       allowed decisions that left < 20% of the limit
 //	errors_total{kind}                      error replies by first word (ERR, WRONGTYPE, Cell, ...)
 //	commands_total{command}                 executed calls
 //	command_failed_total{command}           calls that replied with an error
@@ -265,7 +267,9 @@ func (e *Exporter) Shutdown(ctx context.Context) error {
 
 var (
 	descDecisions = prometheus.NewDesc("celld_decisions_total",
-		"Rate-limit decisions, by command and decision (allowed, denied).", []string{"command", "decision"}, nil)
+		"Rate-limit decisions, by command, decision (allowed, denied, shadow_denied) and limiter (the key's first segment before --limiter-separator; \"other\" past --metrics-max-limiters).", []string{"command", "decision", "limiter"}, nil)
+	descNearLimit = prometheus.NewDesc("celld_near_limit_total",
+		"Allowed decisions that left less than 20% of the limit, by command and limiter.", []string{"command", "limiter"}, nil)
 	descErrors = prometheus.NewDesc("celld_errors_total",
 		"Error replies, by kind: the reply's first word (ERR, WRONGTYPE, NOAUTH, MOVED, ...; Cell for CL.THROTTLE's Cell error).", []string{"kind"}, nil)
 	descCalls = prometheus.NewDesc("celld_commands_total",
@@ -347,7 +351,7 @@ var latencyBounds = func() []float64 {
 type serverCollector Exporter
 
 func (c *serverCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descDecisions, descErrors, descCalls, descFailed, descRejected,
+	for _, d := range []*prometheus.Desc{descDecisions, descNearLimit, descErrors, descCalls, descFailed, descRejected,
 		descLatency, descProcessed, descKeys, descClients, descConnections, descRejectedConns,
 		descTrackingClients, descTrackingKeys, descHits, descMisses, descPanics,
 		descExpired, descNetIn, descNetOut, descObufDisconnects} {
@@ -368,12 +372,7 @@ func (c *serverCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	counter(descDecisions, st.ThrottleAllowed, "cl.throttle", "allowed")
-	counter(descDecisions, st.ThrottleDenied, "cl.throttle", "denied")
-	for _, d := range st.Decisions { // CL.PTHROTTLE, CL.MTHROTTLE, the peeks, ...
-		counter(descDecisions, d.Allowed, d.Command, "allowed")
-		counter(descDecisions, d.Denied, d.Command, "denied")
-	}
+	collectLimiters(ch, st.Limiters) // limiters.go
 	for kind, n := range st.Errors {
 		counter(descErrors, n, kind)
 	}

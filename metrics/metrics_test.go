@@ -173,8 +173,8 @@ func TestMetricsMoveWithThrottle(t *testing.T) {
 	}
 
 	before := scrape(t, base)
-	if v := number(t, before, "celld_decisions_total", map[string]string{"decision": "allowed"}); v != 0 {
-		t.Fatalf("allowed before any call = %v", v)
+	if m, ok := value(t, before, "celld_decisions_total", map[string]string{"decision": "allowed"}); ok {
+		t.Fatalf("allowed before any call = %v (a limiter's series appears with its first decision)", m)
 	}
 	if v := number(t, before, "celld_connected_clients", nil); v != 1 {
 		t.Errorf("connected_clients = %v, want 1", v)
@@ -197,8 +197,10 @@ func TestMetricsMoveWithThrottle(t *testing.T) {
 		labels map[string]string
 		want   float64
 	}{
-		{"celld_decisions_total", map[string]string{"command": "cl.throttle", "decision": "allowed"}, 2},
-		{"celld_decisions_total", map[string]string{"command": "cl.throttle", "decision": "denied"}, 1},
+		{"celld_decisions_total", map[string]string{"command": "cl.throttle", "decision": "allowed", "limiter": ""}, 2},
+		{"celld_decisions_total", map[string]string{"command": "cl.throttle", "decision": "denied", "limiter": ""}, 1},
+		{"celld_decisions_total", map[string]string{"command": "cl.throttle", "decision": "shadow_denied", "limiter": ""}, 0},
+		{"celld_near_limit_total", map[string]string{"command": "cl.throttle", "limiter": ""}, 1}, // the 2nd call left 0 of 2
 		{"celld_commands_total", map[string]string{"command": "cl.throttle"}, 4},
 		{"celld_command_failed_total", map[string]string{"command": "cl.throttle"}, 1},
 		{"celld_command_rejected_total", map[string]string{"command": "get"}, 1},

@@ -61,6 +61,12 @@ type client struct {
 	// current top-level one (cmdstats.go).
 	trk    *trackState
 	ncalls int
+	// shadowed: the command running answered a denial as allowed in
+	// shadow mode and wrote nothing (decisions.go); call clears it.
+	shadowed bool
+	// limiter is the limiter this client's last decision was counted
+	// under (decisions.go: lookupFor).
+	limiter *limiterSlot
 	// errCounted: the error reply of the command running was counted
 	// already, as the error of a command a script called (scripterr.go).
 	errCounted bool

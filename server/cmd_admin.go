@@ -223,6 +223,7 @@ func (s *Server) configParams() [][2]string {
 		{"appendonly", "no"}, {"databases", "1"},
 		{"client-output-buffer-limit", s.cfg.OutputBufferLimit.configValue()},
 		{"port", port}, {"save", ""}, {"timeout", "0"},
+		{"shadow", s.dec.shadowText()}, // decisions.go
 	}, s.memoryConfigParams()...) // memory.go
 }
 

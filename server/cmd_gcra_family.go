@@ -2,7 +2,6 @@ package server
 
 import (
 	"errors"
-	"sync/atomic"
 
 	"github.com/celld/celld/gcra"
 	"github.com/celld/celld/store"
@@ -122,7 +121,9 @@ func (s *Server) throttleOne(c *client, args [][]byte, fc familyCmd, u gcra.Unit
 		c.out = appendError(c.out, familyErrorText(err))
 		return
 	}
-	s.family.count(c.id, fc, r.Limited)
+	if s.decide(c, DecisionCmd(fc)+1, args[1], r.Limited, r.Max, r.Remaining) == VerdictShadowDenied {
+		shadowResult(&r)
+	}
 	c.out = appendResult(append(c.out, "*5\r\n"...), &r)
 }
 
@@ -229,12 +230,20 @@ func (s *Server) throttleMulti(c *client, args [][]byte, fc familyCmd, u gcra.Un
 		}
 		gs[i].Limit = lim
 	}
-	b, err := s.keyspace(c).ThrottleAll(u, keys, gs, out, hs, s.now())
+	now := s.now()
+	b, err := s.keyspace(c).ThrottleAll(u, keys, gs, out, hs, now)
 	if err != nil {
 		c.out = appendError(c.out, familyErrorText(err))
 		return
 	}
-	s.family.count(c.id, fc, out[b].Limited)
+	if out[b].Limited && s.dec.shadow.Load() != nil {
+		if b, err = s.shadowMulti(c, DecisionCmd(fc)+1, u, keys, gs, out, hs, b, now); err != nil {
+			c.out = appendError(c.out, familyErrorText(err))
+			return
+		}
+	} else {
+		s.dec.lookupFor(c, keys[b]).count(c.id, DecisionCmd(fc)+1, verdictOf(out[b].Limited), out[b].Max, out[b].Remaining)
+	}
 	o := appendArray(c.out, g+1)
 	start := len(o)
 	o = appendResult(append(o, "*5\r\n"...), &out[b])
@@ -300,42 +309,10 @@ func isFamilyWrite(name string) bool {
 	return name == "cl.pthrottle" || name == "cl.mthrottle" || name == "cl.mpthrottle"
 }
 
-// familyStats counts the family's decisions, per command, allowed and
-// denied (a peek counts the decision it reports; an MTHROTTLE call counts
-// once, by its verdict), for Stats and the metrics. Sharded by client id
-// like the command counters, so connections on different cores do not
-// share a cache line. The zero value is ready.
-type familyStats struct {
-	shards [statShards]struct {
-		n [numFamily][2]atomic.Int64 // [command][0 allowed, 1 denied]
-		_ [128 - numFamily*2*8]byte
-	}
-}
-
-func (f *familyStats) count(id int64, fc familyCmd, limited bool) {
-	i := 0
-	if limited {
-		i = 1
-	}
-	f.shards[uint64(id)%statShards].n[fc][i].Add(1)
-}
-
-// Decision counts one command's rate-limit decisions.
+// Decision counts one throttling command's rate-limit decisions, over all
+// limiters (decisions.go): a peek counts the decision it reports, an
+// MTHROTTLE call counts once, by its verdict.
 type Decision struct {
-	Command         string
-	Allowed, Denied int64
-}
-
-// decisions sums familyStats into one Decision per family command, in
-// familyNames order.
-func (f *familyStats) decisions() []Decision {
-	out := make([]Decision, numFamily)
-	for fc := range out {
-		out[fc].Command = familyNames[fc]
-		for i := range f.shards {
-			out[fc].Allowed += f.shards[i].n[fc][0].Load()
-			out[fc].Denied += f.shards[i].n[fc][1].Load()
-		}
-	}
-	return out
+	Command                                  string
+	Allowed, Denied, ShadowDenied, NearLimit int64
 }

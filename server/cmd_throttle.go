@@ -92,10 +92,8 @@ func cmdThrottle(s *Server, c *client, args [][]byte) {
 			return
 		}
 	}
-	if r.Limited {
-		s.stats.denied.Add(1)
-	} else {
-		s.stats.allowed.Add(1)
+	if s.decide(c, decThrottle, args[1], r.Limited, r.Max, r.Remaining) == VerdictShadowDenied {
+		shadowResult(&r) // decisions.go
 	}
 	limited := int64(0)
 	if r.Limited {

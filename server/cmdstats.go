@@ -163,6 +163,10 @@ func (s *Server) call(c *client, cmd *command, args [][]byte) {
 			}
 		}
 	}
+	if c.shadowed { // a shadow-mode answer (decisions.go): looks allowed, wrote nothing
+		c.shadowed = false
+		return
+	}
 	if cmd.meta.write && s.ext.trk.active.Load() != 0 {
 		s.trackWrite(c, cmd, args, c.out[start:])
 	}

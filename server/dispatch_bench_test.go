@@ -22,8 +22,9 @@ func newDispatchFixture(tb testing.TB) (*Server, *client) {
 	var clock atomic.Int64
 	clock.Store(testEpoch)
 	s, err := New(Config{
-		Clock:  func() int64 { return clock.Add(1) },
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Clock:              func() int64 { return clock.Add(1) },
+		Logger:             slog.New(slog.NewTextHandler(io.Discard, nil)),
+		MetricsMaxLimiters: fixtureMaxLimiters, // decisions_test.go
 	}, store.New(store.Options{}))
 	if err != nil {
 		tb.Fatal(err)

@@ -131,8 +131,7 @@ func (s *Server) resetStats(c *client) {
 	s.ext.custom.m = nil
 	s.ext.custom.mu.Unlock()
 	s.stats.connections.Store(0)
-	s.stats.allowed.Store(0)
-	s.stats.denied.Store(0)
+	s.dec.reset() // decisions.go
 	s.stats.obufDisconnects.Store(0)
 	s.store.ResetExpiredKeys()
 	s.store.ResetEvictedKeys()

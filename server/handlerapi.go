@@ -174,3 +174,32 @@ func (x *Ctx) WrongType() { x.Error(ErrWrongTypeText) }
 
 // Raw appends bytes that are already RESP. The caller answers for framing.
 func (x *Ctx) Raw(resp []byte) { x.c.out = append(x.c.out, resp...) }
+
+// Decide counts one decision of a throttling command registered from
+// outside package server (dc from RegisterDecisionCommand) on key — per
+// limiter, allowed / denied / near the limit (remaining < 20% of limit) —
+// and applies shadow mode (decisions.go). It returns the verdict to
+// answer: on VerdictShadowDenied the handler must answer as allowed
+// (limited 0, the limit, remaining 0, retry_after -1, its reset) and must
+// not have written anything for the denial. A multi-key call decides which
+// key labels it (celld's own count the key of the group that bound the
+// verdict). Cost: as CL.THROTTLE's counting, no allocation.
+func (x *Ctx) Decide(dc DecisionCmd, key []byte, limited bool, limit, remaining int64) Verdict {
+	return x.s.decide(x.c, dc, key, limited, limit, remaining)
+}
+
+// Shadowed reports whether key matches a shadow-mode pattern, for a
+// multi-key handler that applies shadow mode itself; it then counts the
+// call with Count.
+func (x *Ctx) Shadowed(key []byte) bool { return x.s.dec.shadowed(key) }
+
+// Count counts one decision with verdict v on key's limiter without
+// applying shadow mode (see Decide). A handler that answers
+// VerdictShadowDenied and wrote nothing must also call NoWrite.
+func (x *Ctx) Count(dc DecisionCmd, key []byte, v Verdict, limit, remaining int64) {
+	x.s.dec.lookup(key).count(x.c.id, dc, v, limit, remaining)
+}
+
+// NoWrite tells WATCH and client tracking that this call, though its reply
+// may look like a write's, changed nothing (a shadow-mode answer).
+func (x *Ctx) NoWrite() { x.c.shadowed = true }

@@ -48,6 +48,7 @@ var infoSections = []infoSection{
 	{"Upstream", true, func(s *Server, _ time.Time) []string { return s.infoUpstream() }}, // forward.go, sidecar mode only
 	{"Commandstats", false, (*Server).infoCommandstats},
 	{"Latencystats", false, (*Server).infoLatencystats},
+	{"Limiters", false, (*Server).infoLimiters}, // decisions.go
 }
 
 func cmdInfo(s *Server, c *client, args [][]byte) {
@@ -262,6 +263,7 @@ func (s *Server) infoStats(now time.Time) []string {
 	tk, ti, tp := s.ext.trk.counts()
 	polls, pollHits := s.busyPollCounts()
 	netIn, netOut := s.netBytes()
+	tAllowed, tDenied := s.dec.throttleTotals() // decisions.go
 	return []string{
 		"total_connections_received:" + itoa(s.stats.connections.Load()),
 		"total_commands_processed:" + itoa(cmds),
@@ -288,8 +290,8 @@ func (s *Server) infoStats(now time.Time) []string {
 		"unexpected_error_replies:0",
 		"total_error_replies:" + itoa(errs),
 		"client_output_buffer_limit_disconnections:" + itoa(s.stats.obufDisconnects.Load()),
-		"throttle_allowed:" + itoa(s.stats.allowed.Load()),
-		"throttle_denied:" + itoa(s.stats.denied.Load()),
+		"throttle_allowed:" + itoa(tAllowed),
+		"throttle_denied:" + itoa(tDenied),
 		"handler_panics:" + itoa(s.stats.panics.Load()),
 		"busy_polls:" + itoa(polls),
 		"busy_poll_hits:" + itoa(pollHits),

@@ -44,6 +44,8 @@ func cmdConfigSet(s *Server, c *client, args [][]byte) {
 		maxMem         int64
 		policy         store.Policy
 		setMax, setPol bool
+		shadow         string // decisions.go
+		setShadow      bool
 	)
 	for i := 0; i < len(pairs); i += 2 {
 		name := strings.ToLower(string(pairs[i]))
@@ -57,6 +59,9 @@ func cmdConfigSet(s *Server, c *client, args [][]byte) {
 		case "maxmemory-policy":
 			dup, setPol = setPol, true
 			policy, err = store.ParsePolicy(val)
+		case "shadow":
+			dup, setShadow = setShadow, true
+			shadow = val
 		default:
 			c.out = appendError(c.out, errUnknownConfig(pairs[i]))
 			return
@@ -71,6 +76,9 @@ func cmdConfigSet(s *Server, c *client, args [][]byte) {
 	}
 	if setPol {
 		s.store.SetPolicy(policy)
+	}
+	if setShadow {
+		s.dec.setShadow(shadow)
 	}
 	if setMax {
 		if used := s.store.UsedMemory(); maxMem > 0 && used > maxMem {

@@ -101,7 +101,21 @@ type Config struct {
 	// keys live on an upstream owner are forwarded there. nil (the
 	// default) serves every key from the local keyspace.
 	Forwarder Forwarder
+	// LimiterSeparator ends a key's limiter name, the label its decisions
+	// are counted under (decisions.go). Default ":".
+	LimiterSeparator string
+	// MetricsMaxLimiters bounds the distinct limiter names counted; later
+	// ones count as "other". 0 means DefaultMaxLimiters; negative, none
+	// (every decision is "other").
+	MetricsMaxLimiters int
+	// Shadow is the shadow-mode patterns, comma-separated Redis globs on
+	// the key: a denial on a matching key is answered as allowed and
+	// counted shadow_denied. CONFIG SET shadow changes it at run time.
+	Shadow string
 }
+
+// DefaultMaxLimiters is Config.MetricsMaxLimiters' default.
+const DefaultMaxLimiters = 100
 
 // DefaultBusyPoll is Config.BusyPoll's default.
 const DefaultBusyPoll = 50 * time.Microsecond
@@ -189,15 +203,13 @@ type Server struct {
 
 	ext serverExt // INFO/Stats counters, CLIENT TRACKING (serverext.go)
 
-	family familyStats // the GCRA family's decision counters (cmd_gcra_family.go)
+	dec *decisionTable // decisions per limiter, shadow mode (decisions.go)
 }
 
 // stats are the server's counters, all atomic. (Commands read are counted
 // per connection, not here: see Server.commandsProcessed.)
 type stats struct {
 	connections atomic.Int64
-	allowed     atomic.Int64
-	denied      atomic.Int64
 	panics      atomic.Int64
 	// obufDisconnects counts clients closed for their output buffer
 	// (client_output_buffer_limit_disconnections).
@@ -220,6 +232,8 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 	}
 	s.watch.init()
 	s.ext.init() // serverext.go
+	s.dec = newDecisionTable(cfg.LimiterSeparator, cfg.MetricsMaxLimiters)
+	s.dec.setShadow(cfg.Shadow)
 	s.coarseMs.Store(time.Now().UnixMilli())
 	// Evicted keys are signalled like written ones (tracking.go).
 	st.OnEvict(s.evicted)

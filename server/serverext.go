@@ -136,13 +136,16 @@ type Stats struct {
 	CommandsProcessed   int64     // commands read (total_commands_processed); a connection's are added once per pipeline
 	ThrottleAllowed     int64     // CL.THROTTLE decisions
 	ThrottleDenied      int64
-	Decisions           []Decision // the GCRA family's, per command (cmd_gcra_family.go)
+	Decisions           []Decision // the other throttling commands', per command (decisions.go)
 	KeyspaceHits        int64
 	KeyspaceMisses      int64
 	HandlerPanics       int64
 	ExpiredKeys         int64 // keys removed because their TTL passed (expired_keys)
 	NetInputBytes       int64 // bytes read from clients (total_net_input_bytes)
 	NetOutputBytes      int64 // bytes written to clients (total_net_output_bytes)
+	// Limiters are the decisions per limiter and command, every
+	// throttling command (decisions.go).
+	Limiters []LimiterDecisions
 	// OutputBufferLimitDisconnections counts clients closed for their
 	// output buffer (client_output_buffer_limit_disconnections).
 	OutputBufferLimitDisconnections int64
@@ -254,9 +257,7 @@ func (s *Server) Stats() Stats {
 		TrackingClients:                 int(s.ext.trk.active.Load()),
 		TrackedKeys:                     s.ext.trk.numKeys(),
 		CommandsProcessed:               s.commandsProcessed(),
-		ThrottleAllowed:                 s.stats.allowed.Load(),
-		ThrottleDenied:                  s.stats.denied.Load(),
-		Decisions:                       s.family.decisions(),
+		Limiters:                        s.dec.limiterDecisions(), // decisions.go
 		HandlerPanics:                   s.stats.panics.Load(),
 		ExpiredKeys:                     s.store.ExpiredKeys(),
 		OutputBufferLimitDisconnections: s.stats.obufDisconnects.Load(),
@@ -273,6 +274,7 @@ func (s *Server) Stats() Stats {
 	for _, e := range s.ext.errorCounts() {
 		st.Errors[e.code] = e.count
 	}
+	st.ThrottleAllowed, st.ThrottleDenied, st.Decisions = splitDecisions(st.Limiters) // decisions.go
 	for i := range st.Commands {
 		st.KeyspaceHits += st.Commands[i].Hits
 		st.KeyspaceMisses += st.Commands[i].Misses
