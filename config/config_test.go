@@ -56,7 +56,7 @@ func TestDefaults(t *testing.T) {
 		ProtectedMode: true, LogFormat: "text", LogLevel: "info", IOLoops: 1, BusyPoll: 50 * time.Microsecond,
 		ShutdownGrace: 10 * time.Second, MaxMemoryPolicy: "noeviction"}
 	want.UpstreamFallback, want.UpstreamTimeout = "local", 250*time.Millisecond // sidecar mode
-	want.LimiterSeparator, want.MetricsMaxLimiters = ":", 100 // docs/limiter-metrics.md
+	want.LimiterSeparator, want.MetricsMaxLimiters = ":", 100                   // docs/limiter-metrics.md
 	if *c != want {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", *c, want)
 	}
