@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/celld/celld/config"
+	_ "github.com/celld/celld/data" // strings, counters and key commands register themselves
 	"github.com/celld/celld/server"
 	"github.com/celld/celld/store"
 )
@@ -63,6 +64,7 @@ func run(args []string) int {
 		srvCfg.IOLoops = -1 // the flag's 0: no loop
 	}
 	srvCfg.BusyPoll = cfg.BusyPoll
+	srvCfg.MaxBulk = cfg.MaxBulk
 	srvCfg.OutputBufferLimit = server.OutputBufferLimit(cfg.OutputBufferLimit)
 	if cfg.BusyPoll == 0 {
 		srvCfg.BusyPoll = -1 // the flag's 0: never

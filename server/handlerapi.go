@@ -174,3 +174,29 @@ func (x *Ctx) WrongType() { x.Error(ErrWrongTypeText) }
 
 // Raw appends bytes that are already RESP. The caller answers for framing.
 func (x *Ctx) Raw(resp []byte) { x.c.out = append(x.c.out, resp...) }
+
+// StoreError replies the RESP error for an error of the store: ErrOOM as
+// Redis's OOM text, ErrWrongType as WRONGTYPE, anything else as "ERR" and
+// the error's text.
+func (x *Ctx) StoreError(err error) {
+	switch err {
+	case store.ErrOOM:
+		x.Error(errOOM)
+	case store.ErrWrongType:
+		x.WrongType()
+	default:
+		x.Error("ERR " + err.Error())
+	}
+}
+
+// MaxBulk is the largest string a command may build (APPEND, SETRANGE):
+// Config.MaxBulk, Redis's proto-max-bulk-len.
+func (x *Ctx) MaxBulk() int64 { return x.s.cfg.MaxBulk }
+
+// BulkText replies a store value's text as a bulk string without
+// allocating (GET's reply).
+func (x *Ctx) BulkText(v store.Value) {
+	x.c.out = appendHeader(x.c.out, '$', v.TextLen())
+	x.c.out = v.AppendText(x.c.out)
+	x.c.out = append(x.c.out, '\r', '\n')
+}

@@ -97,6 +97,9 @@ type Config struct {
 	// client-output-buffer-limit for normal clients (obuf.go). The zero
 	// value is Redis's default: no limit.
 	OutputBufferLimit OutputBufferLimit
+	// MaxBulk is the largest string a command may build (APPEND, SETRANGE),
+	// Redis's proto-max-bulk-len. 0 means 512 MiB.
+	MaxBulk int64
 }
 
 // DefaultBusyPoll is Config.BusyPoll's default.
@@ -137,6 +140,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.IOLoops == 0 {
 		c.IOLoops = 1
+	}
+	if c.MaxBulk <= 0 {
+		c.MaxBulk = 512 << 20
 	}
 	if c.BusyPoll == 0 {
 		c.BusyPoll = DefaultBusyPoll
