@@ -304,3 +304,31 @@ func TestRedisDiffKeyCommands(t *testing.T) {
 		d("DEL c c"),
 	})
 }
+
+func TestRedisDiffBits(t *testing.T) {
+	diffRun(t, []dstep{
+		d("SETBIT b 7 1"),
+		d("GET b"),
+		d("SETBIT b 7 0"),
+		d("SETBIT b 100 1"),
+		d("STRLEN b"),
+		d("GETBIT b 100"),
+		d("GETBIT b 99"),
+		d("GETBIT b 100000"),
+		d("GETBIT nokey 0"),
+		d("SET n 1"),
+		d("GETBIT n 2"),
+		d("GETBIT n 7"),
+		d("SETBIT n 6 1"),
+		d("GET n"),
+		d("SETBIT n 6 2"),
+		d("SETBIT n -1 1"),
+		d("SETBIT n x 1"),
+		d("SETBIT n 4294967296 1"),
+		d("GETBIT n 4294967296"),
+		d("SETBIT n 0 x"),
+		d("EXPIRE n 100"),
+		d("SETBIT n 0 1"),
+		d("TTL n"),
+	})
+}
