@@ -214,6 +214,30 @@ func setGeneric(x *server.Ctx, name string, flags int, key, val, expArg []byte, 
 		}
 	}
 	nv := store.StringValue(val)
+	if flags&setGet == 0 { // the common SET: no old value to read
+		cond := store.PutAlways
+		switch {
+		case flags&setNX != 0:
+			cond = store.PutIfAbsent
+		case flags&setXX != 0:
+			cond = store.PutIfPresent
+		}
+		nv.ExpireAtMs = exp
+		written, err := x.Store().Put(key, nv, nowMs, cond, flags&setKeepTTL != 0)
+		switch {
+		case err != nil:
+			x.StoreError(err)
+		case !written && replies == replyOneZero:
+			x.Int(0)
+		case !written:
+			x.Null()
+		case replies == replyOneZero:
+			x.Int(1)
+		default:
+			x.OK()
+		}
+		return
+	}
 	var old store.Value
 	var found, written, wrong bool
 	err := x.Store().Update(key, nowMs, func(o store.Value, exists bool) (store.Value, store.Action) {

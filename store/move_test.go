@@ -163,3 +163,38 @@ func TestMultiKeyConcurrency(t *testing.T) {
 		t.Fatalf("%d keys, at most 17 names were used", s.Len())
 	}
 }
+
+func TestPut(t *testing.T) {
+	s := New(Options{})
+	const now = 1_000_000
+	k := []byte("k")
+	v := StringValue([]byte("hello"))
+	if ok, _ := s.Put(k, v, now, PutIfPresent, false); ok {
+		t.Fatal("XX on a missing key wrote")
+	}
+	v.ExpireAtMs = now + 1000
+	if ok, _ := s.Put(k, v, now, PutIfAbsent, false); !ok {
+		t.Fatal("NX on a missing key did not write")
+	}
+	if ok, _ := s.Put(k, StringValue([]byte("x")), now, PutIfAbsent, false); ok {
+		t.Fatal("NX on an existing key wrote")
+	}
+	if ok, _ := s.Put(k, Value{TAT: 5}, now, PutAlways, true); !ok {
+		t.Fatal("KEEPTTL did not write")
+	}
+	if got, _ := s.Get(k, now); got.TAT != 5 || got.Invalid || got.Raw != "" || got.ExpireAtMs != now+1000 {
+		t.Fatalf("after KEEPTTL: %+v", got)
+	}
+	if ok, _ := s.Put(k, Value{TAT: 6}, now, PutAlways, false); !ok {
+		t.Fatal("plain SET did not write")
+	}
+	if got, _ := s.Get(k, now); got.ExpireAtMs != 0 {
+		t.Fatalf("plain SET kept the TTL: %+v", got)
+	}
+	if ok, _ := s.Put(k, Value{TAT: 7, ExpireAtMs: now}, now, PutAlways, false); !ok {
+		t.Fatal("past expiry: not reported as done")
+	}
+	if _, ok := s.Get(k, now); ok {
+		t.Fatal("a past expiry did not delete the key")
+	}
+}

@@ -47,3 +47,59 @@ func (s *Store) Inspect(key []byte, nowMs int64) (v Value, idleSec int64, ok boo
 	idle := int64((clock - sh.slab[slot].lru()) & lruMask)
 	return sh.valueLocked(slot), idle, true
 }
+
+// Conditions of Put (SET's NX and XX).
+const (
+	PutAlways    = iota // SET
+	PutIfAbsent         // SET NX
+	PutIfPresent        // SET XX
+)
+
+// Put is SET without GET: it stores the string v under key when cond
+// holds, replacing whatever kind the key held; with keepTTL an existing
+// key keeps its expiry instead of v.ExpireAtMs. A v.ExpireAtMs not after
+// nowMs deletes the key (Redis's past EXAT/PXAT). It reports whether cond
+// held (the key was written or, for a past expiry, deleted), and ErrOOM
+// when it would create the key while used memory is over the bound and no
+// room could be made (nothing written). Unlike Update it never builds the
+// old value: one lookup, no closure, no read of the old text.
+func (s *Store) Put(key []byte, v Value, nowMs int64, cond int, keepTTL bool) (bool, error) {
+	if v.Kind != KindString {
+		panic("store: Put writes strings only")
+	}
+	h := s.hashKey(key)
+	sh := s.shardFor(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	slot, ok := sh.lookupLocked(key, h, nowMs)
+	var oom error
+	if !ok && cond != PutIfPresent && s.overLimit() {
+		slot, ok, oom = s.roomFor(sh, key, h, nowMs)
+	}
+	if (cond == PutIfAbsent && ok) || (cond == PutIfPresent && !ok) {
+		return false, nil
+	}
+	exp := v.ExpireAtMs
+	if keepTTL && ok {
+		exp = sh.slab[slot].exp
+	}
+	if exp != 0 && exp <= nowMs {
+		if ok {
+			sh.deleteSlotLocked(slot)
+		}
+		return true, nil
+	}
+	flags := lruFlags(nowMs)
+	if v.Invalid {
+		flags |= flagInvalid
+	}
+	if ok {
+		sh.writeLocked(slot, v.TAT, exp, flags, v.Raw)
+		return true, nil
+	}
+	if oom != nil {
+		return false, oom
+	}
+	sh.putLocked(key, h, v.TAT, exp, flags, v.Raw)
+	return true, nil
+}
