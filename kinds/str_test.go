@@ -68,7 +68,7 @@ func TestAddInt(t *testing.T) {
 func TestIncrByFloat(t *testing.T) {
 	for i, tc := range []struct {
 		cur, incr, want string
-		err              error
+		err             error
 	}{
 		{"", "10.5", "10.5", nil},
 		{"10.5", "0.1", "10.6", nil},
