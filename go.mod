@@ -14,6 +14,8 @@ require (
 	golang.org/x/sys v0.48.0
 )
 
+require github.com/go-redis/redis_rate/v10 v10.0.1
+
 require (
 	github.com/DataDog/zstd v1.5.7 // indirect
 	github.com/RaduBerinde/axisds v0.1.0 // indirect

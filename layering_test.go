@@ -27,6 +27,8 @@ func TestLayering(t *testing.T) {
 		"metrics":           {mod + "server", "github.com/prometheus/"},
 		"config":            nil, // flags and environment: standard library only
 		"sidecar":           {mod + "server", mod + "cluster"},
+		"kinds":             nil, // the value kinds' pure operations
+		"data":              {mod + "server", mod + "store", mod + "kinds"},
 	}
 	for dir, ok := range allowed {
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/celld/celld/config"
+	_ "github.com/celld/celld/data" // strings, counters and key commands register themselves
 	"github.com/celld/celld/server"
 	"github.com/celld/celld/store"
 )
@@ -77,6 +78,7 @@ func run(args []string) int {
 		return 2
 	}
 	wireSidecar(sc, &srvCfg)
+	srvCfg.MaxBulk = cfg.MaxBulk
 	srvCfg.OutputBufferLimit = server.OutputBufferLimit(cfg.OutputBufferLimit)
 	srvCfg.LimiterSeparator, srvCfg.MetricsMaxLimiters, srvCfg.Shadow = cfg.LimiterSeparator, cfg.MetricsMaxLimiters, cfg.Shadow
 	if cfg.MetricsMaxLimiters == 0 {

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	_ "github.com/celld/celld/data" // the string and key commands, as main registers them
 	"github.com/celld/celld/server"
 	"github.com/celld/celld/store"
 	redigo "github.com/gomodule/redigo/redis"

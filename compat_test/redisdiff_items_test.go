@@ -267,7 +267,7 @@ func TestRedisDiffCommandInfo(t *testing.T) {
 			names = append(names, l)
 		}
 	}
-	containers := map[string]bool{"client": true, "cluster": true, "command": true, "config": true, "module": true, "script": true}
+	containers := map[string]bool{"client": true, "cluster": true, "command": true, "config": true, "module": true, "script": true, "object": true}
 	var steps []dstep
 	for _, n := range names {
 		if strings.HasPrefix(n, "cl.") || containers[n] { // redis-cell's and celld's own: TestCommandInfoThrottle, TestFamilyCommandInfoDocs
@@ -278,7 +278,7 @@ func TestRedisDiffCommandInfo(t *testing.T) {
 	// Subcommands celld offers, one by one (not COMMAND GETKEYS: arity -3
 	// since Redis 7.2, which celld follows, -4 in 7.0).
 	for _, n := range []string{"client|id", "client|list", "client|tracking", "config|get", "config|resetstat",
-		"command|count", "script|load", "cluster|slots", "module|list"} {
+		"command|count", "script|load", "cluster|slots", "module|list", "object|encoding", "object|help", "object|freq"} {
 		steps = append(steps, dstep{cmd: []string{"COMMAND", "INFO", n}})
 	}
 	steps = append(steps,

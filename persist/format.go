@@ -82,6 +82,9 @@ func canonicalUint(text []byte) (uint64, bool) {
 	if len(text) > 1 && text[0] == '0' {
 		return 0, false
 	}
+	if len(text) == 0 || len(text) > 20 || text[0] < '0' || text[0] > '9' {
+		return 0, false // any string that is not a number: no error to allocate
+	}
 	v, err := strconv.ParseUint(string(text), 10, 64)
 	return v, err == nil
 }

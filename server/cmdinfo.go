@@ -102,6 +102,9 @@ var keySpecNotes = map[string]string{
 // positions, its flags RW access update for a write command (a module
 // command's CMD_KEY_FULL_ACCESS, and Redis's default) or RO access.
 func keySpecsOf(cmd *command) []keySpec {
+	if ks, ok := registeredSpecs[cmd.fullname]; ok {
+		return ks // Command.KeySpecs (handlerapi.go)
+	}
 	ks := keySpec{notes: keySpecNotes[cmd.name], flags: keySpecFlags[cmd.name]}
 	if ks.flags == nil {
 		ks.flags = []string{"RO", "access"}

@@ -91,6 +91,9 @@ type cmdMeta struct {
 	noMulti  bool // flagged no_multi (SAVE, SHUTDOWN): refused inside MULTI
 	exec     bool // EXEC: a refused EXEC aborts the transaction
 	keyRead  replyKind
+	// intIsValue: an integer reply is a value, not a count of changes
+	// (Command.IntIsValue), so :0 does not mean "nothing written".
+	intIsValue bool
 }
 
 // replyKind tells how a read command's reply shows a keyspace hit or miss.

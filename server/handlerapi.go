@@ -3,6 +3,7 @@ package server
 import (
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/celld/celld/store"
 )
@@ -36,7 +37,34 @@ type Command struct {
 	Since    string
 	Summary  string
 	Run      Handler
+	// KeySpecs are Redis 7's key specifications for COMMAND INFO, when
+	// they are not the one range spec the key positions and the write
+	// flag imply (cmdinfo.go's keySpecsOf).
+	KeySpecs []KeySpec
+	// Tips are Redis's command tips ("request_policy:multi_shard", ...).
+	Tips []string
+	// Subcommands make the command a container (OBJECT): Run is unused and
+	// the second word picks the subcommand, with its own arity, flags and
+	// key positions (counted from the container's name).
+	Subcommands []Command
+	// IntIsValue says the command's integer reply is a value (INCR's new
+	// count, APPEND's length), not a count of keys changed: a :0 reply
+	// still wrote its key, for WATCH and client-side caching.
+	IntIsValue bool
 }
+
+// KeySpec is one key specification of COMMAND INFO: the key found at
+// Index, then LastKey/KeyStep/Limit as Redis's find_keys range.
+type KeySpec struct {
+	Flags                   string // space-separated, Redis's spelling: "RW access update"
+	Notes                   string
+	Index                   int
+	LastKey, KeyStep, Limit int
+}
+
+// registeredSpecs are the key specs of registered commands, by full name
+// ("object|encoding"); read by keySpecsOf.
+var registeredSpecs = map[string][]keySpec{}
 
 // Register adds commands to the dispatch table. Call it only from an init
 // function (the table is read without locks once a server runs); it panics
@@ -47,18 +75,46 @@ func Register(cmds ...Command) {
 		if _, dup := commands[rc.Name]; dup {
 			panic("server: command registered twice: " + rc.Name)
 		}
-		run := rc.Run
-		sp := spec{
-			name: rc.Name, arity: rc.Arity, flags: rc.Flags,
-			first: rc.FirstKey, last: rc.LastKey, step: rc.Step,
-			acl: rc.ACL, group: rc.Group, since: rc.Since, summary: rc.Summary,
-			run: func(s *Server, c *client, args [][]byte) {
-				x := Ctx{s: s, c: c, args: args}
-				run(&x)
-			},
+		cmd := registered(rc, rc.Name, rc.Group, rc.Since)
+		if len(rc.Subcommands) > 0 {
+			cmd.subs = make(map[string]*command, len(rc.Subcommands))
+			for _, sub := range rc.Subcommands {
+				built := registered(sub, rc.Name+"|"+sub.Name, rc.Group, rc.Since)
+				built.fullname = rc.Name + "|" + sub.Name
+				cmd.subs[sub.Name] = built
+			}
+			parent := cmd
+			cmd.run = func(s *Server, c *client, args [][]byte) { s.subcommand(c, parent, args) }
 		}
-		commands[rc.Name] = sp.build()
+		commands[rc.Name] = cmd
 	}
+}
+
+// registered builds the dispatch table's entry for rc, recording its key
+// specs and tips under fullname.
+func registered(rc Command, fullname, group, since string) *command {
+	run := rc.Run
+	sp := spec{
+		name: rc.Name, arity: rc.Arity, flags: rc.Flags,
+		first: rc.FirstKey, last: rc.LastKey, step: rc.Step,
+		acl: rc.ACL, group: group, since: since, summary: rc.Summary,
+		run: func(s *Server, c *client, args [][]byte) {
+			x := Ctx{s: s, c: c, args: args}
+			run(&x)
+		},
+	}
+	for _, k := range rc.KeySpecs {
+		registeredSpecs[fullname] = append(registeredSpecs[fullname], keySpec{
+			notes: k.Notes, flags: strings.Fields(k.Flags), index: k.Index,
+			lastKey: k.LastKey, keyStep: k.KeyStep, lim: k.Limit,
+		})
+	}
+	if len(rc.Tips) > 0 {
+		commandTips[fullname] = rc.Tips
+	}
+	cmd := sp.build()
+	cmd.meta.intIsValue = rc.IntIsValue
+	return cmd
 }
 
 // Ctx is one call of a registered command: its arguments, the caller's
@@ -203,3 +259,29 @@ func (x *Ctx) Count(dc DecisionCmd, key []byte, v Verdict, limit, remaining int6
 // NoWrite tells WATCH and client tracking that this call, though its reply
 // may look like a write's, changed nothing (a shadow-mode answer).
 func (x *Ctx) NoWrite() { x.c.shadowed = true }
+
+// StoreError replies the RESP error for an error of the store: ErrOOM as
+// Redis's OOM text, ErrWrongType as WRONGTYPE, anything else as "ERR" and
+// the error's text.
+func (x *Ctx) StoreError(err error) {
+	switch err {
+	case store.ErrOOM:
+		x.Error(errOOM)
+	case store.ErrWrongType:
+		x.WrongType()
+	default:
+		x.Error("ERR " + err.Error())
+	}
+}
+
+// MaxBulk is the largest string a command may build (APPEND, SETRANGE):
+// Config.MaxBulk, Redis's proto-max-bulk-len.
+func (x *Ctx) MaxBulk() int64 { return x.s.cfg.MaxBulk }
+
+// BulkText replies a store value's text as a bulk string without
+// allocating (GET's reply).
+func (x *Ctx) BulkText(v store.Value) {
+	x.c.out = appendHeader(x.c.out, '$', v.TextLen())
+	x.c.out = v.AppendText(x.c.out)
+	x.c.out = append(x.c.out, '\r', '\n')
+}

@@ -112,6 +112,9 @@ type Config struct {
 	// the key: a denial on a matching key is answered as allowed and
 	// counted shadow_denied. CONFIG SET shadow changes it at run time.
 	Shadow string
+	// MaxBulk is the largest string a command may build (APPEND, SETRANGE),
+	// Redis's proto-max-bulk-len. 0 means 512 MiB.
+	MaxBulk int64
 }
 
 // DefaultMaxLimiters is Config.MetricsMaxLimiters' default.
@@ -155,6 +158,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.IOLoops == 0 {
 		c.IOLoops = 1
+	}
+	if c.MaxBulk <= 0 {
+		c.MaxBulk = 512 << 20
 	}
 	if c.BusyPoll == 0 {
 		c.BusyPoll = DefaultBusyPoll

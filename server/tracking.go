@@ -220,7 +220,7 @@ func modified(cmd *command, args [][]byte, reply []byte) bool {
 		// key was written.
 		return cmd.name == "cl.throttle" && bytes.HasPrefix(reply[1:], []byte(cellExpire))
 	case ':':
-		return !bytes.HasPrefix(reply, []byte(":0\r\n"))
+		return cmd.meta.intIsValue || !bytes.HasPrefix(reply, []byte(":0\r\n"))
 	}
 	switch cmd.name {
 	case "cl.throttle": // *5 :limited ...

@@ -1,0 +1,195 @@
+package store
+
+import "errors"
+
+// Operations on several keys at once, whatever their kind: RENAME, COPY,
+// MSET, MSETNX, MGET. Each holds the shard locks of all its keys (taken in
+// ascending shard order, lockSet), so it is atomic against every other
+// store operation, as the Redis commands are.
+
+// Errors of Rename and Copy.
+var (
+	// ErrNoSuchKey: the source key does not exist (RENAME's "no such key").
+	ErrNoSuchKey = errors.New("store: no such key")
+	// ErrNotCopyable: the source key's kind keeps state that cannot be
+	// copied or moved yet (its kind has no case in copyKindLocked).
+	ErrNotCopyable = errors.New("store: this kind of value cannot be copied")
+)
+
+// lockPair locks the shards of two hashes (one lock when they share it) and
+// returns the unlock function's argument.
+func (s *Store) lockPair(h1, h2 uint64) *[nShards / 64]uint64 {
+	var set [nShards / 64]uint64
+	for _, h := range [2]uint64{h1, h2} {
+		i := h >> 56
+		set[i/64] |= 1 << (i % 64)
+	}
+	s.lockSet(&set)
+	return &set
+}
+
+// Rename moves src's value and expiry to dst (RENAME; RENAMENX with nx),
+// replacing whatever dst held unless nx. It returns whether it moved:
+// false only when nx and dst exists. ErrNoSuchKey when src is missing,
+// ErrNotCopyable when src's kind cannot move. src == dst moves nothing and
+// answers as Redis does (true, or false with nx).
+func (s *Store) Rename(src, dst []byte, nowMs int64, nx bool) (bool, error) {
+	hs, hd := s.hashKey(src), s.hashKey(dst)
+	set := s.lockPair(hs, hd)
+	defer s.unlockSet(set)
+	ss, ds := s.shardFor(hs), s.shardFor(hd)
+	sslot, ok := ss.lookupLocked(src, hs, nowMs)
+	if !ok {
+		return false, ErrNoSuchKey
+	}
+	if string(src) == string(dst) {
+		return !nx, nil
+	}
+	if _, exists := ds.lookupLocked(dst, hd, nowMs); exists && nx {
+		return false, nil
+	}
+	if !copyable(ss.slab[sslot].kind()) {
+		return false, ErrNotCopyable
+	}
+	s.copyEntryLocked(ss, sslot, ds, dst, hd, nowMs, true)
+	// copyEntryLocked may have grown ds's slab, but slots never move, and
+	// sslot still names src.
+	ss.deleteSlotLocked(sslot)
+	return true, nil
+}
+
+// Copy copies src's value and expiry to dst (COPY), replacing dst only with
+// replace. It returns whether it copied: false when src is missing or dst
+// exists without replace. ErrNotCopyable when src's kind cannot be copied;
+// ErrOOM when used memory is over the bound and no room could be made.
+// The caller refuses src == dst (Redis's "source and destination objects
+// are the same").
+func (s *Store) Copy(src, dst []byte, nowMs int64, replace bool) (bool, error) {
+	if s.overLimit() {
+		if err := s.makeRoom(nowMs); err != nil {
+			return false, err
+		}
+	}
+	hs, hd := s.hashKey(src), s.hashKey(dst)
+	set := s.lockPair(hs, hd)
+	defer s.unlockSet(set)
+	ss, ds := s.shardFor(hs), s.shardFor(hd)
+	sslot, ok := ss.lookupLocked(src, hs, nowMs)
+	if !ok {
+		return false, nil
+	}
+	if _, exists := ds.lookupLocked(dst, hd, nowMs); exists && !replace {
+		return false, nil
+	}
+	if !copyable(ss.slab[sslot].kind()) {
+		return false, ErrNotCopyable
+	}
+	s.copyEntryLocked(ss, sslot, ds, dst, hd, nowMs, false)
+	return true, nil
+}
+
+// copyEntryLocked writes a copy of the entry in ss's sslot under key dst
+// (hash hd) in ds, replacing what dst held: a replaced dst is deleted first
+// (so its kind's state is released, and persistence sees a delete then a
+// write). The copy is a write (version, dirty mark, LRU clock now). move
+// tells the kind's hook that the source is about to be deleted, so its
+// state may be handed over rather than duplicated. Requires both locks.
+func (s *Store) copyEntryLocked(ss *shard, sslot uint32, ds *shard, dst []byte, hd uint64, nowMs int64, move bool) {
+	e := ss.slab[sslot] // a copy: ds's insert may grow a slab
+	var raw string
+	if e.flags&flagRaw != 0 {
+		raw = ss.raw[sslot]
+	}
+	if slot, pos, ok := ds.findLocked(dst, hd); ok {
+		ds.removeLocked(slot, pos)
+	}
+	_, pos, _ := ds.findLocked(dst, hd)
+	dslot := ds.insertLocked(dst, hd, pos)
+	kind := e.flags & kindMask
+	ds.slab[dslot].flags |= kind // so writeLocked sees no change of kind
+	ds.writeLocked(dslot, e.tat, e.exp, e.flags&(flagInvalid|kindMask)|lruFlags(nowMs), raw)
+	if kind != 0 {
+		ds.copyKindLocked(dslot, ss, sslot, move)
+	}
+}
+
+// copyable reports whether a key of kind k can be copied and moved: a
+// string always (all its state is in the entry); another kind once its
+// storage adds its case here and in copyKindLocked.
+func copyable(k Kind) bool {
+	return k == KindString
+}
+
+// copyKindLocked copies (or, with move, hands over) the state a key of a
+// non-string kind keeps beside its entry, from src's sslot to dslot of
+// sh; the entries' own fields are already copied. Each kind's storage adds
+// its case here (and to copyable). Requires both shards' locks.
+func (sh *shard) copyKindLocked(dslot uint32, src *shard, sslot uint32, move bool) {
+	_, _, _, _ = dslot, src, sslot, move
+}
+
+// GetMany calls fn with the live value of each key in turn (MGET), all
+// read under their shard locks at once. fn runs under the locks: it must
+// only record what it needs (Value.Raw stays valid after) and must not call
+// back into the Store.
+func (s *Store) GetMany(keys [][]byte, nowMs int64, fn func(i int, v Value, ok bool)) {
+	var set [nShards / 64]uint64
+	hs := make([]uint64, len(keys))
+	for i, k := range keys {
+		hs[i] = s.hashKey(k)
+		si := hs[i] >> 56
+		set[si/64] |= 1 << (si % 64)
+	}
+	s.lockSet(&set)
+	defer s.unlockSet(&set)
+	for i, k := range keys {
+		sh := s.shardFor(hs[i])
+		slot, ok := sh.lookupLocked(k, hs[i], nowMs)
+		if !ok {
+			fn(i, Value{}, false)
+			continue
+		}
+		sh.touchLocked(slot, nowMs)
+		fn(i, sh.valueLocked(slot), true)
+	}
+}
+
+// SetMany stores vals[i] (strings, no expiry) under keys[i], left to right
+// so a repeated key keeps its last value (MSET). With nx it stores nothing
+// and returns false when any key exists, of any kind (MSETNX). ErrOOM when
+// used memory is over the bound and no room could be made: nothing stored.
+func (s *Store) SetMany(keys [][]byte, vals []Value, nowMs int64, nx bool) (bool, error) {
+	if s.overLimit() {
+		if err := s.makeRoom(nowMs); err != nil {
+			return false, err
+		}
+	}
+	var set [nShards / 64]uint64
+	hs := make([]uint64, len(keys))
+	for i, k := range keys {
+		hs[i] = s.hashKey(k)
+		si := hs[i] >> 56
+		set[si/64] |= 1 << (si % 64)
+	}
+	s.lockSet(&set)
+	defer s.unlockSet(&set)
+	if nx {
+		for i, k := range keys {
+			if _, ok := s.shardFor(hs[i]).lookupLocked(k, hs[i], nowMs); ok {
+				return false, nil
+			}
+		}
+	}
+	for i, k := range keys {
+		v := vals[i]
+		if v.Kind != KindString {
+			panic("store: SetMany writes strings only")
+		}
+		flags := lruFlags(nowMs)
+		if v.Invalid {
+			flags |= flagInvalid
+		}
+		s.shardFor(hs[i]).putLocked(k, hs[i], v.TAT, 0, flags, v.Raw)
+	}
+	return true, nil
+}
