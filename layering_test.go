@@ -22,7 +22,7 @@ func TestLayering(t *testing.T) {
 		"cluster":           nil,
 		"guard":             nil,
 		"script":            {"github.com/yuin/gopher-lua"},
-		"store":             {mod + "gcra"},
+		"store":             {mod + "gcra", mod + "window"},
 		"persist":           {"github.com/cockroachdb/pebble/v2"},
 		"server":            {mod + "gcra", mod + "store", mod + "cluster", mod + "script", "github.com/tidwall/redcon", "golang.org/x/sys/unix"},
 		"metrics":           {mod + "server", "github.com/prometheus/"},
