@@ -23,6 +23,7 @@
 package window
 
 import (
+	"encoding/binary"
 	"errors"
 	"math"
 )
@@ -168,4 +169,25 @@ func satAdd(a, b int64) int64 {
 		return math.MaxInt64
 	}
 	return a + b
+}
+
+// ShiftBack moves the times a state holds back by ms, for a restore after
+// the wall clock stepped back by ms while celld was down (each LOG unit then
+// keeps exactly the time it had left in the window). It returns the new
+// state appended to buf[:0] and true for LOG; FIXED and SLIDING count
+// epoch-aligned windows, which a shift would misalign, so their state is
+// returned unchanged with false (their key should then keep its expiry
+// unshifted too: the counts stay with the wall-clock window they were made
+// in). A state that does not decode is returned unchanged with false.
+func ShiftBack(state []byte, ms int64, buf []byte) ([]byte, bool) {
+	if len(state) < 2 || Mode(state[0]) != Log {
+		return state, false
+	}
+	t0, n := binary.Varint(state[1:])
+	if n <= 0 {
+		return state, false
+	}
+	out := append(buf[:0], byte(Log))
+	out = binary.AppendVarint(out, t0-ms)
+	return append(out, state[1+n:]...), true
 }
