@@ -26,6 +26,7 @@ func TestLayering(t *testing.T) {
 		"persist":           {"github.com/cockroachdb/pebble/v2"},
 		"server":            {mod + "gcra", mod + "store", mod + "cluster", mod + "script", "github.com/tidwall/redcon", "golang.org/x/sys/unix"},
 		"metrics":           {mod + "server", "github.com/prometheus/"},
+		"data":              {mod + "server", mod + "store", mod + "window"},
 		"config":            nil, // flags and environment: standard library only
 	}
 	for dir, ok := range allowed {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 
+	_ "github.com/celld/celld/data" // CL.WINDOW registers itself (data/window.go)
 	"github.com/celld/celld/window"
 )
 

@@ -36,6 +36,14 @@ type Command struct {
 	Since    string
 	Summary  string
 	Run      Handler
+	// Decides: the command makes rate-limit decisions and counts each
+	// with Ctx.Decided (handlerapi_decisions.go).
+	Decides bool
+	// Modified, when set, tells WATCH and client-side caching whether a
+	// call (its arguments, the command name first, and its reply) wrote
+	// its keys (a denied limiter call does not); without it every reply
+	// but an error or :0 counts as a write.
+	Modified func(args [][]byte, reply []byte) bool
 }
 
 // Register adds commands to the dispatch table. Call it only from an init
@@ -48,12 +56,13 @@ func Register(cmds ...Command) {
 			panic("server: command registered twice: " + rc.Name)
 		}
 		run := rc.Run
+		dec := registerDecisions(&rc) // handlerapi_decisions.go
 		sp := spec{
 			name: rc.Name, arity: rc.Arity, flags: rc.Flags,
 			first: rc.FirstKey, last: rc.LastKey, step: rc.Step,
 			acl: rc.ACL, group: rc.Group, since: rc.Since, summary: rc.Summary,
 			run: func(s *Server, c *client, args [][]byte) {
-				x := Ctx{s: s, c: c, args: args}
+				x := Ctx{s: s, c: c, args: args, dec: dec}
 				run(&x)
 			},
 		}
@@ -68,6 +77,7 @@ type Ctx struct {
 	s    *Server
 	c    *client
 	args [][]byte
+	dec  int // the command's decision counters, plus one (0: none)
 }
 
 // Args are the command's arguments, the command name first. The bytes are

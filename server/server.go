@@ -186,6 +186,8 @@ type Server struct {
 	ext serverExt // INFO/Stats counters, CLIENT TRACKING (serverext.go)
 
 	family familyStats // the GCRA family's decision counters (cmd_gcra_family.go)
+
+	extDec extDecisions // registered commands' decision counters (handlerapi_decisions.go)
 }
 
 // stats are the server's counters, all atomic. (Commands read are counted

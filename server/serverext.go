@@ -256,7 +256,7 @@ func (s *Server) Stats() Stats {
 		CommandsProcessed:               s.commandsProcessed(),
 		ThrottleAllowed:                 s.stats.allowed.Load(),
 		ThrottleDenied:                  s.stats.denied.Load(),
-		Decisions:                       s.family.decisions(),
+		Decisions:                       s.extDec.decisions(s.family.decisions()),
 		HandlerPanics:                   s.stats.panics.Load(),
 		ExpiredKeys:                     s.store.ExpiredKeys(),
 		OutputBufferLimitDisconnections: s.stats.obufDisconnects.Load(),
