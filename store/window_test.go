@@ -264,3 +264,35 @@ func BenchmarkWindow(b *testing.B) {
 		})
 	}
 }
+
+// TestWindowBytesPerLogKey pins what a LOG key holding n entries (one unit
+// per ms) is charged, the figures docs/cl-window.md gives: the key's entry
+// (keyCost) plus its block at 1.5x.
+func TestWindowBytesPerLogKey(t *testing.T) {
+	for _, c := range []struct {
+		n        int
+		maxBytes int64
+	}{{10, 128}, {100, 464}, {1000, 3152}} {
+		s := New(Options{})
+		base := s.UsedMemory()
+		const keys = 100
+		for k := range keys {
+			key := []byte(fmt.Sprintf("mem:%05d", k))
+			for i := range c.n {
+				if _, err := s.Window(key, winLimit(window.Log, 1_000_000, 3_600_000), 1, t0ms+int64(i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		per := (s.UsedMemory() - base) / keys
+		sh := s.shardOf([]byte("mem:00000"))
+		sh.mu.Lock()
+		slot, _, _ := sh.findLocked([]byte("mem:00000"), s.hashKey([]byte("mem:00000")))
+		state := len(sh.winState(slot))
+		sh.mu.Unlock()
+		t.Logf("LOG key with %d entries: state %d bytes, charged %d bytes", c.n, state, per)
+		if per > c.maxBytes {
+			t.Errorf("LOG key with %d entries charged %d bytes, want at most %d", c.n, per, c.maxBytes)
+		}
+	}
+}
