@@ -34,6 +34,7 @@ type persistence struct {
 	// clockBackMs is how far the clock was behind the last flush stamp at
 	// restore (0 normally); see load.
 	clockBackMs int64
+	winBuf      []byte // loadWindow's scratch (persistence_window.go)
 
 	mu sync.Mutex
 	// block holds the latest drain's keys and texts; spare is a block
@@ -201,10 +202,13 @@ func (p *persistence) load(now time.Time) error {
 		buf     [20]byte
 	)
 	p.log.Info("restoring state", "base_bytes", p.db.BaseBytes(), "log_bytes", p.db.LogBytes())
-	stats, err := p.db.Replay(restoreMs, func(key, value []byte, exp int64, deleted bool) error {
+	stats, err := p.db.ReplayKinds(restoreMs, func(key, value []byte, exp int64, kind persist.Kind, deleted bool) error {
 		if deleted {
 			p.st.Unload(key)
 			return nil
+		}
+		if kind == persist.KindWindow {
+			return p.loadWindow(key, value, exp, backMs) // persistence_window.go
 		}
 		if backMs != 0 {
 			if exp != 0 {
@@ -249,6 +253,10 @@ func (p *persistence) load(now time.Time) error {
 // base-file write that Spill does between shards.
 func (p *persistence) snapshot(nowMs int64, w *persist.BaseWriter) error {
 	add := func(c store.Change) {
+		if c.Kind == store.KindWindow {
+			w.AddWindow(c.Key, c.Text, c.ExpireAtMs)
+			return
+		}
 		if c.IsTAT {
 			w.AddTAT(c.Key, c.TAT, c.ExpireAtMs)
 		} else {
@@ -278,7 +286,8 @@ func (p *persistence) drain(nowMs int64, buf []persist.Op) []persist.Op {
 	// times, which is most of a shutdown's drain.
 	buf = slices.Grow(buf, p.st.DirtyKeys()*5/4+64) // headroom: keys dirtied meanwhile
 	p.block = p.st.DrainFunc(nowMs, p.spare[:0], func(c store.Change) {
-		buf = append(buf, persist.Op{Key: c.Key, Value: c.Text, TAT: c.TAT, IsTAT: c.IsTAT, ExpireAtMs: c.ExpireAtMs, Delete: c.Deleted})
+		buf = append(buf, persist.Op{Key: c.Key, Value: c.Text, TAT: c.TAT, IsTAT: c.IsTAT, ExpireAtMs: c.ExpireAtMs, Delete: c.Deleted,
+			Window: c.Kind == store.KindWindow})
 	})
 	p.spare = nil
 	if len(buf) == n { // nothing refers to the block: keep it

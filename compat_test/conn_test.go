@@ -251,7 +251,7 @@ func TestCommandIntrospection(t *testing.T) {
 			{c("COMMAND GETKEYS NOSUCH k"), errText("ERR Invalid command specified")},
 			{c("COMMAND GETKEYS PING"), errText("ERR The command has no key arguments")},
 			{c("COMMAND LIST FILTERBY MODULE redis-cell"), []any{"cl.throttle"}},
-			{c("COMMAND LIST FILTERBY PATTERN cl.*"), []any{"cl.mpthrottle", "cl.mthrottle", "cl.pthrottle", "cl.pthrottle_ro", "cl.throttle", "cl.throttle_ro"}}, // docs/gcra-family.md
+			{c("COMMAND LIST FILTERBY PATTERN cl.*"), []any{"cl.mpthrottle", "cl.mthrottle", "cl.pthrottle", "cl.pthrottle_ro", "cl.throttle", "cl.throttle_ro", "cl.window"}}, // docs/gcra-family.md, docs/cl-window.md
 			{c("COMMAND INFO nosuch"), []any{nil}},
 			{c("COMMAND FOO"), errText("ERR unknown subcommand 'FOO'. Try COMMAND HELP.")},
 		})

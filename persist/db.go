@@ -177,6 +177,9 @@ type Op struct {
 	IsTAT      bool
 	ExpireAtMs int64
 	Delete     bool
+	// Window: Value is a CL.WINDOW state, stored as a 'w' entry and
+	// given back as KindWindow by ReplayKinds (window.go).
+	Window bool
 }
 
 // RestoreStats reports what Replay or Restore did.

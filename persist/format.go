@@ -37,6 +37,8 @@ const maxChunk = 16 << 10
 func entrySize(op *Op) int {
 	n := 1 + uvarintLen(uint64(len(op.Key))) + len(op.Key)
 	switch {
+	case op.Window && !op.Delete:
+		return windowEntrySize(op) // window.go
 	case op.Delete:
 	case op.IsTAT:
 		n += varintLen(op.ExpireAtMs) + 8
@@ -59,6 +61,9 @@ func appendEntry(b []byte, op *Op) []byte {
 	}
 	if op.IsTAT {
 		return appendTAT(b, op.Key, op.TAT, op.ExpireAtMs)
+	}
+	if op.Window {
+		return appendWindow(b, op.Key, op.Value, op.ExpireAtMs) // window.go
 	}
 	return appendSet(b, op.Key, op.Value, op.ExpireAtMs)
 }
@@ -103,10 +108,11 @@ func appendSet(b, key, value []byte, exp int64) []byte {
 	return append(b, value...)
 }
 
-// decodeChunk calls fn for every entry of chunk, in order. key and value
-// alias chunk. A malformed chunk is reported as an error (the caller wraps
-// ErrCorrupt); fn's error stops the walk and is returned as is.
-func decodeChunk(chunk []byte, fn func(key, value []byte, exp int64, deleted bool) error) (fnErr, formatErr error) {
+// decodeChunk calls fn for every entry of chunk, in order, with the kind
+// of its value. key and value alias chunk. A malformed chunk is reported
+// as an error (the caller wraps ErrCorrupt); fn's error stops the walk and
+// is returned as is.
+func decodeChunk(chunk []byte, fn entryFunc) (fnErr, formatErr error) {
 	var text [20]byte // a 't' entry's value, valid during fn
 	for off := 0; off < len(chunk); {
 		kind := chunk[off]
@@ -120,7 +126,7 @@ func decodeChunk(chunk []byte, fn func(key, value []byte, exp int64, deleted boo
 		off += int(klen)
 		switch kind {
 		case entryDelete:
-			if err := fn(key, nil, 0, true); err != nil {
+			if err := fn(key, nil, 0, KindString, true); err != nil {
 				return err, nil
 			}
 		case entrySet:
@@ -136,7 +142,16 @@ func decodeChunk(chunk []byte, fn func(key, value []byte, exp int64, deleted boo
 			off += n
 			value := chunk[off : off+int(vlen) : off+int(vlen)]
 			off += int(vlen)
-			if err := fn(key, value, exp, false); err != nil {
+			if err := fn(key, value, exp, KindString, false); err != nil {
+				return err, nil
+			}
+		case entryWindow: // window.go
+			exp, state, end, err := decodeWindow(chunk, key, off)
+			if err != nil {
+				return nil, err
+			}
+			off = end
+			if err := fn(key, state, exp, KindWindow, false); err != nil {
 				return err, nil
 			}
 		case entryTAT:
@@ -147,7 +162,7 @@ func decodeChunk(chunk []byte, fn func(key, value []byte, exp int64, deleted boo
 			off += n
 			tat := binary.LittleEndian.Uint64(chunk[off:])
 			off += 8
-			if err := fn(key, strconv.AppendUint(text[:0], tat, 10), exp, false); err != nil {
+			if err := fn(key, strconv.AppendUint(text[:0], tat, 10), exp, KindString, false); err != nil {
 				return err, nil
 			}
 		default:

@@ -332,7 +332,16 @@ func (db *DB) WriteBase(fill func(w *BaseWriter) error) (BaseStats, error) {
 // mutex for the whole scan. Cost: one sequential read of the base and the
 // log, O(their bytes), no allocation per entry. A chunk that does not decode
 // yields ErrCorrupt.
+//
+// Replay passes a window key's state as its value; a caller that restores
+// windows uses ReplayKinds.
 func (db *DB) Replay(nowMs int64, fn func(key, value []byte, expireAtMs int64, deleted bool) error) (RestoreStats, error) {
+	return db.ReplayKinds(nowMs, func(k, v []byte, exp int64, _ Kind, deleted bool) error { return fn(k, v, exp, deleted) })
+}
+
+// ReplayKinds is Replay with each value's kind (KindString, or KindWindow
+// for a CL.WINDOW state).
+func (db *DB) ReplayKinds(nowMs int64, fn entryFunc) (RestoreStats, error) {
 	start := time.Now()
 	var st RestoreStats
 	db.pm.Lock()
@@ -349,7 +358,7 @@ func (db *DB) Replay(nowMs int64, fn func(key, value []byte, expireAtMs int64, d
 	)
 	// fn is the caller's code: a panic in it is not pebble's and must not be
 	// turned into ErrPebbleFatal. Catch it here, re-raise it below.
-	apply := func(k, v []byte, exp int64, deleted bool) (err error) {
+	apply := func(k, v []byte, exp int64, kind Kind, deleted bool) (err error) {
 		defer func() {
 			if r := recover(); r != nil {
 				fnPanic, fnPanicky = r, true
@@ -365,7 +374,7 @@ func (db *DB) Replay(nowMs int64, fn func(key, value []byte, expireAtMs int64, d
 		default:
 			st.Loaded++
 		}
-		if err := fn(k, v, exp, deleted); err != nil {
+		if err := fn(k, v, exp, kind, deleted); err != nil {
 			fnErr = err
 			return err
 		}

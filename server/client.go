@@ -20,6 +20,8 @@ type client struct {
 	laddr   string
 	created time.Time
 
+	hctx Ctx // a registered command's Ctx, reused: no allocation per call (handlerapi.go)
+
 	authed bool // AUTH done, or no password configured
 	// unauthed is !authed for the output buffer's check (obuf.go), which
 	// may run on other goroutines (pushes).

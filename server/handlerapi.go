@@ -51,6 +51,11 @@ type Command struct {
 	// count, APPEND's length), not a count of keys changed: a :0 reply
 	// still wrote its key, for WATCH and client-side caching.
 	IntIsValue bool
+	// Modified, when set, tells WATCH and client-side caching whether a
+	// call (its arguments, the command name first, and its reply) wrote
+	// its keys (a denied limiter call does not); without it every reply
+	// but an error or :0 counts as a write.
+	Modified func(args [][]byte, reply []byte) bool
 }
 
 // KeySpec is one key specification of COMMAND INFO: the key found at
@@ -99,9 +104,18 @@ func registered(rc Command, fullname, group, since string) *command {
 		first: rc.FirstKey, last: rc.LastKey, step: rc.Step,
 		acl: rc.ACL, group: group, since: since, summary: rc.Summary,
 		run: func(s *Server, c *client, args [][]byte) {
-			x := Ctx{s: s, c: c, args: args}
-			run(&x)
+			// The client's own Ctx: a Ctx on this stack would escape
+			// through the indirect call (one allocation per call). A
+			// handler never runs another registered handler, so one
+			// per client is enough.
+			x := &c.hctx
+			*x = Ctx{s: s, c: c, args: args}
+			run(x)
+			*x = Ctx{} // keep no references to the arguments
 		},
+	}
+	if rc.Modified != nil {
+		extModified[fullname] = rc.Modified
 	}
 	for _, k := range rc.KeySpecs {
 		registeredSpecs[fullname] = append(registeredSpecs[fullname], keySpec{
@@ -118,8 +132,9 @@ func registered(rc Command, fullname, group, since string) *command {
 }
 
 // Ctx is one call of a registered command: its arguments, the caller's
-// keyspace and clock, and the reply writer. It lives on the caller's stack
-// (Handler must not keep it), so a call allocates nothing for it.
+// keyspace and clock, and the reply writer. It lives in the caller's
+// client, reused by every call (Handler must not keep it), so a call
+// allocates nothing for it.
 type Ctx struct {
 	s    *Server
 	c    *client

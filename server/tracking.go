@@ -214,6 +214,9 @@ func modified(cmd *command, args [][]byte, reply []byte) bool {
 	if isFamilyWrite(cmd.name) {
 		return familyModified(cmd, reply) // cmd_gcra_family.go
 	}
+	if f := extModified[cmd.name]; f != nil {
+		return f(args, reply) // handlerapi_decisions.go
+	}
 	switch reply[0] {
 	case '-':
 		// CL.THROTTLE's "Error while setting key expire" comes after the

@@ -104,6 +104,8 @@ type shard struct {
 	mem, memPending, memBatch int64
 	memUsed                   *atomic.Int64
 	_                         [64]byte // keep neighbouring shards' locks off one cache line
+
+	win windowHeap // window keys' states (window.go); guarded by mu
 }
 
 // Options configures a Store. The zero value is a memory-only store.
@@ -146,6 +148,7 @@ func (sh *shard) reset() {
 	sh.arena, sh.garbage = nil, 0
 	sh.slab, sh.free = nil, nil
 	sh.raw = make(map[uint32]string)
+	sh.win = windowHeap{}
 	sh.sweep, sh.peak = 0, 0
 	sh.resetMemLocked()
 	sh.publishLocked()

@@ -154,6 +154,7 @@ func (sh *shard) shrinkLocked() {
 		sh.peak = sh.used
 	}
 	sh.compactArenaLocked()
+	sh.compactWinLocked() // window.go
 	end := len(sh.slab)
 	for end > 0 && sh.slab[end-1].flags&flagUsed == 0 {
 		end--
@@ -188,8 +189,9 @@ func (sh *shard) shrinkLocked() {
 
 // Change is one key's state for persistence: Deleted, or the value and its
 // expiry. The value is TAT when IsTAT (a plain TAT, the common case: no
-// text is formatted for it), else its text. Key and Text are owned by the
-// receiver.
+// text is formatted for it), else its text; for a key of another Kind
+// (KindWindow: the window package's encoded state) Text is that kind's
+// bytes. Key and Text are owned by the receiver.
 type Change struct {
 	Key        []byte
 	Text       []byte
@@ -197,6 +199,7 @@ type Change struct {
 	IsTAT      bool
 	ExpireAtMs int64
 	Deleted    bool
+	Kind       Kind
 }
 
 // Drain returns every change since the previous Drain, deletions first, then
@@ -322,6 +325,9 @@ func (s *Store) DumpShard(i int, nowMs int64, fn func(Change)) {
 // it, so the drain and the base rewrite agree on what a plain TAT is.
 func (sh *shard) changeLocked(slot uint32, key, buf []byte) (Change, []byte) {
 	e := &sh.slab[slot]
+	if e.flags&kindMask != 0 {
+		return sh.kindChangeLocked(slot, key, buf) // window.go
+	}
 	if e.flags&(flagRaw|flagInvalid) == 0 {
 		return Change{Key: key, TAT: e.tat, IsTAT: true, ExpireAtMs: e.exp}, buf
 	}

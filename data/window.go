@@ -1,0 +1,175 @@
+// Package data holds the handlers of celld's commands that live beside
+// package server and join its dispatch table through server.Register
+// (design.md, "data handlers"). Each file registers its commands from an
+// init function; main imports the package for that effect.
+package data
+
+import (
+	"errors"
+
+	"github.com/celld/celld/server"
+	"github.com/celld/celld/store"
+	"github.com/celld/celld/window"
+)
+
+// CL.WINDOW (spec/windows.md, docs/cl-window.md):
+//
+//	CL.WINDOW <key> <limit> <window_ms> [<quantity>] [LOG | SLIDING | FIXED]
+//
+// One atomic counting-window decision with CL.THROTTLE's five-integer
+// reply, times in ms. The handler runs on the caller's goroutine (or in
+// EXEC or a script), reads the clock once, and allocates nothing for an
+// existing key.
+
+func init() {
+	server.Register(server.Command{
+		Name: "cl.window", Arity: -4, Flags: "write denyoom fast", FirstKey: 1, LastKey: 1, Step: 1,
+		ACL: "write fast", Group: "generic", Since: "0.1.0",
+		Summary: "Counts a call against a sliding log, fixed or sliding-counter window; replies like CL.THROTTLE, in milliseconds.",
+		Run:     cmdWindow, Modified: windowModified,
+	})
+	decWindow = server.RegisterDecisionCommand("cl.window")
+}
+
+// decWindow is CL.WINDOW's row in the per-limiter decision counters.
+var decWindow server.DecisionCmd
+
+// The error replies (Redis style: redis-cell has no such command to copy).
+const (
+	winErrArgs     = "ERR wrong number of arguments for 'cl.window' command"
+	winErrNotInt   = "ERR value is not an integer or out of range"
+	winErrLimit    = "ERR limit must be at least 1"
+	winErrWindow   = "ERR window_ms must be at least 1"
+	winErrQuantity = "ERR quantity must not be negative"
+	winErrSyntax   = "ERR syntax error"
+	winErrCorrupt  = "ERR the window state stored at this key is damaged"
+	winErrOOM      = "OOM command not allowed when used memory > 'maxmemory'."
+)
+
+// cmdWindow parses, decides through store.Store.Window and replies.
+func cmdWindow(x *server.Ctx) {
+	args := x.Args()
+	if len(args) > 6 {
+		x.Error(winErrArgs)
+		return
+	}
+	limit, ok := winParseInt(args[2])
+	if !ok {
+		x.Error(winErrNotInt)
+		return
+	}
+	w, ok := winParseInt(args[3])
+	if !ok {
+		x.Error(winErrNotInt)
+		return
+	}
+	q, mode := int64(1), window.Log
+	switch len(args) {
+	case 5: // quantity or mode
+		if m, isMode := window.ParseMode(args[4]); isMode {
+			mode = m
+		} else if q, ok = winParseInt(args[4]); !ok {
+			x.Error(winErrNotInt)
+			return
+		}
+	case 6:
+		if q, ok = winParseInt(args[4]); !ok {
+			x.Error(winErrNotInt)
+			return
+		}
+		if mode, ok = window.ParseMode(args[5]); !ok {
+			x.Error(winErrSyntax)
+			return
+		}
+	}
+	switch {
+	case limit < 1:
+		x.Error(winErrLimit)
+		return
+	case w < 1:
+		x.Error(winErrWindow)
+		return
+	case q < 0:
+		x.Error(winErrQuantity)
+		return
+	}
+	r, err := x.Store().Window(args[1], window.Limit{Mode: mode, Limit: limit, WindowMs: w}, q, x.NowMs())
+	if err != nil {
+		switch {
+		case errors.Is(err, store.ErrWrongType):
+			x.WrongType()
+		case errors.Is(err, store.ErrOOM):
+			x.Error(winErrOOM)
+		default:
+			x.Error(winErrCorrupt)
+		}
+		return
+	}
+	// The one place CL.WINDOW's decisions are counted (per limiter, with
+	// shadow mode: a shadowed denial is answered as allowed, as
+	// CL.THROTTLE's, and was not written).
+	if x.Decide(decWindow, args[1], r.Limited, r.Limit, r.Remaining) == server.VerdictShadowDenied {
+		r.Limited, r.Remaining, r.RetryAfter = false, 0, -1
+		x.NoWrite()
+	}
+	limited := int64(0)
+	if r.Limited {
+		limited = 1
+	}
+	x.Array(5)
+	x.Int(limited)
+	x.Int(r.Limit)
+	x.Int(r.Remaining)
+	x.Int(r.RetryAfter)
+	x.Int(r.ResetAfter)
+}
+
+// windowModified tells WATCH and client-side caching which calls wrote
+// the key: an allowed one (*5 :0) whose quantity is not 0 (a peek).
+func windowModified(args [][]byte, reply []byte) bool {
+	const allowed = "*5\r\n:0\r\n"
+	if len(reply) < len(allowed) || string(reply[:len(allowed)]) != allowed {
+		return false
+	}
+	if len(args) >= 5 && string(args[4]) == "0" { // Redis integer syntax: "0" is the only zero
+		return false
+	}
+	return true
+}
+
+// winParseInt reads b as Redis's string2ll does: an optional '-' then
+// ASCII digits, no leading zeros (but "0"), no '+', no spaces, within
+// int64. It does not allocate.
+func winParseInt(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 20 {
+		return 0, false
+	}
+	if len(b) == 1 && b[0] == '0' {
+		return 0, true
+	}
+	neg := b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) == 0 || b[0] < '1' || b[0] > '9' {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		d := uint64(c - '0')
+		if c < '0' || c > '9' || n > (1<<64-1-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
+	}
+	if neg {
+		if n > 1<<63 {
+			return 0, false
+		}
+		return -int64(n), true
+	}
+	if n > 1<<63-1 {
+		return 0, false
+	}
+	return int64(n), true
+}
