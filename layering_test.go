@@ -26,6 +26,8 @@ func TestLayering(t *testing.T) {
 		"server":            {mod + "gcra", mod + "store", mod + "cluster", mod + "script", "github.com/tidwall/redcon", "golang.org/x/sys/unix"},
 		"metrics":           {mod + "server", "github.com/prometheus/"},
 		"config":            nil, // flags and environment: standard library only
+		"kinds":             nil, // value structures: pure
+		"data":              {mod + "server", mod + "store", mod + "kinds"},
 	}
 	for dir, ok := range allowed {
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))

@@ -27,6 +27,10 @@ func cmdGet(s *Server, c *client, args [][]byte) {
 		c.out = c.appendNull(c.out)
 		return
 	}
+	if v.Kind != store.KindString {
+		c.out = appendError(c.out, ErrWrongTypeText)
+		return
+	}
 	c.out = appendHeader(c.out, '$', v.TextLen())
 	c.out = v.AppendText(c.out)
 	c.out = append(c.out, '\r', '\n')

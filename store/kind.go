@@ -83,5 +83,5 @@ func (sh *shard) retimeLocked(slot uint32, exp int64, nowMs int64) {
 // its entry (and its memory charge), when the key is deleted or overwritten
 // by another kind. Each kind's storage adds its case here. Requires sh.mu.
 func (sh *shard) dropKindLocked(slot uint32) {
-	_ = slot
+	sh.dropObjectLocked(slot) // hashes, lists, sorted sets (object.go)
 }
