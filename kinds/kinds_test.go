@@ -246,3 +246,57 @@ func TestHashAgainstModel(t *testing.T) {
 		t.Fatalf("each/size mismatch: %d %d", h.Size(), want)
 	}
 }
+
+func TestImagesRoundTrip(t *testing.T) {
+	h := NewHash()
+	h.Set("a", "1")
+	h.Set("", "empty field")
+	l := NewList()
+	l.PushBack("x")
+	l.PushFront("")
+	z := NewZSet()
+	z.Set("m", math.Inf(-1))
+	z.Set("n", 2.5)
+	h2, err := DecodeHash(h.AppendImage(nil))
+	if err != nil || h2.Len() != 2 || h2.Size() != h.Size() {
+		t.Fatalf("hash: %v", err)
+	}
+	if v, _ := h2.Get(""); v != "empty field" {
+		t.Fatal("hash field lost")
+	}
+	l2, err := DecodeList(l.AppendImage(nil))
+	if err != nil || l2.Len() != 2 || l2.At(0) != "" || l2.At(1) != "x" {
+		t.Fatalf("list: %v", err)
+	}
+	z2, err := DecodeZSet(z.AppendImage(nil))
+	if err != nil || z2.Len() != 2 {
+		t.Fatalf("zset: %v", err)
+	}
+	if s, _ := z2.Score("m"); !math.IsInf(s, -1) {
+		t.Fatal("zset score lost")
+	}
+	// Every truncation of an image is refused, never a panic.
+	for _, img := range [][]byte{h.AppendImage(nil), l.AppendImage(nil), z.AppendImage(nil)} {
+		for i := 0; i < len(img); i++ {
+			_, e1 := DecodeHash(img[:i])
+			_, e2 := DecodeList(img[:i])
+			_, e3 := DecodeZSet(img[:i])
+			if e1 == nil && e2 == nil && e3 == nil && i > 0 {
+				t.Fatalf("truncated image %q accepted by every decoder", img[:i])
+			}
+		}
+	}
+}
+
+func FuzzDecodeImages(f *testing.F) {
+	f.Add([]byte{1, 1, 'a', 1, 'b'})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if h, err := DecodeHash(b); err == nil {
+			if string(h.AppendImage(nil)) != string(b) {
+				t.Fatal("hash image does not round-trip")
+			}
+		}
+		DecodeList(b)
+		DecodeZSet(b)
+	})
+}

@@ -251,6 +251,10 @@ type Op struct {
 	IsTAT      bool
 	ExpireAtMs int64
 	Delete     bool
+	// Kind, when not 0, makes the op an object entry (object.go): the
+	// key holds a value of that kind whose whole content is Object.
+	Kind   byte
+	Object []byte
 }
 
 // RestoreStats reports what Replay or Restore did.

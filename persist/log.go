@@ -461,7 +461,11 @@ func (db *DB) WriteBase(fill func(w *BaseWriter) error) (BaseStats, error) {
 // mutex for the whole scan. Cost: one sequential read of the base and the
 // log, O(their bytes), no allocation per entry. A chunk that does not decode
 // yields ErrCorrupt.
-func (db *DB) Replay(nowMs int64, fn func(key, value []byte, expireAtMs int64, deleted bool) error) (RestoreStats, error) {
+//
+// Object entries (object.go) go to obj, when given, with the same rules:
+// an expired one is passed to fn as a deletion. Without obj they are
+// reported as ErrCorrupt.
+func (db *DB) Replay(nowMs int64, fn func(key, value []byte, expireAtMs int64, deleted bool) error, obj ...ObjectFunc) (RestoreStats, error) {
 	start := time.Now()
 	var st RestoreStats
 	db.pm.Lock()
@@ -502,6 +506,20 @@ func (db *DB) Replay(nowMs int64, fn func(key, value []byte, expireAtMs int64, d
 		}
 		return nil
 	}
+	var objApply []ObjectFunc
+	if len(obj) > 0 && obj[0] != nil {
+		objApply = []ObjectFunc{func(k []byte, kind byte, image []byte, exp int64) error {
+			if exp != 0 && exp <= nowMs {
+				return apply(k, nil, exp, false) // counted and passed as expired
+			}
+			st.Loaded++
+			if err := obj[0](k, kind, image, exp); err != nil {
+				fnErr = err
+				return err
+			}
+			return nil
+		}}
+	}
 	baseGen, baseSeq := db.pm.baseGen, db.pm.baseSeq
 	err = callPebble(func() error {
 		// v1 records, one per key.
@@ -518,7 +536,7 @@ func (db *DB) Replay(nowMs int64, fn func(key, value []byte, expireAtMs int64, d
 		chunk := func(what string, bytes *int64) func(k, v []byte) error {
 			return func(k, v []byte) error {
 				*bytes += int64(len(v))
-				cbErr, formatErr := decodeChunk(v, apply)
+				cbErr, formatErr := decodeChunk(v, apply, objApply...)
 				if formatErr != nil {
 					return fmt.Errorf("%w: %s: %s chunk %x: %v", ErrCorrupt, db.dir, what, k[1:], formatErr)
 				}
@@ -536,7 +554,7 @@ func (db *DB) Replay(nowMs int64, fn func(key, value []byte, expireAtMs int64, d
 	})
 	if err == nil && !fnPanicky {
 		var n int64
-		n, err = db.replayChangeFilesLocked(apply)
+		n, err = db.replayChangeFilesLocked(apply, objApply...)
 		st.LogBytes += n
 		d := db.Damage()
 		st.DamagedRecords, st.DamagedBytes = d.Records, d.Bytes

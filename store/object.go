@@ -19,6 +19,20 @@ type Object interface {
 	Len() int
 	// Size is the object's approximate heap footprint in bytes, O(1).
 	Size() int64
+	// AppendImage appends the object's whole content, encoded, to b
+	// (persistence: the drain and the base rewrite). O(elements).
+	AppendImage(b []byte) []byte
+}
+
+// objectChangeLocked describes slot's object as a Change: its kind and
+// image, appended to buf (which it returns). Requires sh.mu.
+func (sh *shard) objectChangeLocked(slot uint32, key, buf []byte) (Change, []byte) {
+	e := &sh.slab[slot]
+	start := len(buf)
+	if o, ok := sh.objs[slot]; ok {
+		buf = o.obj.AppendImage(buf)
+	}
+	return Change{Key: key, Kind: e.kind(), Image: buf[start:len(buf):len(buf)], ExpireAtMs: e.exp}, buf
 }
 
 // objSlot is an object and what its key is currently charged for it.
@@ -143,6 +157,7 @@ func (s *Store) LoadObject(key []byte, kind Kind, obj Object, expireAtMs int64) 
 	if !exists {
 		slot = sh.insertLocked(key, h, pos)
 	}
+	sh.dropObjectLocked(slot) // a same-kind object from an earlier entry
 	wasDirty := sh.slab[slot].flags&flagDirty != 0
 	sh.writeLocked(slot, 0, expireAtMs, kindFlags(kind), "")
 	if sh.track && !wasDirty {

@@ -197,6 +197,10 @@ type Change struct {
 	IsTAT      bool
 	ExpireAtMs int64
 	Deleted    bool
+	// Kind is the key's kind; for any kind but KindString the value is
+	// Image, the object's whole content (Object.AppendImage), not Text.
+	Kind  Kind
+	Image []byte
 }
 
 // Drain returns every change since the previous Drain, deletions first, then
@@ -322,6 +326,9 @@ func (s *Store) DumpShard(i int, nowMs int64, fn func(Change)) {
 // it, so the drain and the base rewrite agree on what a plain TAT is.
 func (sh *shard) changeLocked(slot uint32, key, buf []byte) (Change, []byte) {
 	e := &sh.slab[slot]
+	if e.flags&kindMask != 0 {
+		return sh.objectChangeLocked(slot, key, buf)
+	}
 	if e.flags&(flagRaw|flagInvalid) == 0 {
 		return Change{Key: key, TAT: e.tat, IsTAT: true, ExpireAtMs: e.exp}, buf
 	}
