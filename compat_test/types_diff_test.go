@@ -55,3 +55,13 @@ func TestTypesDiff(t *testing.T) {
 	all = append(all, steps...)
 	diffRun(t, all)
 }
+
+// TestTypesScanTypeDiff: SCAN's TYPE option names the kinds as Redis
+// does (one SCAN call with a COUNT past the keyspace, one key per kind).
+func TestTypesScanTypeDiff(t *testing.T) {
+	steps := []dstep{d("SET s 1"), d("HSET h f v"), d("RPUSH l a"), d("ZADD z 1 m")}
+	for _, typ := range []string{"string", "hash", "list", "zset", "set"} {
+		steps = append(steps, dstep{cmd: []string{"SCAN", "0", "COUNT", "1000", "TYPE", typ}})
+	}
+	diffRun(t, steps)
+}

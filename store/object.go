@@ -169,3 +169,37 @@ func (s *Store) LoadObject(key []byte, kind Kind, obj Object, expireAtMs int64) 
 	}
 	sh.chargeLocked(slot, objSlot{obj: obj})
 }
+
+// ScanKind is Scan with each key's kind (SCAN's TYPE option): the same
+// cursor, count and ownership rules.
+func (s *Store) ScanKind(cursor uint64, count int, nowMs int64, fn func(key []byte, kind Kind)) uint64 {
+	if count < 1 {
+		count = 1
+	}
+	si, slot := cursor>>32, uint32(cursor)
+	visited := 0
+	for si < nShards {
+		sh := &s.shards[si]
+		sh.mu.Lock()
+		for int(slot) < len(sh.slab) && visited < count {
+			if e := &sh.slab[slot]; e.flags&flagUsed != 0 && e.alive(nowMs) {
+				fn(sh.keyOf(e), e.kind())
+			}
+			slot++
+			visited++
+		}
+		done := int(slot) >= len(sh.slab)
+		sh.mu.Unlock()
+		if !done {
+			return si<<32 | uint64(slot)
+		}
+		si, slot = si+1, 0
+		if visited >= count {
+			break
+		}
+	}
+	if si >= nShards {
+		return 0
+	}
+	return si << 32
+}
