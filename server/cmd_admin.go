@@ -223,7 +223,7 @@ func (s *Server) configParams() [][2]string {
 		{"appendonly", "no"}, {"databases", "1"},
 		{"client-output-buffer-limit", s.cfg.OutputBufferLimit.configValue()},
 		{"port", port}, {"save", ""}, {"timeout", "0"},
-	}, s.memoryConfigParams()...) // memory.go
+	}, append(s.memoryConfigParams(), encodingParams...)...) // memory.go, config_encodings.go
 }
 
 func cmdConfigGet(s *Server, c *client, args [][]byte) {

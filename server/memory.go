@@ -58,6 +58,10 @@ func cmdConfigSet(s *Server, c *client, args [][]byte) {
 			dup, setPol = setPol, true
 			policy, err = store.ParsePolicy(val)
 		default:
+			if encodingParam(name) { // accepted, no effect: config_encodings.go
+				err = checkEncodingValue(val)
+				break
+			}
 			c.out = appendError(c.out, errUnknownConfig(pairs[i]))
 			return
 		}

@@ -203,3 +203,25 @@ func (s *Store) ScanKind(cursor uint64, count int, nowMs int64, fn func(key []by
 	}
 	return si << 32
 }
+
+// KeyMemory is what key is charged (MEMORY USAGE): its entry and name,
+// its text when kept verbatim, its object. O(1).
+func (s *Store) KeyMemory(key []byte, nowMs int64) (int64, bool) {
+	h := s.hashKey(key)
+	sh := s.shardFor(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	slot, ok := sh.lookupLocked(key, h, nowMs)
+	if !ok {
+		return 0, false
+	}
+	e := &sh.slab[slot]
+	n := keyCost(e.klen)
+	if e.flags&flagRaw != 0 {
+		n += rawCost(len(sh.raw[slot]))
+	}
+	if o, ok := sh.objs[slot]; ok {
+		n += o.charged
+	}
+	return n, true
+}
