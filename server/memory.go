@@ -59,7 +59,7 @@ func cmdConfigSet(s *Server, c *client, args [][]byte) {
 			policy, err = store.ParsePolicy(val)
 		default:
 			if encodingParam(name) { // accepted, no effect: config_encodings.go
-				err = checkEncodingValue(val)
+				err = checkEncodingValue(name, val)
 				break
 			}
 			c.out = appendError(c.out, errUnknownConfig(pairs[i]))
