@@ -46,7 +46,7 @@ const zElemCost = 56 + 24 + 48
 
 // NewZSet returns an empty sorted set.
 func NewZSet() *ZSet {
-	return &ZSet{head: &zNode{lv: make([]zLevel, zMaxLevel)}, level: 1, dict: map[string]float64{}, size: 64}
+	return &ZSet{head: &zNode{lv: make([]zLevel, 1, 4)}, level: 1, dict: map[string]float64{}, size: 64}
 }
 
 // Len is the number of members.
@@ -91,6 +91,9 @@ func (z *ZSet) insert(score float64, member string) {
 	}
 	level := zRandomLevel()
 	if level > z.level {
+		for len(z.head.lv) < level {
+			z.head.lv = append(z.head.lv, zLevel{}) // the head grows with the set
+		}
 		for i := z.level; i < level; i++ {
 			rank[i] = 0
 			update[i] = z.head
