@@ -49,6 +49,10 @@ func TestTypesDiff(t *testing.T) {
 		d("ZPOPMIN z"), d("ZPOPMAX z 2"), d("ZPOPMIN z -1"), d("ZPOPMIN noz"), d("ZPOPMIN noz 2"), d("ZADD z 1.5 a 1e20 b 1700000000000 c 0.1 d"), d("ZRANGE z 0 -1 WITHSCORES"),
 		d("ZSCAN z 0"), d("ZSCAN noz 0"), d("ZADD h 1 a"), d("ZSCORE l a"), d("TYPE z"), d("TYPE l"), d("TYPE lex"),
 		d("ZADD big 1 a"), d("ZPOPMIN big 0"), d("ZPOPMAX big"), d("EXISTS big"),
+		d("ZADD src 1 a 2 b 3 c 4 d"), d("ZRANGESTORE dst src 1 2"), d("ZRANGE dst 0 -1 WITHSCORES"), d("ZRANGESTORE dst src (1 +inf BYSCORE REV LIMIT 0 2"),
+		d("ZRANGE dst 0 -1"), d("ZRANGESTORE dst src 5 6"), d("EXISTS dst"), d("ZRANGESTORE dst src 0 -1 WITHSCORES"), d("ZRANGESTORE dst nosrc 0 -1"),
+		d("ZADD zb 1 b 5 c"), d("ZUNIONSTORE out 2 src zb WEIGHTS 2 3 AGGREGATE MAX"), d("ZRANGE out 0 -1 WITHSCORES"), d("ZINTER 2 src zb WITHSCORES"),
+		d("ZDIFF 2 src zb"), d("ZINTERCARD 2 src zb LIMIT 1"), d("ZUNION 0 src"), d("ZUNION 3 src zb"), d("LMPOP 2 nol l LEFT COUNT 2"), d("ZMPOP 1 src MAX COUNT 2"),
 	}
 	all := append([]dstep{}, steps...)
 	all = append(all, d("FLUSHALL"), dstep{cmd: []string{"HELLO", "3"}, norm: func(string) string { return "" }})
