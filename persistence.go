@@ -227,6 +227,11 @@ func (p *persistence) load(now time.Time) error {
 		}
 		p.st.Load(key, value, exp)
 		return nil
+	}, func(key []byte, kind byte, image []byte, exp int64) error {
+		if backMs != 0 && exp != 0 {
+			exp -= backMs
+		}
+		return loadObject(p.st, key, kind, image, exp)
 	})
 	if err != nil {
 		return err
@@ -257,7 +262,9 @@ func (p *persistence) snapshot(nowMs int64, w *persist.BaseWriter) error {
 			w.AddWindow(c.Key, c.Text, c.ExpireAtMs)
 			return
 		}
-		if c.IsTAT {
+		if c.Kind != store.KindString {
+			w.AddObject(c.Key, byte(c.Kind), c.Image, c.ExpireAtMs)
+		} else if c.IsTAT {
 			w.AddTAT(c.Key, c.TAT, c.ExpireAtMs)
 		} else {
 			w.Add(c.Key, c.Text, c.ExpireAtMs)
@@ -286,8 +293,15 @@ func (p *persistence) drain(nowMs int64, buf []persist.Op) []persist.Op {
 	// times, which is most of a shutdown's drain.
 	buf = slices.Grow(buf, p.st.DirtyKeys()*5/4+64) // headroom: keys dirtied meanwhile
 	p.block = p.st.DrainFunc(nowMs, p.spare[:0], func(c store.Change) {
-		buf = append(buf, persist.Op{Key: c.Key, Value: c.Text, TAT: c.TAT, IsTAT: c.IsTAT, ExpireAtMs: c.ExpireAtMs, Delete: c.Deleted,
-			Window: c.Kind == store.KindWindow})
+		op := persist.Op{Key: c.Key, Value: c.Text, TAT: c.TAT, IsTAT: c.IsTAT, ExpireAtMs: c.ExpireAtMs, Delete: c.Deleted}
+		switch c.Kind {
+		case store.KindString:
+		case store.KindWindow:
+			op.Window = true
+		default:
+			op.Kind, op.Object = byte(c.Kind), c.Image
+		}
+		buf = append(buf, op)
 	})
 	p.spare = nil
 	if len(buf) == n { // nothing refers to the block: keep it

@@ -452,7 +452,7 @@ func (db *DB) scanChangeFilesLocked() error {
 // replayChangeFilesLocked passes every change-file record above the base
 // to apply, in seq order, and returns the payload bytes replayed. db.mu
 // must be held.
-func (db *DB) replayChangeFilesLocked(apply entryFunc) (int64, error) {
+func (db *DB) replayChangeFilesLocked(apply entryFunc, obj ...ObjectFunc) (int64, error) {
 	var (
 		buf   []byte
 		bytes int64
@@ -465,7 +465,7 @@ func (db *DB) replayChangeFilesLocked(apply entryFunc) (int64, error) {
 				return nil
 			}
 			bytes += int64(len(payload))
-			cbErr, formatErr := decodeChunk(payload, apply)
+			cbErr, formatErr := decodeChunk(payload, apply, obj...)
 			if formatErr != nil {
 				// The CRC matched, so this was written: corruption,
 				// not a torn tail.

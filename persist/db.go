@@ -180,6 +180,10 @@ type Op struct {
 	// Window: Value is a CL.WINDOW state, stored as a 'w' entry and
 	// given back as KindWindow by ReplayKinds (window.go).
 	Window bool
+	// Kind, when not 0, makes the op an object entry (object.go): the
+	// key holds a value of that kind whose whole content is Object.
+	Kind   byte
+	Object []byte
 }
 
 // RestoreStats reports what Replay or Restore did.

@@ -39,6 +39,8 @@ func entrySize(op *Op) int {
 	switch {
 	case op.Window && !op.Delete:
 		return windowEntrySize(op) // window.go
+	case op.Kind != 0 && !op.Delete:
+		return objectEntrySize(op) // object.go
 	case op.Delete:
 	case op.IsTAT:
 		n += varintLen(op.ExpireAtMs) + 8
@@ -58,6 +60,9 @@ func appendEntry(b []byte, op *Op) []byte {
 		b = append(b, entryDelete)
 		b = binary.AppendUvarint(b, uint64(len(op.Key)))
 		return append(b, op.Key...)
+	}
+	if op.Kind != 0 {
+		return appendObject(b, op.Key, op.Kind, op.Object, op.ExpireAtMs)
 	}
 	if op.IsTAT {
 		return appendTAT(b, op.Key, op.TAT, op.ExpireAtMs)
@@ -111,8 +116,9 @@ func appendSet(b, key, value []byte, exp int64) []byte {
 // decodeChunk calls fn for every entry of chunk, in order, with the kind
 // of its value. key and value alias chunk. A malformed chunk is reported
 // as an error (the caller wraps ErrCorrupt); fn's error stops the walk and
-// is returned as is.
-func decodeChunk(chunk []byte, fn entryFunc) (fnErr, formatErr error) {
+// is returned as is. Object entries (hashes, lists, sorted sets) go to obj
+// (object.go); without it they are a format error.
+func decodeChunk(chunk []byte, fn entryFunc, obj ...ObjectFunc) (fnErr, formatErr error) {
 	var text [20]byte // a 't' entry's value, valid during fn
 	for off := 0; off < len(chunk); {
 		kind := chunk[off]
@@ -164,6 +170,14 @@ func decodeChunk(chunk []byte, fn entryFunc) (fnErr, formatErr error) {
 			off += 8
 			if err := fn(key, strconv.AppendUint(text[:0], tat, 10), exp, KindString, false); err != nil {
 				return err, nil
+			}
+		case entryObject:
+			var fnErr, formatErr error
+			if len(obj) == 0 {
+				obj = []ObjectFunc{nil}
+			}
+			if off, fnErr, formatErr = decodeObject(chunk, off, key, obj[0]); fnErr != nil || formatErr != nil {
+				return fnErr, formatErr
 			}
 		default:
 			return nil, fmt.Errorf("unknown entry kind %q at byte %d", kind, off-1)

@@ -334,14 +334,16 @@ func (db *DB) WriteBase(fill func(w *BaseWriter) error) (BaseStats, error) {
 // yields ErrCorrupt.
 //
 // Replay passes a window key's state as its value; a caller that restores
-// windows uses ReplayKinds.
-func (db *DB) Replay(nowMs int64, fn func(key, value []byte, expireAtMs int64, deleted bool) error) (RestoreStats, error) {
-	return db.ReplayKinds(nowMs, func(k, v []byte, exp int64, _ Kind, deleted bool) error { return fn(k, v, exp, deleted) })
+// windows uses ReplayKinds. Object entries (hashes, lists, sorted sets:
+// object.go) go to obj, when given, with the same rules: an expired one is
+// passed to fn as a deletion. Without obj they are reported as ErrCorrupt.
+func (db *DB) Replay(nowMs int64, fn func(key, value []byte, expireAtMs int64, deleted bool) error, obj ...ObjectFunc) (RestoreStats, error) {
+	return db.ReplayKinds(nowMs, func(k, v []byte, exp int64, _ Kind, deleted bool) error { return fn(k, v, exp, deleted) }, obj...)
 }
 
 // ReplayKinds is Replay with each value's kind (KindString, or KindWindow
 // for a CL.WINDOW state).
-func (db *DB) ReplayKinds(nowMs int64, fn entryFunc) (RestoreStats, error) {
+func (db *DB) ReplayKinds(nowMs int64, fn entryFunc, obj ...ObjectFunc) (RestoreStats, error) {
 	start := time.Now()
 	var st RestoreStats
 	db.pm.Lock()
@@ -380,10 +382,24 @@ func (db *DB) ReplayKinds(nowMs int64, fn entryFunc) (RestoreStats, error) {
 		}
 		return nil
 	}
+	var objApply []ObjectFunc
+	if len(obj) > 0 && obj[0] != nil {
+		objApply = []ObjectFunc{func(k []byte, kind byte, image []byte, exp int64) error {
+			if exp != 0 && exp <= nowMs {
+				return apply(k, nil, exp, KindString, false) // counted and passed as expired
+			}
+			st.Loaded++
+			if err := obj[0](k, kind, image, exp); err != nil {
+				fnErr = err
+				return err
+			}
+			return nil
+		}}
+	}
 	var bs baseScan
 	bs, err := readBaseFile(db.fs, db.pm.basePath, db.pm.baseSeq, func(payload []byte) error {
 		st.BaseBytes += int64(len(payload))
-		cbErr, formatErr := decodeChunk(payload, apply)
+		cbErr, formatErr := decodeChunk(payload, apply, objApply...)
 		if formatErr != nil {
 			// The CRC matched, so this was written: corruption.
 			return fmt.Errorf("%w: %s: base %s: %v", ErrCorrupt, db.dir, db.fs.PathBase(db.pm.basePath), formatErr)
@@ -393,7 +409,7 @@ func (db *DB) ReplayKinds(nowMs int64, fn entryFunc) (RestoreStats, error) {
 	if err == nil && !fnPanicky {
 		db.reportBaseDamage(bs)
 		var n int64
-		n, err = db.replayChangeFilesLocked(apply)
+		n, err = db.replayChangeFilesLocked(apply, objApply...)
 		st.LogBytes += n
 		d := db.Damage()
 		st.DamagedRecords, st.DamagedBytes = d.Records, d.Bytes

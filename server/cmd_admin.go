@@ -224,7 +224,7 @@ func (s *Server) configParams() [][2]string {
 		{"client-output-buffer-limit", s.cfg.OutputBufferLimit.configValue()},
 		{"port", port}, {"save", ""}, {"timeout", "0"},
 		{"shadow", s.dec.shadowText()}, // decisions.go
-	}, s.memoryConfigParams()...) // memory.go
+	}, append(s.memoryConfigParams(), encodingParams...)...) // memory.go, config_encodings.go
 }
 
 func cmdConfigGet(s *Server, c *client, args [][]byte) {

@@ -28,8 +28,8 @@ func cmdKeys(s *Server, c *client, args [][]byte) {
 	}
 }
 
-// knownTypes are the type names SCAN's TYPE option accepts; only "string"
-// matches anything in celld.
+// knownTypes are the type names SCAN's TYPE option accepts (Redis's; "set"
+// and "stream" match nothing in celld).
 var knownTypes = map[string]bool{"string": true, "list": true, "set": true, "zset": true, "hash": true, "stream": true}
 
 func cmdScan(s *Server, c *client, args [][]byte) {
@@ -76,8 +76,8 @@ func cmdScan(s *Server, c *client, args [][]byte) {
 	}
 	matchAll := !hasPattern || pattern == "*"
 	var keys []string
-	next := s.keyspace(c).Scan(cursor, int(count), s.nowMs(), func(k []byte) {
-		if hasType && typ != "string" {
+	next := s.keyspace(c).ScanKind(cursor, int(count), s.nowMs(), func(k []byte, kind store.Kind) {
+		if hasType && typ != kind.String() {
 			return
 		}
 		if matchAll || store.Match(pattern, store.KeyString(k)) {

@@ -222,8 +222,11 @@ func (x *Ctx) Double(f float64) {
 	x.c.out = appendBulk(x.c.out, text)
 }
 
-// appendRedisDouble formats f as Redis 7 does for scores and
-// INCRBYFLOAT-style replies: %.17g's shortest round-trip form.
+// AppendScore appends f as Redis writes a score in text (ZSCAN, RESP2
+// replies): appendRedisDouble.
+func AppendScore(b []byte, f float64) []byte { return appendRedisDouble(b, f) }
+
+// appendRedisDouble formats f as Redis 7.0 does for scores: %.17g.
 func appendRedisDouble(b []byte, f float64) []byte {
 	switch {
 	case math.IsInf(f, 1):
@@ -233,7 +236,10 @@ func appendRedisDouble(b []byte, f float64) []byte {
 	case math.IsNaN(f):
 		return append(b, "nan"...)
 	}
-	return strconv.AppendFloat(b, f, 'g', -1, 64)
+	// Redis 7.0's addReplyDouble: printf's %.17g, which strconv's 'g'
+	// with precision 17 reproduces (0.1 is "0.10000000000000001",
+	// 1700000000000 stays "1700000000000", 1e20 is "1e+20").
+	return strconv.AppendFloat(b, f, 'g', 17, 64)
 }
 
 // ErrWrongTypeText is Redis's reply to a command on a key of another kind

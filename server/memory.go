@@ -63,6 +63,10 @@ func cmdConfigSet(s *Server, c *client, args [][]byte) {
 			dup, setShadow = setShadow, true
 			shadow = val
 		default:
+			if encodingParam(name) { // accepted, no effect: config_encodings.go
+				err = checkEncodingValue(name, val)
+				break
+			}
 			c.out = appendError(c.out, errUnknownConfig(pairs[i]))
 			return
 		}

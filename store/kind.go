@@ -84,4 +84,5 @@ func (sh *shard) retimeLocked(slot uint32, exp int64, nowMs int64) {
 // by another kind. Each kind's storage adds its case here. Requires sh.mu.
 func (sh *shard) dropKindLocked(slot uint32) {
 	sh.dropWindowLocked(slot) // window.go
+	sh.dropObjectLocked(slot) // hashes, lists, sorted sets (object.go)
 }

@@ -48,7 +48,7 @@ func (s *Store) Rename(src, dst []byte, nowMs int64, nx bool) (bool, error) {
 	if _, exists := ds.lookupLocked(dst, hd, nowMs); exists && nx {
 		return false, nil
 	}
-	if !copyable(ss.slab[sslot].kind()) {
+	if !copyable(ss.slab[sslot].kind(), true) {
 		return false, ErrNotCopyable
 	}
 	s.copyEntryLocked(ss, sslot, ds, dst, hd, nowMs, true)
@@ -81,7 +81,7 @@ func (s *Store) Copy(src, dst []byte, nowMs int64, replace bool) (bool, error) {
 	if _, exists := ds.lookupLocked(dst, hd, nowMs); exists && !replace {
 		return false, nil
 	}
-	if !copyable(ss.slab[sslot].kind()) {
+	if !copyable(ss.slab[sslot].kind(), false) {
 		return false, ErrNotCopyable
 	}
 	s.copyEntryLocked(ss, sslot, ds, dst, hd, nowMs, false)
@@ -109,23 +109,54 @@ func (s *Store) copyEntryLocked(ss *shard, sslot uint32, ds *shard, dst []byte, 
 	ds.slab[dslot].flags |= kind // so writeLocked sees no change of kind
 	ds.writeLocked(dslot, e.tat, e.exp, e.flags&(flagInvalid|kindMask)|lruFlags(nowMs), raw)
 	if kind != 0 {
-		ds.copyKindLocked(dslot, ss, sslot, move)
+		ds.copyKindLocked(dslot, ss, sslot, move, nowMs)
 	}
 }
 
 // copyable reports whether a key of kind k can be copied and moved: a
-// string always (all its state is in the entry); another kind once its
-// storage adds its case here and in copyKindLocked.
-func copyable(k Kind) bool {
-	return k == KindString
+// string always (all its state is in the entry), a window (its state is
+// bytes), a hash, list or sorted set only moved (RENAME: the object is
+// handed over; COPY would need a deep copy the kinds do not offer yet).
+func copyable(k Kind, move bool) bool {
+	switch k {
+	case KindString, KindWindow:
+		return true
+	case KindHash, KindList, KindZSet:
+		return move
+	}
+	return false
 }
 
 // copyKindLocked copies (or, with move, hands over) the state a key of a
 // non-string kind keeps beside its entry, from src's sslot to dslot of
 // sh; the entries' own fields are already copied. Each kind's storage adds
 // its case here (and to copyable). Requires both shards' locks.
-func (sh *shard) copyKindLocked(dslot uint32, src *shard, sslot uint32, move bool) {
-	_, _, _, _ = dslot, src, sslot, move
+func (sh *shard) copyKindLocked(dslot uint32, src *shard, sslot uint32, move bool, nowMs int64) {
+	switch src.slab[sslot].kind() {
+	case KindWindow:
+		// The entry's tat is a reference into src's window heap: give
+		// dslot a block of its own in sh's heap.
+		state := append([]byte(nil), src.winState(sslot)...)
+		e := &sh.slab[dslot]
+		e.tat = 0
+		if err := sh.putWindowLocked(dslot, state, e.exp, nowMs); err != nil {
+			sh.deleteSlotLocked(dslot) // a heap past 4 GiB: the copy is lost, not corrupt
+		}
+	case KindHash, KindList, KindZSet:
+		if !move {
+			return
+		}
+		o, ok := src.objs[sslot]
+		if !ok {
+			return
+		}
+		delete(src.objs, sslot) // handed over: src's delete releases nothing more
+		src.addMemLocked(-o.charged)
+		if sh.objs == nil {
+			sh.objs = make(map[uint32]objSlot)
+		}
+		sh.chargeLocked(dslot, objSlot{obj: o.obj})
+	}
 }
 
 // GetMany calls fn with the live value of each key in turn (MGET), all

@@ -98,6 +98,9 @@ type shard struct {
 	track    bool         // dirty and deleted are kept (set once by New)
 	expired  int64        // keys removed because their TTL passed (stats.go)
 	seed     maphash.Seed // the store's seed, for rehashing
+
+	objs map[uint32]objSlot // objects of the richer kinds (object.go)
+
 	// Memory accounting (memory.go): mem is this shard's keys' charge,
 	// memPending the part not yet added to *memUsed (Store.used), which
 	// happens once it passes memBatch either way.
@@ -149,6 +152,7 @@ func (sh *shard) reset() {
 	sh.slab, sh.free = nil, nil
 	sh.raw = make(map[uint32]string)
 	sh.win = windowHeap{}
+	sh.objs = nil
 	sh.sweep, sh.peak = 0, 0
 	sh.resetMemLocked()
 	sh.publishLocked()

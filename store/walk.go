@@ -199,7 +199,11 @@ type Change struct {
 	IsTAT      bool
 	ExpireAtMs int64
 	Deleted    bool
-	Kind       Kind
+	// Kind is the key's kind. A KindWindow state is in Text; for a hash,
+	// list or sorted set the value is Image, the object's whole content
+	// (Object.AppendImage).
+	Kind  Kind
+	Image []byte
 }
 
 // Drain returns every change since the previous Drain, deletions first, then
@@ -326,7 +330,10 @@ func (s *Store) DumpShard(i int, nowMs int64, fn func(Change)) {
 func (sh *shard) changeLocked(slot uint32, key, buf []byte) (Change, []byte) {
 	e := &sh.slab[slot]
 	if e.flags&kindMask != 0 {
-		return sh.kindChangeLocked(slot, key, buf) // window.go
+		if e.kind() == KindWindow {
+			return sh.kindChangeLocked(slot, key, buf) // window.go
+		}
+		return sh.objectChangeLocked(slot, key, buf) // object.go
 	}
 	if e.flags&(flagRaw|flagInvalid) == 0 {
 		return Change{Key: key, TAT: e.tat, IsTAT: true, ExpireAtMs: e.exp}, buf

@@ -1,0 +1,146 @@
+package kinds
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+)
+
+// Images: a value's whole content as bytes, for persistence. Each kind's
+// image is uvarint(count) followed by its elements:
+//
+//	hash:  (uvarint len, field, uvarint len, value)*   in field order
+//	list:  (uvarint len, item)*                        head to tail
+//	zset:  (8-byte little-endian float64 score, uvarint len, member)*  ascending
+//
+// Decoding checks every length, so a damaged image is an error, never a
+// panic or a huge allocation.
+
+// ErrBadImage: the bytes are not an image of the kind asked for.
+var ErrBadImage = errors.New("kinds: malformed image")
+
+func appendStr(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+type reader struct {
+	b   []byte
+	bad bool
+}
+
+func (r *reader) uvarint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.bad = true
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) str() string {
+	n := r.uvarint()
+	if r.bad || n > uint64(len(r.b)) {
+		r.bad = true
+		return ""
+	}
+	s := string(r.b[:n])
+	r.b = r.b[n:]
+	return s
+}
+
+// count reads an element count, refusing one the remaining bytes cannot
+// hold (each element takes at least min bytes) or past MaxElements.
+func (r *reader) count(min int) int {
+	n := r.uvarint()
+	if r.bad || n > MaxElements || n*uint64(min) > uint64(len(r.b)) {
+		r.bad = true
+		return 0
+	}
+	return int(n)
+}
+
+// AppendImage appends h's image to b.
+func (h *Hash) AppendImage(b []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(h.items)))
+	for _, f := range h.items {
+		b = appendStr(b, f.Field)
+		b = appendStr(b, f.Value)
+	}
+	return b
+}
+
+// DecodeHash rebuilds a hash from its image.
+func DecodeHash(img []byte) (*Hash, error) {
+	r := reader{b: img}
+	n := r.count(2)
+	h := NewHash()
+	for i := 0; i < n && !r.bad; i++ {
+		f := r.str()
+		v := r.str()
+		h.Set(f, v)
+	}
+	if r.bad || len(r.b) != 0 || h.Len() != n {
+		return nil, ErrBadImage
+	}
+	return h, nil
+}
+
+// AppendImage appends l's image to b.
+func (l *List) AppendImage(b []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(l.n))
+	for i := 0; i < l.n; i++ {
+		b = appendStr(b, l.At(i))
+	}
+	return b
+}
+
+// DecodeList rebuilds a list from its image.
+func DecodeList(img []byte) (*List, error) {
+	r := reader{b: img}
+	n := r.count(1)
+	l := NewList()
+	for i := 0; i < n && !r.bad; i++ {
+		l.PushBack(r.str())
+	}
+	if r.bad || len(r.b) != 0 {
+		return nil, ErrBadImage
+	}
+	return l, nil
+}
+
+// AppendImage appends z's image to b.
+func (z *ZSet) AppendImage(b []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(z.n))
+	for x := z.head.lv[0].next; x != nil; x = x.lv[0].next {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x.score))
+		b = appendStr(b, x.member)
+	}
+	return b
+}
+
+// DecodeZSet rebuilds a sorted set from its image.
+func DecodeZSet(img []byte) (*ZSet, error) {
+	r := reader{b: img}
+	n := r.count(9)
+	z := NewZSet()
+	for i := 0; i < n && !r.bad; i++ {
+		if len(r.b) < 8 {
+			r.bad = true
+			break
+		}
+		s := math.Float64frombits(binary.LittleEndian.Uint64(r.b))
+		r.b = r.b[8:]
+		m := r.str()
+		if math.IsNaN(s) {
+			r.bad = true
+			break
+		}
+		z.Set(m, s)
+	}
+	if r.bad || len(r.b) != 0 || z.Len() != n {
+		return nil, ErrBadImage
+	}
+	return z, nil
+}

@@ -1,0 +1,302 @@
+package kinds
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"testing"
+)
+
+// model is a brute-force sorted set: a sorted slice of elements.
+func modelSorted(m map[string]float64) []Element {
+	var out []Element
+	for k, v := range m {
+		out = append(out, Element{k, v})
+	}
+	slices.SortFunc(out, func(a, b Element) int {
+		if zLess(a.Score, a.Member, b.Score, b.Member) {
+			return -1
+		}
+		if a == b {
+			return 0
+		}
+		return 1
+	})
+	return out
+}
+
+func TestZSetAgainstModel(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	z := NewZSet()
+	m := map[string]float64{}
+	for step := 0; step < 20000; step++ {
+		member := "m" + strconv.Itoa(r.IntN(300))
+		switch r.IntN(4) {
+		case 0, 1:
+			s := float64(r.IntN(50))
+			if r.IntN(20) == 0 {
+				s = math.Inf(1 - 2*r.IntN(2))
+			}
+			_, had := m[member]
+			if z.Set(member, s) == had {
+				t.Fatalf("step %d: Set(%s) added=%v had=%v", step, member, !had, had)
+			}
+			m[member] = s
+		case 2:
+			_, had := m[member]
+			if z.Remove(member) != had {
+				t.Fatalf("step %d: Remove", step)
+			}
+			delete(m, member)
+		case 3:
+			lo, hi := float64(r.IntN(50)), float64(r.IntN(50))
+			sr := ScoreRange{Min: lo, Max: hi, MinEx: r.IntN(2) == 0, MaxEx: r.IntN(2) == 0}
+			var got, want []Element
+			z.RangeByScore(sr, false, 0, func(m string, s float64) bool { got = append(got, Element{m, s}); return true })
+			for _, e := range modelSorted(m) {
+				if sr.aboveMin(e.Score) && sr.belowMax(e.Score) {
+					want = append(want, e)
+				}
+			}
+			if !slices.Equal(got, want) || z.CountByScore(sr) != len(want) {
+				t.Fatalf("step %d: range %+v: got %v want %v count %d", step, sr, got, want, z.CountByScore(sr))
+			}
+			var rev []Element
+			z.RangeByScore(sr, true, 0, func(m string, s float64) bool { rev = append(rev, Element{m, s}); return true })
+			slices.Reverse(rev)
+			if !slices.Equal(rev, want) {
+				t.Fatalf("step %d: rev range", step)
+			}
+		}
+		if z.Len() != len(m) {
+			t.Fatalf("step %d: len %d want %d", step, z.Len(), len(m))
+		}
+		if step%97 == 0 {
+			sorted := modelSorted(m)
+			for i, e := range sorted {
+				if rk, ok := z.Rank(e.Member); !ok || rk != i {
+					t.Fatalf("step %d: rank of %s = %d want %d", step, e.Member, rk, i)
+				}
+			}
+			if len(sorted) > 0 {
+				a, b := r.IntN(len(sorted)), r.IntN(len(sorted))
+				if a > b {
+					a, b = b, a
+				}
+				var got []Element
+				z.RangeByRank(a, b, false, func(m string, s float64) bool { got = append(got, Element{m, s}); return true })
+				if !slices.Equal(got, sorted[a:b+1]) {
+					t.Fatalf("step %d: rank range", step)
+				}
+				got = nil
+				z.RangeByRank(a, b, true, func(m string, s float64) bool { got = append(got, Element{m, s}); return true })
+				rs := slices.Clone(sorted)
+				slices.Reverse(rs)
+				if !slices.Equal(got, rs[a:b+1]) {
+					t.Fatalf("step %d: rev rank range", step)
+				}
+			}
+		}
+	}
+	want := int64(64)
+	for k := range m {
+		want += zElemCost + int64(len(k))
+	}
+	if z.Size() != want {
+		t.Fatalf("size %d want %d", z.Size(), want)
+	}
+}
+
+func TestZSetLex(t *testing.T) {
+	z := NewZSet()
+	for _, m := range []string{"a", "b", "c", "d", "e"} {
+		z.Set(m, 0)
+	}
+	cases := []struct {
+		min, max string
+		want     string
+	}{
+		{"-", "+", "abcde"}, {"[b", "(d", "bc"}, {"(b", "[d", "cd"}, {"[c", "[c", "c"}, {"(c", "[c", ""}, {"+", "-", ""}, {"-", "[b", "ab"},
+	}
+	for _, c := range cases {
+		mn, _ := ParseLexBound([]byte(c.min))
+		mx, _ := ParseLexBound([]byte(c.max))
+		got := ""
+		z.RangeByLex(LexRange{mn, mx}, false, 0, func(m string, _ float64) bool { got += m; return true })
+		if got != c.want || z.CountByLex(LexRange{mn, mx}) != len(c.want) {
+			t.Errorf("%s %s: got %q want %q", c.min, c.max, got, c.want)
+		}
+	}
+	if _, ok := ParseLexBound([]byte("x")); ok {
+		t.Error("bad lex bound accepted")
+	}
+}
+
+func TestParseScore(t *testing.T) {
+	for _, s := range []string{"1", "-1.5", "inf", "+inf", "-inf", "1e3", "0x1p4"} {
+		if _, ok := ParseScore([]byte(s)); !ok {
+			t.Errorf("%q refused", s)
+		}
+	}
+	for _, s := range []string{"", "nan", "abc", " 1", "1 ", "1_0", "1e400"} {
+		if _, ok := ParseScore([]byte(s)); ok {
+			t.Errorf("%q accepted", s)
+		}
+	}
+}
+
+func TestListAgainstModel(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	l := NewList()
+	var m []string
+	for step := 0; step < 50000; step++ {
+		v := strconv.Itoa(r.IntN(1000))
+		switch r.IntN(8) {
+		case 0:
+			l.PushFront(v)
+			m = append([]string{v}, m...)
+		case 1, 2:
+			l.PushBack(v)
+			m = append(m, v)
+		case 3:
+			if len(m) > 0 {
+				if l.PopFront() != m[0] {
+					t.Fatalf("step %d: PopFront", step)
+				}
+				m = m[1:]
+			}
+		case 4:
+			if len(m) > 0 {
+				if l.PopBack() != m[len(m)-1] {
+					t.Fatalf("step %d: PopBack", step)
+				}
+				m = m[:len(m)-1]
+			}
+		case 5:
+			i := r.IntN(len(m) + 1)
+			l.InsertAt(i, v)
+			m = slices.Insert(m, i, v)
+		case 6:
+			l.Filter(func(_ int, s string) bool { return s != v })
+			m = slices.DeleteFunc(m, func(s string) bool { return s == v })
+		case 7:
+			if len(m) > 0 && r.IntN(10) == 0 {
+				a, b := r.IntN(len(m)), r.IntN(len(m))
+				if a > b {
+					a, b = b, a
+				}
+				l.Trim(a, b)
+				m = slices.Clone(m[a : b+1])
+			}
+		}
+		if l.Len() != len(m) {
+			t.Fatalf("step %d: len", step)
+		}
+		if len(m) > 0 {
+			i := r.IntN(len(m))
+			if l.At(i) != m[i] {
+				t.Fatalf("step %d: At(%d)", step, i)
+			}
+		}
+	}
+	want := int64(48)
+	for _, s := range m {
+		want += listItemCost + int64(len(s))
+	}
+	if l.Size() != want {
+		t.Fatalf("size %d want %d", l.Size(), want)
+	}
+}
+
+func TestHashAgainstModel(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	h := NewHash()
+	m := map[string]string{}
+	for step := 0; step < 20000; step++ {
+		f := strconv.Itoa(r.IntN(200))
+		if r.IntN(3) == 0 {
+			_, had := m[f]
+			if h.Delete(f) != had {
+				t.Fatalf("step %d: Delete", step)
+			}
+			delete(m, f)
+		} else {
+			v := strconv.Itoa(r.IntN(1e6))
+			_, had := m[f]
+			if h.Set(f, v) == had {
+				t.Fatalf("step %d: Set", step)
+			}
+			m[f] = v
+		}
+		if h.Len() != len(m) {
+			t.Fatalf("step %d: len", step)
+		}
+	}
+	got := map[string]string{}
+	h.Each(func(f, v string) bool { got[f] = v; return true })
+	want := int64(64)
+	for f, v := range m {
+		if w, _ := h.Get(f); w != v {
+			t.Fatalf("Get(%s)", f)
+		}
+		want += hashFieldCost + int64(len(f)+len(v))
+	}
+	if len(got) != len(m) || h.Size() != want {
+		t.Fatalf("each/size mismatch: %d %d", h.Size(), want)
+	}
+}
+
+func TestImagesRoundTrip(t *testing.T) {
+	h := NewHash()
+	h.Set("a", "1")
+	h.Set("", "empty field")
+	l := NewList()
+	l.PushBack("x")
+	l.PushFront("")
+	z := NewZSet()
+	z.Set("m", math.Inf(-1))
+	z.Set("n", 2.5)
+	h2, err := DecodeHash(h.AppendImage(nil))
+	if err != nil || h2.Len() != 2 || h2.Size() != h.Size() {
+		t.Fatalf("hash: %v", err)
+	}
+	if v, _ := h2.Get(""); v != "empty field" {
+		t.Fatal("hash field lost")
+	}
+	l2, err := DecodeList(l.AppendImage(nil))
+	if err != nil || l2.Len() != 2 || l2.At(0) != "" || l2.At(1) != "x" {
+		t.Fatalf("list: %v", err)
+	}
+	z2, err := DecodeZSet(z.AppendImage(nil))
+	if err != nil || z2.Len() != 2 {
+		t.Fatalf("zset: %v", err)
+	}
+	if s, _ := z2.Score("m"); !math.IsInf(s, -1) {
+		t.Fatal("zset score lost")
+	}
+	// Every truncation of an image is refused, never a panic.
+	for _, img := range [][]byte{h.AppendImage(nil), l.AppendImage(nil), z.AppendImage(nil)} {
+		for i := 0; i < len(img); i++ {
+			_, e1 := DecodeHash(img[:i])
+			_, e2 := DecodeList(img[:i])
+			_, e3 := DecodeZSet(img[:i])
+			if e1 == nil && e2 == nil && e3 == nil && i > 0 {
+				t.Fatalf("truncated image %q accepted by every decoder", img[:i])
+			}
+		}
+	}
+}
+
+func FuzzDecodeImages(f *testing.F) {
+	f.Add([]byte{1, 1, 'a', 1, 'b'})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if h, err := DecodeHash(b); err == nil {
+			if string(h.AppendImage(nil)) != string(b) {
+				t.Fatal("hash image does not round-trip")
+			}
+		}
+		DecodeList(b)
+		DecodeZSet(b)
+	})
+}

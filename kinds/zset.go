@@ -1,0 +1,581 @@
+package kinds
+
+import (
+	"math"
+	"math/rand/v2"
+	"strconv"
+)
+
+// ZSet is a sorted set with Redis's semantics: members are unique byte
+// strings, each with a float64 score (never NaN); elements are ordered by
+// (score, member) with members compared bytewise. It is a skiplist with
+// spans (so rank lookups are O(log n), as Redis's zskiplist) plus a map from
+// member to score.
+//
+// The zero value is not usable: create one with NewZSet. A ZSet is not
+// safe for concurrent use; the store calls it under the key's shard lock.
+// Size is kept current on every change (O(1) to read).
+type ZSet struct {
+	head  *zNode
+	tail  *zNode
+	level int
+	n     int
+	dict  map[string]float64
+	size  int64
+}
+
+const zMaxLevel = 32
+
+type zLevel struct {
+	next *zNode
+	span int // elements crossed by following next (rank arithmetic)
+}
+
+type zNode struct {
+	member string
+	score  float64
+	prev   *zNode
+	lv     []zLevel
+}
+
+// zNodeCost and zMemberCost approximate the heap an element costs: a node
+// (member header, score, prev, slice header), its levels (avg 1.33 × 16 B),
+// the map entry (key header, score, the map's slack), and the member's
+// bytes, which the node and the map share.
+const zElemCost = 56 + 24 + 48
+
+// NewZSet returns an empty sorted set.
+func NewZSet() *ZSet {
+	return &ZSet{head: &zNode{lv: make([]zLevel, 1, 4)}, level: 1, dict: map[string]float64{}, size: 64}
+}
+
+// Len is the number of members.
+func (z *ZSet) Len() int { return z.n }
+
+// Size is the set's approximate heap footprint in bytes.
+func (z *ZSet) Size() int64 { return z.size }
+
+func zRandomLevel() int {
+	l := 1
+	for l < zMaxLevel && rand.Uint32()&3 == 0 { // p = 1/4, as Redis
+		l++
+	}
+	return l
+}
+
+// less reports whether (s1, m1) sorts before (s2, m2).
+func zLess(s1 float64, m1 string, s2 float64, m2 string) bool {
+	return s1 < s2 || (s1 == s2 && m1 < m2)
+}
+
+// Score returns member's score.
+func (z *ZSet) Score(member string) (float64, bool) {
+	s, ok := z.dict[member]
+	return s, ok
+}
+
+// insert adds a member known to be absent.
+func (z *ZSet) insert(score float64, member string) {
+	var update [zMaxLevel]*zNode
+	var rank [zMaxLevel]int
+	x := z.head
+	for i := z.level - 1; i >= 0; i-- {
+		if i < z.level-1 {
+			rank[i] = rank[i+1]
+		}
+		for x.lv[i].next != nil && zLess(x.lv[i].next.score, x.lv[i].next.member, score, member) {
+			rank[i] += x.lv[i].span
+			x = x.lv[i].next
+		}
+		update[i] = x
+	}
+	level := zRandomLevel()
+	if level > z.level {
+		for len(z.head.lv) < level {
+			z.head.lv = append(z.head.lv, zLevel{}) // the head grows with the set
+		}
+		for i := z.level; i < level; i++ {
+			rank[i] = 0
+			update[i] = z.head
+			update[i].lv[i].span = z.n
+		}
+		z.level = level
+	}
+	nd := &zNode{member: member, score: score, lv: make([]zLevel, level)}
+	for i := 0; i < level; i++ {
+		nd.lv[i].next = update[i].lv[i].next
+		update[i].lv[i].next = nd
+		nd.lv[i].span = update[i].lv[i].span - (rank[0] - rank[i])
+		update[i].lv[i].span = rank[0] - rank[i] + 1
+	}
+	for i := level; i < z.level; i++ {
+		update[i].lv[i].span++
+	}
+	if update[0] != z.head {
+		nd.prev = update[0]
+	}
+	if nd.lv[0].next != nil {
+		nd.lv[0].next.prev = nd
+	} else {
+		z.tail = nd
+	}
+	z.n++
+	z.dict[member] = score
+	z.size += zElemCost + int64(len(member))
+}
+
+// remove deletes the element (score, member), known to be present.
+func (z *ZSet) remove(score float64, member string) {
+	var update [zMaxLevel]*zNode
+	x := z.head
+	for i := z.level - 1; i >= 0; i-- {
+		for x.lv[i].next != nil && zLess(x.lv[i].next.score, x.lv[i].next.member, score, member) {
+			x = x.lv[i].next
+		}
+		update[i] = x
+	}
+	x = x.lv[0].next
+	if x == nil || x.score != score || x.member != member {
+		panic("kinds: zset element missing from its skiplist")
+	}
+	z.unlink(x, &update)
+}
+
+func (z *ZSet) unlink(x *zNode, update *[zMaxLevel]*zNode) {
+	for i := 0; i < z.level; i++ {
+		if update[i].lv[i].next == x {
+			update[i].lv[i].span += x.lv[i].span - 1
+			update[i].lv[i].next = x.lv[i].next
+		} else {
+			update[i].lv[i].span--
+		}
+	}
+	if x.lv[0].next != nil {
+		x.lv[0].next.prev = x.prev
+	} else {
+		z.tail = x.prev
+	}
+	for z.level > 1 && z.head.lv[z.level-1].next == nil {
+		z.level--
+	}
+	z.n--
+	delete(z.dict, x.member)
+	z.size -= zElemCost + int64(len(x.member))
+}
+
+// Set stores member with score, adding or moving it; it reports whether
+// the member was added.
+func (z *ZSet) Set(member string, score float64) (added bool) {
+	old, ok := z.dict[member]
+	if ok {
+		if old == score {
+			return false
+		}
+		z.remove(old, member)
+		z.insert(score, member)
+		return false
+	}
+	z.insert(score, member)
+	return true
+}
+
+// Remove deletes member and reports whether it was present.
+func (z *ZSet) Remove(member string) bool {
+	s, ok := z.dict[member]
+	if !ok {
+		return false
+	}
+	z.remove(s, member)
+	return true
+}
+
+// Rank is member's 0-based rank in ascending order.
+func (z *ZSet) Rank(member string) (int, bool) {
+	score, ok := z.dict[member]
+	if !ok {
+		return 0, false
+	}
+	rank := 0
+	x := z.head
+	for i := z.level - 1; i >= 0; i-- {
+		for x.lv[i].next != nil && !zLess(score, member, x.lv[i].next.score, x.lv[i].next.member) {
+			rank += x.lv[i].span
+			x = x.lv[i].next
+		}
+		if x != z.head && x.member == member {
+			return rank - 1, true
+		}
+	}
+	return rank - 1, true
+}
+
+// byRank returns the element of 0-based rank r (0 ≤ r < Len).
+func (z *ZSet) byRank(r int) *zNode {
+	r++ // spans count from the head
+	traversed := 0
+	x := z.head
+	for i := z.level - 1; i >= 0; i-- {
+		for x.lv[i].next != nil && traversed+x.lv[i].span <= r {
+			traversed += x.lv[i].span
+			x = x.lv[i].next
+		}
+		if traversed == r {
+			return x
+		}
+	}
+	return nil
+}
+
+// Element is one member of a ZSet with its score.
+type Element struct {
+	Member string
+	Score  float64
+}
+
+// RangeByRank calls fn for the elements of 0-based ranks start..stop
+// (inclusive, already clamped to [0, Len)), ascending or, with rev,
+// descending from the end (rank 0 is then the highest). fn returns false to
+// stop. Cost: O(log n + elements visited).
+func (z *ZSet) RangeByRank(start, stop int, rev bool, fn func(member string, score float64) bool) {
+	if start > stop || start >= z.n {
+		return
+	}
+	var x *zNode
+	if rev {
+		x = z.byRank(z.n - 1 - start)
+	} else {
+		x = z.byRank(start)
+	}
+	for i := start; i <= stop && x != nil; i++ {
+		if !fn(x.member, x.score) {
+			return
+		}
+		if rev {
+			x = x.prev
+		} else {
+			x = x.lv[0].next
+		}
+	}
+}
+
+// ScoreRange is a score interval with Redis's exclusive bounds ("(1").
+type ScoreRange struct {
+	Min, Max     float64
+	MinEx, MaxEx bool
+}
+
+func (r *ScoreRange) aboveMin(s float64) bool {
+	if r.MinEx {
+		return s > r.Min
+	}
+	return s >= r.Min
+}
+
+func (r *ScoreRange) belowMax(s float64) bool {
+	if r.MaxEx {
+		return s < r.Max
+	}
+	return s <= r.Max
+}
+
+// Empty reports whether no score can be in r.
+func (r *ScoreRange) Empty() bool {
+	return r.Min > r.Max || (r.Min == r.Max && (r.MinEx || r.MaxEx))
+}
+
+// firstInScore is the first node whose score is in r, or nil.
+func (z *ZSet) firstInScore(r *ScoreRange) *zNode {
+	if r.Empty() {
+		return nil
+	}
+	x := z.head
+	for i := z.level - 1; i >= 0; i-- {
+		for x.lv[i].next != nil && !r.aboveMin(x.lv[i].next.score) {
+			x = x.lv[i].next
+		}
+	}
+	x = x.lv[0].next
+	if x == nil || !r.belowMax(x.score) {
+		return nil
+	}
+	return x
+}
+
+// lastInScore is the last node whose score is in r, or nil.
+func (z *ZSet) lastInScore(r *ScoreRange) *zNode {
+	if r.Empty() {
+		return nil
+	}
+	x := z.head
+	for i := z.level - 1; i >= 0; i-- {
+		for x.lv[i].next != nil && r.belowMax(x.lv[i].next.score) {
+			x = x.lv[i].next
+		}
+	}
+	if x == z.head || !r.aboveMin(x.score) {
+		return nil
+	}
+	return x
+}
+
+// RangeByScore calls fn for the elements with scores in r, ascending (or
+// descending with rev), skipping the first offset of them; fn returns false
+// to stop. Cost: O(log n + offset + elements visited).
+func (z *ZSet) RangeByScore(r ScoreRange, rev bool, offset int, fn func(member string, score float64) bool) {
+	var x *zNode
+	if rev {
+		x = z.lastInScore(&r)
+	} else {
+		x = z.firstInScore(&r)
+	}
+	for x != nil {
+		if rev && !r.aboveMin(x.score) || !rev && !r.belowMax(x.score) {
+			return
+		}
+		if offset > 0 {
+			offset--
+		} else if !fn(x.member, x.score) {
+			return
+		}
+		if rev {
+			x = x.prev
+		} else {
+			x = x.lv[0].next
+		}
+	}
+}
+
+// CountByScore is the number of elements with scores in r: O(log n).
+func (z *ZSet) CountByScore(r ScoreRange) int {
+	first := z.firstInScore(&r)
+	if first == nil {
+		return 0
+	}
+	last := z.lastInScore(&r)
+	a, _ := z.Rank(first.member)
+	b, _ := z.Rank(last.member)
+	return b - a + 1
+}
+
+// LexBound is one end of a lex range: "-" (Inf < 0), "+" (Inf > 0), or a
+// member with "[" (inclusive) or "(" (exclusive).
+type LexBound struct {
+	Inf int
+	S   string
+	Ex  bool
+}
+
+// LexRange is a member interval as ZRANGEBYLEX takes it. Lex ranges are
+// meaningful only when all members have the same score, as in Redis.
+type LexRange struct{ Min, Max LexBound }
+
+// ParseLexBound parses "-", "+", "[x" or "(x".
+func ParseLexBound(b []byte) (LexBound, bool) {
+	if len(b) == 0 {
+		return LexBound{}, false
+	}
+	switch b[0] {
+	case '-':
+		if len(b) == 1 {
+			return LexBound{Inf: -1}, true
+		}
+	case '+':
+		if len(b) == 1 {
+			return LexBound{Inf: 1}, true
+		}
+	case '[':
+		return LexBound{S: string(b[1:])}, true
+	case '(':
+		return LexBound{S: string(b[1:]), Ex: true}, true
+	}
+	return LexBound{}, false
+}
+
+func (r *LexRange) aboveMin(m string) bool {
+	switch {
+	case r.Min.Inf < 0:
+		return true
+	case r.Min.Inf > 0:
+		return false
+	case r.Min.Ex:
+		return m > r.Min.S
+	}
+	return m >= r.Min.S
+}
+
+func (r *LexRange) belowMax(m string) bool {
+	switch {
+	case r.Max.Inf > 0:
+		return true
+	case r.Max.Inf < 0:
+		return false
+	case r.Max.Ex:
+		return m < r.Max.S
+	}
+	return m <= r.Max.S
+}
+
+// Empty reports whether no member can be in r.
+func (r *LexRange) Empty() bool {
+	if r.Min.Inf > 0 || r.Max.Inf < 0 {
+		return true
+	}
+	if r.Min.Inf < 0 || r.Max.Inf > 0 {
+		return false
+	}
+	return r.Min.S > r.Max.S || (r.Min.S == r.Max.S && (r.Min.Ex || r.Max.Ex))
+}
+
+func (z *ZSet) firstInLex(r *LexRange) *zNode {
+	if r.Empty() {
+		return nil
+	}
+	x := z.head
+	for i := z.level - 1; i >= 0; i-- {
+		for x.lv[i].next != nil && !r.aboveMin(x.lv[i].next.member) {
+			x = x.lv[i].next
+		}
+	}
+	x = x.lv[0].next
+	if x == nil || !r.belowMax(x.member) {
+		return nil
+	}
+	return x
+}
+
+func (z *ZSet) lastInLex(r *LexRange) *zNode {
+	if r.Empty() {
+		return nil
+	}
+	x := z.head
+	for i := z.level - 1; i >= 0; i-- {
+		for x.lv[i].next != nil && r.belowMax(x.lv[i].next.member) {
+			x = x.lv[i].next
+		}
+	}
+	if x == z.head || !r.aboveMin(x.member) {
+		return nil
+	}
+	return x
+}
+
+// RangeByLex is RangeByScore for a lex range.
+func (z *ZSet) RangeByLex(r LexRange, rev bool, offset int, fn func(member string, score float64) bool) {
+	var x *zNode
+	if rev {
+		x = z.lastInLex(&r)
+	} else {
+		x = z.firstInLex(&r)
+	}
+	for x != nil {
+		if rev && !r.aboveMin(x.member) || !rev && !r.belowMax(x.member) {
+			return
+		}
+		if offset > 0 {
+			offset--
+		} else if !fn(x.member, x.score) {
+			return
+		}
+		if rev {
+			x = x.prev
+		} else {
+			x = x.lv[0].next
+		}
+	}
+}
+
+// CountByLex is the number of members in r: O(log n).
+func (z *ZSet) CountByLex(r LexRange) int {
+	first := z.firstInLex(&r)
+	if first == nil {
+		return 0
+	}
+	last := z.lastInLex(&r)
+	a, _ := z.Rank(first.member)
+	b, _ := z.Rank(last.member)
+	return b - a + 1
+}
+
+// RemoveRangeByScore deletes the elements with scores in r and returns
+// how many it deleted. Cost: O(log n + removed).
+func (z *ZSet) RemoveRangeByScore(r ScoreRange, removed func(member string)) int {
+	var del []Element
+	z.RangeByScore(r, false, 0, func(m string, s float64) bool { del = append(del, Element{m, s}); return true })
+	for _, e := range del {
+		z.remove(e.Score, e.Member)
+		if removed != nil {
+			removed(e.Member)
+		}
+	}
+	return len(del)
+}
+
+// RemoveRangeByLex deletes the members in r.
+func (z *ZSet) RemoveRangeByLex(r LexRange, removed func(member string)) int {
+	var del []Element
+	z.RangeByLex(r, false, 0, func(m string, s float64) bool { del = append(del, Element{m, s}); return true })
+	for _, e := range del {
+		z.remove(e.Score, e.Member)
+		if removed != nil {
+			removed(e.Member)
+		}
+	}
+	return len(del)
+}
+
+// RemoveRangeByRank deletes ranks start..stop (clamped, inclusive).
+func (z *ZSet) RemoveRangeByRank(start, stop int, removed func(member string)) int {
+	var del []Element
+	z.RangeByRank(start, stop, false, func(m string, s float64) bool { del = append(del, Element{m, s}); return true })
+	for _, e := range del {
+		z.remove(e.Score, e.Member)
+		if removed != nil {
+			removed(e.Member)
+		}
+	}
+	return len(del)
+}
+
+// Each calls fn for every element in ascending order until fn returns
+// false.
+func (z *ZSet) Each(fn func(member string, score float64) bool) {
+	for x := z.head.lv[0].next; x != nil; x = x.lv[0].next {
+		if !fn(x.member, x.score) {
+			return
+		}
+	}
+}
+
+// ParseScore parses a score as Redis's strtod-based parser accepts it
+// (decimal or exponent forms, "inf", "+inf", "-inf" in any case); NaN and
+// anything else are refused.
+func ParseScore(b []byte) (float64, bool) {
+	if len(b) == 0 || len(b) > 5000 {
+		return 0, false
+	}
+	c := b[0]
+	if c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f' {
+		return 0, false // strtod skips leading space, Redis then refuses it
+	}
+	for _, c := range b {
+		if c == '_' {
+			return 0, false // Go syntax, not C's
+		}
+	}
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil || math.IsNaN(f) { // overflow too: Redis refuses strtod's ERANGE
+		return 0, false
+	}
+	return f, true
+}
+
+// ParseScoreBound parses one end of a score range: a score, or "(" and a
+// score for an exclusive bound.
+func ParseScoreBound(b []byte) (f float64, ex bool, ok bool) {
+	if len(b) > 0 && b[0] == '(' {
+		f, ok = ParseScore(b[1:])
+		return f, true, ok
+	}
+	f, ok = ParseScore(b)
+	return f, false, ok
+}

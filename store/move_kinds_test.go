@@ -1,0 +1,70 @@
+package store
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/celld/celld/window"
+)
+
+// RENAME hands an object over (charge moves with it, nothing leaks) and
+// COPY of one is refused; a window key is renamed and copied with a state
+// of its own in the destination's shard.
+func TestRenameCopyOtherKinds(t *testing.T) {
+	s := New(Options{}) // no delete tracking: its blocks are charged too
+	const now = 1_000_000
+	base := s.UsedMemory()
+	if _, err := s.WriteObject([]byte("h"), KindHash, now, newTestObj, func(o Object) bool {
+		o.(*testObj).n, o.(*testObj).size = 3, 700
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	charged := s.UsedMemory() - base
+	if ok, err := s.Copy([]byte("h"), []byte("h2"), now, false); ok || !errors.Is(err, ErrNotCopyable) {
+		t.Fatalf("COPY of a hash: %v %v, want ErrNotCopyable", ok, err)
+	}
+	for i, dst := range []string{"renamed-far-away-key", "h"} { // another shard, then likely back
+		src := "h"
+		if i == 1 {
+			src = "renamed-far-away-key"
+		}
+		if ok, err := s.Rename([]byte(src), []byte(dst), now, false); !ok || err != nil {
+			t.Fatalf("RENAME %s %s: %v %v", src, dst, ok, err)
+		}
+		if _, ok := s.Get([]byte(src), now); ok {
+			t.Fatalf("%s still there after RENAME", src)
+		}
+		n := 0
+		if found, err := s.ReadObject([]byte(dst), KindHash, now, func(o Object) { n = o.Len() }); !found || err != nil || n != 3 {
+			t.Fatalf("after RENAME %s: found %v err %v len %d", dst, found, err, n)
+		}
+		if got := s.UsedMemory() - base; got != charged-keyCost(1)+keyCost(uint32(len(dst))) {
+			t.Fatalf("after RENAME to %s charged %d, want %d", dst, got, charged-keyCost(1)+keyCost(uint32(len(dst))))
+		}
+	}
+	s.Delete([]byte("h"), now)
+	if got := s.UsedMemory() - base; got != 0 {
+		t.Fatalf("after DEL %d bytes still charged", got)
+	}
+
+	lim := window.Limit{Mode: window.Log, Limit: 3, WindowMs: 60_000}
+	if _, err := s.Window([]byte("w"), lim, 2, now); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.Copy([]byte("w"), []byte("w-copy-elsewhere"), now, false); !ok || err != nil {
+		t.Fatalf("COPY of a window: %v %v", ok, err)
+	}
+	if ok, err := s.Rename([]byte("w"), []byte("w-renamed"), now, false); !ok || err != nil {
+		t.Fatalf("RENAME of a window: %v %v", ok, err)
+	}
+	for _, k := range []string{"w-copy-elsewhere", "w-renamed"} {
+		r, err := s.Window([]byte(k), lim, 1, now+1)
+		if err != nil || r.Limited || r.Remaining != 0 {
+			t.Fatalf("%s: %+v %v, want the third unit allowed with 0 left", k, r, err)
+		}
+		if r, _ := s.Window([]byte(k), lim, 1, now+2); !r.Limited {
+			t.Fatalf("%s: a fourth unit was allowed: the copy lost its state", k)
+		}
+	}
+}

@@ -1,0 +1,126 @@
+package store
+
+import (
+	"errors"
+	"testing"
+)
+
+// testObj is a minimal Object: a counter of elements with a byte size.
+type testObj struct{ n, size int }
+
+func (o *testObj) Len() int                    { return o.n }
+func (o *testObj) Size() int64                 { return int64(o.size) }
+func (o *testObj) AppendImage(b []byte) []byte { return append(b, byte(o.n)) }
+
+func newTestObj() Object { return &testObj{} }
+
+// TestObjectLifecycle: a key of an object kind is created by a write,
+// charged what its object reports, re-charged as it changes, versioned per
+// write, deleted (and credited back) when emptied, refused to other kinds'
+// operations, and replaced by a string SET.
+func TestObjectLifecycle(t *testing.T) {
+	s := New(Options{TrackDirty: true})
+	const now = 1_000_000
+	key := []byte("obj")
+	base := s.UsedMemory()
+	grow := func(n, size int) error {
+		_, err := s.WriteObject(key, KindHash, now, newTestObj, func(o Object) bool {
+			o.(*testObj).n += n
+			o.(*testObj).size += size
+			return n != 0 || size != 0
+		})
+		return err
+	}
+	if err := grow(2, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.UsedMemory()-base, keyCost(3)+objCost+1000; got != want {
+		t.Fatalf("charged %d, want %d", got, want)
+	}
+	v1, _ := s.Version(key, now)
+	if err := grow(1, 500); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.UsedMemory()-base, keyCost(3)+objCost+1500; got != want {
+		t.Fatalf("after growth charged %d, want %d", got, want)
+	}
+	if v2, _ := s.Version(key, now); v2 == v1 {
+		t.Fatal("a write did not change the version (WATCH)")
+	}
+	v2, _ := s.Version(key, now)
+	grow(0, 0) // no change
+	if v3, _ := s.Version(key, now); v3 != v2 {
+		t.Fatal("an unchanged object changed the version")
+	}
+	if v, ok := s.Get(key, now); !ok || v.Kind != KindHash {
+		t.Fatalf("Get: %+v %v", v, ok)
+	}
+	if _, err := s.WriteObject(key, KindList, now, newTestObj, func(Object) bool { return true }); !errors.Is(err, ErrWrongType) {
+		t.Fatalf("list op on a hash: %v", err)
+	}
+	if _, err := s.ReadObject(key, KindZSet, now, func(Object) {}); !errors.Is(err, ErrWrongType) {
+		t.Fatalf("zset read of a hash: %v", err)
+	}
+	if _, err := s.Throttle(key, mustLimit(t, 4, 1, 1), 1, now*1e6); !errors.Is(err, ErrWrongType) {
+		t.Fatalf("CL.THROTTLE on a hash: %v", err)
+	}
+	// Drained as an object with its image.
+	var changes []Change
+	s.DrainFunc(now, nil, func(c Change) { changes = append(changes, c) })
+	if len(changes) != 1 || changes[0].Kind != KindHash || string(changes[0].Image) != "\x03" {
+		t.Fatalf("drained %+v", changes)
+	}
+	// Emptied: the key disappears and its charge goes.
+	if err := grow(-3, -1500); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.Get(key, now); ok {
+		t.Fatal("an emptied object's key survived")
+	}
+	base += int64(cap(s.shardOf(key).delBlock)) // the deletion queue's block (memory.go)
+	if got := s.UsedMemory() - base; got != 0 {
+		t.Fatalf("after deletion %d bytes still charged", got)
+	}
+	// A string SET replaces an object and releases it.
+	grow(1, 100)
+	s.Update(key, now, func(Value, bool) (Value, Action) { return Value{TAT: 5}, Put })
+	if v, _ := s.Get(key, now); v.Kind != KindString || v.TAT != 5 {
+		t.Fatalf("after SET: %+v", v)
+	}
+	if got := s.UsedMemory() - base; got != keyCost(3) {
+		t.Fatalf("after SET over an object %d charged, want %d", got, keyCost(3))
+	}
+	// A write with no create on a missing key does nothing.
+	ran, err := s.WriteObject([]byte("none"), KindList, now, nil, func(Object) bool { t.Fatal("fn ran"); return true })
+	if ran || err != nil {
+		t.Fatalf("missing key: %v %v", ran, err)
+	}
+}
+
+// TestObjectExpiryAndOOM: an object key expires like any key (its memory
+// credited back), and creating one over the bound under noeviction is
+// ErrOOM with nothing created.
+func TestObjectExpiryAndOOM(t *testing.T) {
+	s := New(Options{})
+	const now = 1_000_000
+	base := s.UsedMemory()
+	s.WriteObject([]byte("e"), KindZSet, now, newTestObj, func(o Object) bool { o.(*testObj).n, o.(*testObj).size = 1, 64; return true })
+	s.Update([]byte("e"), now, func(v Value, _ bool) (Value, Action) { v.ExpireAtMs = now + 10; return v, Put })
+	if v, _ := s.Get([]byte("e"), now); v.Kind != KindZSet || v.ExpireAtMs != now+10 {
+		t.Fatalf("EXPIRE changed the kind or missed: %+v", v)
+	}
+	if found, _ := s.ReadObject([]byte("e"), KindZSet, now+11, func(Object) {}); found {
+		t.Fatal("expired object read")
+	}
+	if got := s.UsedMemory() - base; got != 0 {
+		t.Fatalf("%d bytes charged after expiry", got)
+	}
+	s.SetMaxMemory(1) // far below what is used: every creation is refused
+	_, err := s.WriteObject([]byte("new"), KindHash, now, newTestObj, func(o Object) bool { o.(*testObj).n = 1; return true })
+	if !errors.Is(err, ErrOOM) {
+		t.Fatalf("creation over the bound: %v", err)
+	}
+	if _, ok := s.Get([]byte("new"), now); ok {
+		t.Fatal("created despite ErrOOM")
+	}
+}
