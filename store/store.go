@@ -104,7 +104,7 @@ type shard struct {
 	mem, memPending, memBatch int64
 	memUsed                   *atomic.Int64
 	ownUsed                   *atomic.Int64 // the store's own share (Store.own), for eviction's choice of database
-	_                         [64]byte // keep neighbouring shards' locks off one cache line
+	_                         [64]byte      // keep neighbouring shards' locks off one cache line
 }
 
 // Options configures a Store. The zero value is a memory-only store.
