@@ -134,7 +134,7 @@ func (s *Server) resetStats(c *client) {
 	s.stats.allowed.Store(0)
 	s.stats.denied.Store(0)
 	s.stats.obufDisconnects.Store(0)
-	s.store.ResetExpiredKeys()
+	s.dbs.ResetExpiredKeys()
 	s.store.ResetEvictedKeys()
 	c.pending = 0
 	s.mu.Lock()
