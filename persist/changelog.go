@@ -452,7 +452,7 @@ func (db *DB) scanChangeFilesLocked() error {
 // replayChangeFilesLocked passes every change-file record above the base
 // to apply, in seq order, and returns the payload bytes replayed. db.mu
 // must be held.
-func (db *DB) replayChangeFilesLocked(apply func(k, v []byte, exp int64, deleted bool) error) (int64, error) {
+func (db *DB) replayChangeFilesLocked(apply func(dbid uint32, k, v []byte, exp int64, deleted bool) error) (int64, error) {
 	var (
 		buf   []byte
 		bytes int64

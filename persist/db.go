@@ -251,6 +251,9 @@ type Op struct {
 	IsTAT      bool
 	ExpireAtMs int64
 	Delete     bool
+	// DB is the persistent id of the key's database (databases.go); 0,
+	// database 0's, is written exactly as before databases existed.
+	DB uint32
 }
 
 // RestoreStats reports what Replay or Restore did.

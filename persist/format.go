@@ -35,7 +35,7 @@ const maxChunk = 16 << 10
 
 // entrySize is the encoded size of op.
 func entrySize(op *Op) int {
-	n := 1 + uvarintLen(uint64(len(op.Key))) + len(op.Key)
+	n := 1 + uvarintLen(uint64(len(op.Key))) + len(op.Key) + dbPrefixLen(op.DB)
 	switch {
 	case op.Delete:
 	case op.IsTAT:
@@ -52,6 +52,7 @@ func entrySize(op *Op) int {
 
 // appendEntry appends op's encoding to b.
 func appendEntry(b []byte, op *Op) []byte {
+	b = appendDBPrefix(b, op.DB) // databases.go: nothing for database 0
 	if op.Delete {
 		b = append(b, entryDelete)
 		b = binary.AppendUvarint(b, uint64(len(op.Key)))
@@ -103,9 +104,17 @@ func appendSet(b, key, value []byte, exp int64) []byte {
 // decodeChunk calls fn for every entry of chunk, in order. key and value
 // alias chunk. A malformed chunk is reported as an error (the caller wraps
 // ErrCorrupt); fn's error stops the walk and is returned as is.
-func decodeChunk(chunk []byte, fn func(key, value []byte, exp int64, deleted bool) error) (fnErr, formatErr error) {
+func decodeChunk(chunk []byte, fn func(db uint32, key, value []byte, exp int64, deleted bool) error) (fnErr, formatErr error) {
 	var text [20]byte // a 't' entry's value, valid during fn
 	for off := 0; off < len(chunk); {
+		db, n, err := readDBPrefix(chunk, off) // databases.go
+		if err != nil {
+			return nil, err
+		}
+		off += n
+		if off >= len(chunk) {
+			return nil, fmt.Errorf("database prefix without an entry at byte %d", off)
+		}
 		kind := chunk[off]
 		off++
 		klen, n := binary.Uvarint(chunk[off:])
@@ -117,7 +126,7 @@ func decodeChunk(chunk []byte, fn func(key, value []byte, exp int64, deleted boo
 		off += int(klen)
 		switch kind {
 		case entryDelete:
-			if err := fn(key, nil, 0, true); err != nil {
+			if err := fn(db, key, nil, 0, true); err != nil {
 				return err, nil
 			}
 		case entrySet:
@@ -133,7 +142,7 @@ func decodeChunk(chunk []byte, fn func(key, value []byte, exp int64, deleted boo
 			off += n
 			value := chunk[off : off+int(vlen) : off+int(vlen)]
 			off += int(vlen)
-			if err := fn(key, value, exp, false); err != nil {
+			if err := fn(db, key, value, exp, false); err != nil {
 				return err, nil
 			}
 		case entryTAT:
@@ -144,7 +153,7 @@ func decodeChunk(chunk []byte, fn func(key, value []byte, exp int64, deleted boo
 			off += n
 			tat := binary.LittleEndian.Uint64(chunk[off:])
 			off += 8
-			if err := fn(key, strconv.AppendUint(text[:0], tat, 10), exp, false); err != nil {
+			if err := fn(db, key, strconv.AppendUint(text[:0], tat, 10), exp, false); err != nil {
 				return err, nil
 			}
 		default:

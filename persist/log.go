@@ -153,6 +153,7 @@ type BaseWriter struct {
 	gen   uint64
 	idx   uint32 // the next chunk's index
 	buf   []byte // chunks encoded and not yet written
+	dbid  uint32 // the database the next Adds are in (SetDB)
 	cuts  []int  // ends of the complete chunks in buf
 	bytes int64
 	keys  int64
@@ -166,6 +167,7 @@ type BaseWriter struct {
 // memory, so it may be called while the caller holds its own locks (e.g. a
 // store shard's); O(len(key)+len(value)). key and value are copied.
 func (w *BaseWriter) Add(key, value []byte, expireAtMs int64) {
+	w.buf = appendDBPrefix(w.buf, w.dbid)
 	w.buf = appendSet(w.buf, key, value, expireAtMs)
 	w.added()
 }
@@ -173,6 +175,7 @@ func (w *BaseWriter) Add(key, value []byte, expireAtMs int64) {
 // AddTAT is Add for a value that is tat's decimal text, without the text:
 // it is stored in 8 bytes (as Op.IsTAT). key is copied.
 func (w *BaseWriter) AddTAT(key []byte, tat uint64, expireAtMs int64) {
+	w.buf = appendDBPrefix(w.buf, w.dbid)
 	w.buf = appendTAT(w.buf, key, tat, expireAtMs)
 	w.added()
 }
@@ -462,6 +465,19 @@ func (db *DB) WriteBase(fill func(w *BaseWriter) error) (BaseStats, error) {
 // log, O(their bytes), no allocation per entry. A chunk that does not decode
 // yields ErrCorrupt.
 func (db *DB) Replay(nowMs int64, fn func(key, value []byte, expireAtMs int64, deleted bool) error) (RestoreStats, error) {
+	return db.ReplayDBs(nowMs, func(dbid uint32, key, value []byte, exp int64, deleted bool) error {
+		if dbid == DBMapID {
+			return nil
+		}
+		return fn(key, value, exp, deleted)
+	})
+}
+
+// ReplayDBs is Replay with each entry's database id (Op.DB), and the
+// database mapping (EncodeDBMap) as entries of the pseudo-database DBMapID
+// whose value is the mapping (the last one wins). Replay flattens the
+// databases: it is for callers that know there is only database 0.
+func (db *DB) ReplayDBs(nowMs int64, fn func(dbid uint32, key, value []byte, expireAtMs int64, deleted bool) error) (RestoreStats, error) {
 	start := time.Now()
 	var st RestoreStats
 	db.pm.Lock()
@@ -480,7 +496,7 @@ func (db *DB) Replay(nowMs int64, fn func(key, value []byte, expireAtMs int64, d
 	)
 	// fn is the caller's code: a panic in it is not pebble's and must not be
 	// turned into ErrPebbleFatal. Catch it here, re-raise it below.
-	apply := func(k, v []byte, exp int64, deleted bool) (err error) {
+	apply := func(dbid uint32, k, v []byte, exp int64, deleted bool) (err error) {
 		defer func() {
 			if r := recover(); r != nil {
 				fnPanic, fnPanicky = r, true
@@ -496,7 +512,7 @@ func (db *DB) Replay(nowMs int64, fn func(key, value []byte, expireAtMs int64, d
 		default:
 			st.Loaded++
 		}
-		if err := fn(k, v, exp, deleted); err != nil {
+		if err := fn(dbid, k, v, exp, deleted); err != nil {
 			fnErr = err
 			return err
 		}
@@ -511,7 +527,7 @@ func (db *DB) Replay(nowMs int64, fn func(key, value []byte, expireAtMs int64, d
 			}
 			legacy++
 			st.BaseBytes += int64(len(k) + len(v))
-			return apply(k[1:], v[expiryLen:], int64(binary.BigEndian.Uint64(v)), false)
+			return apply(0, k[1:], v[expiryLen:], int64(binary.BigEndian.Uint64(v)), false)
 		}); err != nil {
 			return err
 		}
@@ -604,11 +620,20 @@ func (db *DB) Restore(nowMs int64, fn func(key, value []byte, expireAtMs int64) 
 		exp   int64
 	}
 	state := map[string]rec{}
-	st, err := db.Replay(nowMs, func(k, v []byte, exp int64, deleted bool) error {
+	st, err := db.ReplayDBs(nowMs, func(dbid uint32, k, v []byte, exp int64, deleted bool) error {
+		if dbid == DBMapID {
+			return nil
+		}
+		// Keys of other databases are kept apart (and listed after
+		// database 0's): a prefix no database-0 key sorts among.
+		sk := string(k)
+		if dbid != 0 {
+			sk = "\xff\xff" + string(appendDBPrefix(nil, dbid)) + sk
+		}
 		if deleted {
-			delete(state, string(k))
+			delete(state, sk)
 		} else {
-			state[string(k)] = rec{string(v), exp}
+			state[sk] = rec{string(v), exp}
 		}
 		return nil
 	})
