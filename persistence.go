@@ -28,7 +28,8 @@ type persistence struct {
 	db      *persist.DB
 	fl      *persist.Flusher
 	st      *store.Store     // database 0 as main made it
-	dbs     *store.Databases // every database (persistence_dbs.go)
+	dbs     *store.Databases // every database: use databases() (persistence_dbs.go)
+	dbsOnce sync.Once
 	log     *slog.Logger
 	restore persist.RestoreStats
 	// mapSwaps is the store.Databases swap count whose mapping is on disk
@@ -248,7 +249,7 @@ func (p *persistence) load(now time.Time) error {
 		return err
 	}
 	p.restore = stats
-	p.restoredKeys = int64(p.dbs.Keys())
+	p.restoredKeys = int64(p.databases().Keys())
 	p.clockBackMs = backMs
 	if backMs != 0 {
 		// Also stamps now, so the shift is not applied twice.
@@ -299,10 +300,10 @@ func (p *persistence) drain(nowMs int64, buf []persist.Op) []persist.Op {
 	n := len(buf)
 	// Sized up front: growing a 1M-entry slice by doubling copies it ~20
 	// times, which is most of a shutdown's drain.
-	buf = slices.Grow(buf, p.dbs.DirtyKeys()*5/4+64) // headroom: keys dirtied meanwhile
-	buf = p.drainMap(buf)                            // persistence_dbs.go: the database mapping after a SWAPDB
+	buf = slices.Grow(buf, p.databases().DirtyKeys()*5/4+64) // headroom: keys dirtied meanwhile
+	buf = p.drainMap(buf)                                    // persistence_dbs.go: the database mapping after a SWAPDB
 	block := p.spare[:0]
-	p.dbs.Each(func(_ int, st *store.Store) {
+	p.databases().Each(func(_ int, st *store.Store) {
 		id := st.ID()
 		block = st.DrainFunc(nowMs, block, func(c store.Change) {
 			buf = append(buf, persist.Op{Key: c.Key, Value: c.Text, TAT: c.TAT, IsTAT: c.IsTAT, ExpireAtMs: c.ExpireAtMs, Delete: c.Deleted, DB: id})
@@ -386,7 +387,7 @@ func (p *persistence) InfoPersistence() []string {
 		"last_flush_age_ms:" + strconv.FormatInt(age, 10),
 		"last_flush_keys:" + strconv.Itoa(s.LastFlushKeys),
 		"last_flush_duration_us:" + strconv.FormatInt(s.LastFlushDuration.Microseconds(), 10),
-		"dirty_keys:" + strconv.Itoa(p.dbs.DirtyKeys()+s.PendingKeys),
+		"dirty_keys:" + strconv.Itoa(p.databases().DirtyKeys()+s.PendingKeys),
 		"flushes:" + strconv.FormatInt(s.Flushes, 10),
 		"flush_errors:" + strconv.FormatInt(s.FlushErrors, 10),
 		"rdb_last_save_time:" + strconv.FormatInt(unixOrZero(s.LastSuccessAt), 10),
@@ -470,7 +471,7 @@ func (p *persistence) CloseBy(deadline time.Time) error {
 // unflushed is how many changed keys are not known to be durable: the
 // store's dirty keys plus the flusher's pending ones.
 func (p *persistence) unflushed() int {
-	return p.dbs.DirtyKeys() + p.fl.Status().PendingKeys
+	return p.databases().DirtyKeys() + p.fl.Status().PendingKeys
 }
 
 func unixOrZero(t time.Time) int64 {

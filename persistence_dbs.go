@@ -14,15 +14,27 @@ import (
 // key. MOVE and FLUSHDB are ordinary deletions and writes of the stores
 // they touch.
 
+// databases is every database: the Databases openPersistence made around
+// the store main gave it, or (a persistence built by a test around one
+// store) 16 databases made around it on first use.
+func (p *persistence) databases() *store.Databases {
+	p.dbsOnce.Do(func() {
+		if p.dbs == nil {
+			p.dbs, _ = store.Group(p.st, 16)
+		}
+	})
+	return p.dbs
+}
+
 // storeOf is the store a restored entry of database id dbid goes to. While
 // restoring no SWAPDB has run, so the store of id i is database i's. An id
 // beyond --databases stops the restore: the data would have nowhere to go.
 func (p *persistence) storeOf(dbid uint32) (*store.Store, error) {
-	if int64(dbid) >= int64(p.dbs.Len()) {
+	if int64(dbid) >= int64(p.databases().Len()) {
 		return nil, fmt.Errorf("the data directory holds keys of database %d, but --databases is %d: start with --databases %d or more",
-			dbid, p.dbs.Len(), int64(dbid)+1)
+			dbid, p.databases().Len(), int64(dbid)+1)
 	}
-	return p.dbs.DB(int(dbid)), nil
+	return p.databases().DB(int(dbid)), nil
 }
 
 // decodePerm reads a restored database mapping (a deleted one, never
@@ -43,7 +55,7 @@ func (p *persistence) applyPerm(perm []uint32) error {
 	if perm == nil {
 		return nil
 	}
-	if n := p.dbs.Len(); len(perm) > n {
+	if n := p.databases().Len(); len(perm) > n {
 		// Written by a server with more databases: fine if the ones
 		// beyond --databases were never swapped (their keys, if any,
 		// stopped the restore already in storeOf).
@@ -55,10 +67,10 @@ func (p *persistence) applyPerm(perm []uint32) error {
 		}
 		perm = perm[:n]
 	}
-	if err := p.dbs.SetPerm(perm); err != nil {
+	if err := p.databases().SetPerm(perm); err != nil {
 		return fmt.Errorf("%w: %v", persist.ErrCorrupt, err)
 	}
-	_, swaps, _ := p.dbs.Perm()
+	_, swaps, _ := p.databases().Perm()
 	p.mapSwaps = swaps // on disk already
 	return nil
 }
@@ -67,10 +79,10 @@ func (p *persistence) applyPerm(perm []uint32) error {
 // since the last drain that wrote it (even back to the identity, which
 // must override an earlier mapping). Requires p.mu.
 func (p *persistence) drainMap(buf []persist.Op) []persist.Op {
-	if p.dbs.Swaps() == p.mapSwaps {
+	if p.databases().Swaps() == p.mapSwaps {
 		return buf
 	}
-	perm, swaps, _ := p.dbs.Perm()
+	perm, swaps, _ := p.databases().Perm()
 	p.mapSwaps = swaps
 	return append(buf, persist.Op{DB: persist.DBMapID, Value: persist.EncodeDBMap(perm)})
 }
@@ -78,9 +90,9 @@ func (p *persistence) drainMap(buf []persist.Op) []persist.Op {
 // eachStore runs fn over every store in use, then writes the mapping into
 // the base w when it is not the identity (a base holds the whole state).
 func (p *persistence) eachStore(fn func(*store.Store) error, w *persist.BaseWriter) error {
-	perm, _, identity := p.dbs.Perm()
+	perm, _, identity := p.databases().Perm()
 	var err error
-	p.dbs.Each(func(_ int, st *store.Store) {
+	p.databases().Each(func(_ int, st *store.Store) {
 		if err == nil {
 			err = fn(st)
 		}
@@ -98,7 +110,7 @@ func (p *persistence) eachStore(fn func(*store.Store) error, w *persist.BaseWrit
 // emptyAll drops every database's keys and their queued changes (a
 // --recover=skip start: the directory's contents are moved aside).
 func (p *persistence) emptyAll() {
-	p.dbs.Each(func(_ int, st *store.Store) {
+	p.databases().Each(func(_ int, st *store.Store) {
 		st.Flush()
 		st.Drain(0, nil)
 	})
