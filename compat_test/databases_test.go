@@ -226,3 +226,38 @@ print("ok")
 		t.Fatalf("redis-py: %v\n%s", err, out)
 	}
 }
+
+// ioredis with db: 3. ioredis is an npm package, not installed by CI: the
+// test runs when CELLD_IOREDIS names a node_modules directory holding it
+// (mkdir d && cd d && npm install ioredis@5), else it is skipped.
+func TestIORedisDB3(t *testing.T) {
+	mods := os.Getenv("CELLD_IOREDIS")
+	node, err := exec.LookPath("node")
+	if mods == "" || err != nil {
+		t.Skip("set CELLD_IOREDIS to a node_modules directory with ioredis (npm install ioredis@5) to run this")
+	}
+	ts := startServer(t)
+	host, port, _ := strings.Cut(ts.Addr, ":")
+	script := `
+const Redis = require("ioredis");
+const [host, port] = process.argv.slice(1);
+(async () => {
+  const a = new Redis({host, port: +port, db: 3});
+  const z = new Redis({host, port: +port});
+  const r = [];
+  for (let i = 0; i < 3; i++) r.push((await a.call("CL.THROTTLE", "k", 1, 1, 60, 1))[0]);
+  if (r.join() !== "0,0,1") throw new Error("db 3: " + r);
+  if ((await z.call("CL.THROTTLE", "k", 1, 1, 60, 1))[0] !== 0) throw new Error("db 0 sees db 3");
+  await a.set("n", 7);
+  if ((await a.get("n")) !== "7" || (await z.get("n")) !== null) throw new Error("GET n");
+  a.disconnect(); z.disconnect();
+  console.log("ok");
+})().catch(e => { console.error(e); process.exit(1); });
+`
+	cmd := exec.Command(node, "-e", script, host, port)
+	cmd.Env = append(os.Environ(), "NODE_PATH="+mods)
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "ok" {
+		t.Fatalf("ioredis: %v\n%s", err, out)
+	}
+}
