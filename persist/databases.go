@@ -1,10 +1,12 @@
 package persist
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 )
 
 // Databases (celld's SELECT databases, docs/databases.md). Database 0's
@@ -105,4 +107,12 @@ func (w *BaseWriter) AddDBMap(perm []uint32) {
 type pendingKey struct {
 	db  uint32
 	key string
+}
+
+// compareDBKeys orders keys by database id, then bytewise (Restore).
+func compareDBKeys(a, b pendingKey) int {
+	if a.db != b.db {
+		return cmp.Compare(a.db, b.db)
+	}
+	return strings.Compare(a.key, b.key)
 }

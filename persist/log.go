@@ -609,7 +609,9 @@ func scan(pdb *pebble.DB, lower, upper []byte, fn func(k, v []byte) error) error
 }
 
 // Restore calls fn once for every key live as of nowMs (ExpireAtMs 0 or
-// greater than nowMs), in key order (bytewise), with its final state. It
+// greater than nowMs), in key order (bytewise; database 0's keys, then
+// each other database's in id order: the same name in two databases is
+// two keys), with its final state. It
 // replays into a map first, so it costs O(keys) memory: fine for tests and
 // tools; the server uses Replay. key and value are only valid during the
 // call. If fn returns an error Restore stops and returns it; Loaded counts
@@ -619,36 +621,32 @@ func (db *DB) Restore(nowMs int64, fn func(key, value []byte, expireAtMs int64) 
 		value string
 		exp   int64
 	}
-	state := map[string]rec{}
+	state := map[pendingKey]rec{}
 	st, err := db.ReplayDBs(nowMs, func(dbid uint32, k, v []byte, exp int64, deleted bool) error {
 		if dbid == DBMapID {
 			return nil
 		}
-		// Keys of other databases are kept apart (and listed after
-		// database 0's): a prefix no database-0 key sorts among.
-		sk := string(k)
-		if dbid != 0 {
-			sk = "\xff\xff" + string(appendDBPrefix(nil, dbid)) + sk
-		}
+		// The same name in two databases is two keys (databases.go).
+		dk := pendingKey{dbid, string(k)}
 		if deleted {
-			delete(state, sk)
+			delete(state, dk)
 		} else {
-			state[sk] = rec{string(v), exp}
+			state[dk] = rec{string(v), exp}
 		}
 		return nil
 	})
 	if err != nil {
 		return st, err
 	}
-	keys := make([]string, 0, len(state))
+	keys := make([]pendingKey, 0, len(state))
 	for k := range state {
 		keys = append(keys, k)
 	}
-	slices.Sort(keys)
+	slices.SortFunc(keys, compareDBKeys) // databases.go
 	st.Loaded = 0
 	for _, k := range keys {
 		r := state[k]
-		if err := fn([]byte(k), []byte(r.value), r.exp); err != nil {
+		if err := fn([]byte(k.key), []byte(r.value), r.exp); err != nil {
 			return st, err
 		}
 		st.Loaded++

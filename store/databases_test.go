@@ -170,7 +170,7 @@ func TestDatabasesShareTheMemoryBound(t *testing.T) {
 	d := newDBs(t, 16, Options{})
 	d.DB(0).SetPolicy(AllKeysRandom)
 	for i := range 2000 {
-		d.DB(1 + i%2).Load(fmt.Appendf(nil, "k%d", i), []byte("1"), 0)
+		d.DB(1+i%2).Load(fmt.Appendf(nil, "k%d", i), []byte("1"), 0)
 	}
 	d.DB(7)
 	before := d.UsedMemory()
