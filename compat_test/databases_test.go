@@ -261,3 +261,25 @@ const [host, port] = process.argv.slice(1);
 		t.Fatalf("ioredis: %v\n%s", err, out)
 	}
 }
+
+// Cluster mode serves database 0 only, with Redis Cluster's texts.
+func TestClusterDatabaseZeroOnly(t *testing.T) {
+	nodes := startClusterNodes(t, 1)
+	c := dialRaw(t, nodes[0])
+	for _, st := range []struct {
+		cmd  []string
+		want string
+	}{
+		{[]string{"SELECT", "0"}, "+OK\r\n"},
+		{[]string{"SELECT", "1"}, "-ERR SELECT is not allowed in cluster mode\r\n"},
+		{[]string{"SELECT", "99"}, "-ERR SELECT is not allowed in cluster mode\r\n"},
+		{[]string{"SWAPDB", "0", "1"}, "-ERR SWAPDB is not allowed in cluster mode\r\n"},
+		{[]string{"MOVE", "k", "1"}, "-ERR MOVE is not allowed in cluster mode\r\n"},
+		{[]string{"CONFIG", "GET", "databases"}, "*2\r\n$9\r\ndatabases\r\n$2\r\n16\r\n"},
+	} {
+		c.write(resp(st.cmd...))
+		if got := c.readReply(); got != st.want {
+			t.Errorf("%v: %q, want %q", st.cmd, got, st.want)
+		}
+	}
+}
