@@ -55,6 +55,7 @@ func TestDefaults(t *testing.T) {
 		Dir: "./data", Persist: true, FlushInterval: 100 * time.Millisecond, Recover: "fail", FoldMinBytes: 32 << 20,
 		ProtectedMode: true, LogFormat: "text", LogLevel: "info", IOLoops: 1, BusyPoll: 50 * time.Microsecond,
 		ShutdownGrace: 10 * time.Second, MaxMemoryPolicy: "noeviction"}
+	want.Databases = 16
 	if *c != want {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", *c, want)
 	}
@@ -306,6 +307,7 @@ func TestRanges(t *testing.T) {
 		ok, bad []string
 	}{
 		{"--io-loops", []string{"0", "1", "64"}, []string{"-1", "65", "many"}},
+		{"--databases", []string{"1", "16", "65536"}, []string{"0", "-1", "65537", "many"}},
 		{"--busy-poll", []string{"0", "10us", "1s"}, []string{"-1us", "2s", "soon"}},
 		{"--maxclients", []string{"1", "100000"}, []string{"0", "-5", "1e3"}},
 		{"--proto-max-bulk-len", []string{"1", "512mb", "1k"}, []string{"0", "513mb", "-1"}},

@@ -234,5 +234,5 @@ var table = []setting{
 		bind:  func(c *Config) value { return outputBufferValue{&c.OutputBufferLimit} }},
 	{Name: "databases", Group: Tuning, Default: "16",
 		Usage: "number of databases (SELECT 0 to N-1), as Redis's; a database costs memory only once used; cluster mode serves database 0 only (docs/databases.md)",
-		bind:  func(c *Config) value { return intValue{p: &c.Databases, min: 1, max: 1 << 20} }},
+		bind:  func(c *Config) value { return intValue{p: &c.Databases, min: 1, max: 1 << 16} }},
 }

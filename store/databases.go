@@ -31,11 +31,15 @@ import (
 type Databases struct {
 	acct  *memoryState
 	track bool
-	dbs   []atomic.Pointer[Store] // by database number; nil until used
-	mu    sync.Mutex              // guards perm and the creation and swapping of dbs
-	perm  []uint32                // perm[i]: the id of database i's store
-	swaps atomic.Uint64           // bumped by every Swap and SetPerm
-	sweep atomic.Uint32           // the database the next SweepStep starts at
+	// tab is the stores by database number (nil: not used yet), replaced
+	// whole under mu (copy on write) when a store is created or two are
+	// swapped, so that a SWAPDB is one atomic step for every reader.
+	tab   atomic.Pointer[[]*Store]
+	n     int
+	mu    sync.Mutex    // guards perm and the replacing of tab
+	perm  []uint32      // perm[i]: the id of database i's store
+	swaps atomic.Uint64 // bumped by every Swap and SetPerm
+	sweep atomic.Uint32 // the database the next SweepStep starts at
 }
 
 // dbState is a Store's place among its Databases.
@@ -46,12 +50,12 @@ type dbState struct {
 }
 
 // MaxDatabases is the most databases a Databases may have: far above any
-// real use (Redis's default is 16), low enough that the table of unused
-// ones (8 bytes each) stays small.
-const MaxDatabases = 1 << 20
+// real use (Redis's default is 16), low enough that the table (8 bytes a
+// database, copied when a database is first used or swapped) stays small.
+const MaxDatabases = 1 << 16
 
 // ErrDatabases: a database count below 1 or above MaxDatabases.
-var ErrDatabases = errors.New("store: the number of databases must be between 1 and 1048576")
+var ErrDatabases = errors.New("store: the number of databases must be between 1 and 65536")
 
 // Group returns the Databases db0 is database 0 of, making n databases
 // around it (sharing its memory account, bound and policy) when it is not
@@ -64,22 +68,24 @@ func Group(db0 *Store, n int) (*Databases, error) {
 	if n < 1 || n > MaxDatabases {
 		return nil, ErrDatabases
 	}
-	d := &Databases{acct: db0.memoryState, track: db0.track, dbs: make([]atomic.Pointer[Store], n), perm: make([]uint32, n)}
+	d := &Databases{acct: db0.memoryState, track: db0.track, n: n, perm: make([]uint32, n)}
 	for i := range d.perm {
 		d.perm[i] = uint32(i)
 	}
 	db0.group = d
-	d.dbs[0].Store(db0)
+	tab := make([]*Store, n)
+	tab[0] = db0
+	d.tab.Store(&tab)
 	return d, nil
 }
 
 // Len is the number of databases.
-func (d *Databases) Len() int { return len(d.dbs) }
+func (d *Databases) Len() int { return d.n }
 
 // DB returns database i's store, creating it on first use. i must be in
-// [0, Len()). Cost once it exists: one atomic load.
+// [0, Len()). Cost once it exists: one atomic load and an index.
 func (d *Databases) DB(i int) *Store {
-	if st := d.dbs[i].Load(); st != nil {
+	if st := (*d.tab.Load())[i]; st != nil {
 		return st
 	}
 	return d.create(i)
@@ -88,23 +94,31 @@ func (d *Databases) DB(i int) *Store {
 func (d *Databases) create(i int) *Store {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if st := d.dbs[i].Load(); st != nil {
+	if st := (*d.tab.Load())[i]; st != nil {
 		return st
 	}
 	st := newStore(d.acct, d.track, d.perm[i])
 	st.group = d
-	d.dbs[i].Store(st)
+	d.replaceLocked(func(tab []*Store) { tab[i] = st })
 	return st
 }
 
 // Existing returns database i's store, or nil when it was never used
 // (it holds no key then).
-func (d *Databases) Existing(i int) *Store { return d.dbs[i].Load() }
+func (d *Databases) Existing(i int) *Store { return (*d.tab.Load())[i] }
+
+// replaceLocked publishes a copy of the table changed by fn. Requires
+// d.mu. Cost: O(Len()), on a database's first use and on SWAPDB only.
+func (d *Databases) replaceLocked(fn func(tab []*Store)) {
+	tab := append([]*Store(nil), *d.tab.Load()...)
+	fn(tab)
+	d.tab.Store(&tab)
+}
 
 // Each calls fn with every database that was ever used, in number order.
 func (d *Databases) Each(fn func(i int, st *Store)) {
-	for i := range d.dbs {
-		if st := d.dbs[i].Load(); st != nil {
+	for i, st := range *d.tab.Load() {
+		if st != nil {
 			fn(i, st)
 		}
 	}
@@ -119,9 +133,7 @@ func (d *Databases) Swap(i, j int) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	a, b := d.dbs[i].Load(), d.dbs[j].Load()
-	d.dbs[i].Store(b)
-	d.dbs[j].Store(a)
+	d.replaceLocked(func(tab []*Store) { tab[i], tab[j] = tab[j], tab[i] })
 	d.perm[i], d.perm[j] = d.perm[j], d.perm[i]
 	d.swaps.Add(1)
 }
@@ -150,7 +162,7 @@ func (d *Databases) Swaps() uint64 { return d.swaps.Load() }
 // (restoring a key written under id), or nil when no database has that id
 // (id >= Len()).
 func (d *Databases) ByID(id uint32) *Store {
-	if int64(id) >= int64(len(d.dbs)) {
+	if int64(id) >= int64(d.n) {
 		return nil
 	}
 	d.mu.Lock()
@@ -174,7 +186,7 @@ var ErrPerm = errors.New("store: invalid database mapping")
 // then the identity); else ErrPerm and nothing changes. For restoring,
 // before anything is served.
 func (d *Databases) SetPerm(perm []uint32) error {
-	if len(perm) > len(d.dbs) {
+	if len(perm) > d.n {
 		return ErrPerm
 	}
 	seen := make([]bool, len(perm))
@@ -187,21 +199,18 @@ func (d *Databases) SetPerm(perm []uint32) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	byID := make(map[uint32]*Store, len(perm))
+	old := *d.tab.Load()
 	for i := range perm {
-		if st := d.dbs[i].Load(); st != nil {
+		if st := old[i]; st != nil {
 			byID[st.id] = st
 		}
 	}
-	for i, id := range perm {
-		st := byID[id]
-		if st == nil {
-			// Never used: created with its id on first use.
-			d.dbs[i].Store(nil)
-		} else {
-			d.dbs[i].Store(st)
+	d.replaceLocked(func(tab []*Store) {
+		for i, id := range perm {
+			tab[i] = byID[id] // nil: never used, created with its id on first use
+			d.perm[i] = id
 		}
-		d.perm[i] = id
-	}
+	})
 	d.swaps.Add(1)
 	return nil
 }
@@ -253,11 +262,12 @@ func (d *Databases) FlushAll() {
 // returns the keys deleted.
 func (d *Databases) SweepStep(nowMs int64, budget time.Duration) int {
 	deadline := time.Now().Add(budget)
-	n := len(d.dbs)
+	tab := *d.tab.Load()
+	n := len(tab)
 	start := int(d.sweep.Add(1)-1) % n
 	deleted := 0
 	for k := 0; k < n; k++ {
-		st := d.dbs[(start+k)%n].Load()
+		st := tab[(start+k)%n]
 		if st == nil {
 			continue
 		}
