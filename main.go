@@ -67,7 +67,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "celld:", err)
 		return 2
 	}
-	srvCfg := server.Config{Addr: cfg.Addr, Logger: log, Version: version, IOLoops: cfg.IOLoops, Cluster: topo}
+	srvCfg := server.Config{Addr: cfg.Addr, Logger: log, Version: version, IOLoops: cfg.IOLoops, Cluster: topo, Databases: cfg.Databases}
 	if cfg.IOLoops == 0 {
 		srvCfg.IOLoops = -1 // the flag's 0: no loop
 	}

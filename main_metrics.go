@@ -92,7 +92,7 @@ func (p *persistence) metricsSnapshot() metrics.Persistence {
 		LastSuccessAt:     s.LastSuccessAt,
 		Flushes:           s.Flushes,
 		FlushErrors:       s.FlushErrors,
-		DirtyKeys:         p.st.DirtyKeys() + s.PendingKeys,
+		DirtyKeys:         p.databases().DirtyKeys() + s.PendingKeys,
 		RestoreDuration:   p.restore.Duration,
 		RestoreKeys:       p.restoredKeys,
 		BaseRewrites:      s.Bases,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,9 +27,14 @@ import (
 type persistence struct {
 	db      *persist.DB
 	fl      *persist.Flusher
-	st      *store.Store
+	st      *store.Store     // database 0 as main made it
+	dbs     *store.Databases // every database: use databases() (persistence_dbs.go)
+	dbsOnce sync.Once
 	log     *slog.Logger
 	restore persist.RestoreStats
+	// mapSwaps is the store.Databases swap count whose mapping is on disk
+	// or in the flusher's hands (persistence_dbs.go). Guarded by mu.
+	mapSwaps uint64
 	// restoredKeys is the store's size after the restore.
 	restoredKeys int64
 	// clockBackMs is how far the clock was behind the last flush stamp at
@@ -56,7 +62,11 @@ func openPersistence(cfg *config.Config, st *store.Store, log *slog.Logger) (*pe
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("data directory %s: %w", cfg.Dir, err)
 	}
-	p := &persistence{st: st, log: log}
+	dbs, err := store.Group(st, cmp.Or(cfg.Databases, 16))
+	if err != nil {
+		return nil, err
+	}
+	p := &persistence{st: st, dbs: dbs, log: log}
 	db, err := persist.Open(cfg.Dir, persist.Options{Logger: log, FoldMinBytes: cfg.FoldMinBytes})
 	if err == nil {
 		p.db = db
@@ -73,8 +83,7 @@ func openPersistence(cfg *config.Config, st *store.Store, log *slog.Logger) (*pe
 		if !unreadable || cfg.Recover != "skip" {
 			return nil, fmt.Errorf("data directory %s: %w", cfg.Dir, err)
 		}
-		st.Flush()
-		st.Drain(0, nil)
+		p.emptyAll()
 		aside, rerr := moveAside(cfg.Dir, time.Now())
 		if rerr != nil {
 			return nil, fmt.Errorf("data directory %s: cannot move its contents aside: %w (restore error: %v)", cfg.Dir, rerr, err)
@@ -202,13 +211,23 @@ func (p *persistence) load(now time.Time) error {
 		buf     [20]byte
 	)
 	p.log.Info("restoring state", "base_bytes", p.db.BaseBytes(), "log_bytes", p.db.LogBytes())
-	stats, err := p.db.ReplayKinds(restoreMs, func(key, value []byte, exp int64, kind persist.Kind, deleted bool) error {
+	var perm []uint32 // the database mapping, when one was written
+	stats, err := p.db.ReplayAll(restoreMs, func(dbid uint32, key, value []byte, exp int64, kind persist.Kind, deleted bool) error {
+		if dbid == persist.DBMapID {
+			var err error
+			perm, err = p.decodePerm(value, deleted)
+			return err
+		}
+		st, err := p.storeOf(dbid) // persistence_dbs.go
+		if err != nil {
+			return err
+		}
 		if deleted {
-			p.st.Unload(key)
+			st.Unload(key)
 			return nil
 		}
 		if kind == persist.KindWindow {
-			return p.loadWindow(key, value, exp, backMs) // persistence_window.go
+			return p.loadWindow(st, key, value, exp, backMs) // persistence_window.go
 		}
 		if backMs != 0 {
 			if exp != 0 {
@@ -225,19 +244,26 @@ func (p *persistence) load(now time.Time) error {
 				shifted++
 			}
 		}
-		p.st.Load(key, value, exp)
+		st.Load(key, value, exp)
 		return nil
-	}, func(key []byte, kind byte, image []byte, exp int64) error {
+	}, func(dbid uint32, key []byte, kind byte, image []byte, exp int64) error {
 		if backMs != 0 && exp != 0 {
 			exp -= backMs
 		}
-		return loadObject(p.st, key, kind, image, exp)
+		st, err := p.storeOf(dbid) // persistence_dbs.go
+		if err != nil {
+			return err
+		}
+		return loadObject(st, key, kind, image, exp)
 	})
 	if err != nil {
 		return err
 	}
+	if err := p.applyPerm(perm); err != nil {
+		return err
+	}
 	p.restore = stats
-	p.restoredKeys = int64(p.st.Len())
+	p.restoredKeys = int64(p.databases().Keys())
 	p.clockBackMs = backMs
 	if backMs != 0 {
 		// Also stamps now, so the shift is not applied twice.
@@ -270,13 +296,16 @@ func (p *persistence) snapshot(nowMs int64, w *persist.BaseWriter) error {
 			w.Add(c.Key, c.Text, c.ExpireAtMs)
 		}
 	}
-	for i := range store.NumShards {
-		p.st.DumpShard(i, nowMs, add)
-		if err := w.Spill(); err != nil {
-			return err
+	return p.eachStore(func(st *store.Store) error { // persistence_dbs.go
+		w.SetDB(st.ID())
+		for i := range store.NumShards {
+			st.DumpShard(i, nowMs, add)
+			if err := w.Spill(); err != nil {
+				return err
+			}
 		}
-	}
-	return nil
+		return nil
+	}, w)
 }
 
 // drain converts the store's changes into persist ops (called by the
@@ -291,18 +320,24 @@ func (p *persistence) drain(nowMs int64, buf []persist.Op) []persist.Op {
 	n := len(buf)
 	// Sized up front: growing a 1M-entry slice by doubling copies it ~20
 	// times, which is most of a shutdown's drain.
-	buf = slices.Grow(buf, p.st.DirtyKeys()*5/4+64) // headroom: keys dirtied meanwhile
-	p.block = p.st.DrainFunc(nowMs, p.spare[:0], func(c store.Change) {
-		op := persist.Op{Key: c.Key, Value: c.Text, TAT: c.TAT, IsTAT: c.IsTAT, ExpireAtMs: c.ExpireAtMs, Delete: c.Deleted}
-		switch c.Kind {
-		case store.KindString:
-		case store.KindWindow:
-			op.Window = true
-		default:
-			op.Kind, op.Object = byte(c.Kind), c.Image
-		}
-		buf = append(buf, op)
+	buf = slices.Grow(buf, p.databases().DirtyKeys()*5/4+64) // headroom: keys dirtied meanwhile
+	buf = p.drainMap(buf)                                    // persistence_dbs.go: the database mapping after a SWAPDB
+	block := p.spare[:0]
+	p.databases().Each(func(_ int, st *store.Store) {
+		id := st.ID()
+		block = st.DrainFunc(nowMs, block, func(c store.Change) {
+			op := persist.Op{Key: c.Key, Value: c.Text, TAT: c.TAT, IsTAT: c.IsTAT, ExpireAtMs: c.ExpireAtMs, Delete: c.Deleted, DB: id}
+			switch c.Kind {
+			case store.KindString:
+			case store.KindWindow:
+				op.Window = true
+			default:
+				op.Kind, op.Object = byte(c.Kind), c.Image
+			}
+			buf = append(buf, op)
+		})
 	})
+	p.block = block
 	p.spare = nil
 	if len(buf) == n { // nothing refers to the block: keep it
 		p.spare, p.block = p.block[:0], nil
@@ -380,7 +415,7 @@ func (p *persistence) InfoPersistence() []string {
 		"last_flush_age_ms:" + strconv.FormatInt(age, 10),
 		"last_flush_keys:" + strconv.Itoa(s.LastFlushKeys),
 		"last_flush_duration_us:" + strconv.FormatInt(s.LastFlushDuration.Microseconds(), 10),
-		"dirty_keys:" + strconv.Itoa(p.st.DirtyKeys()+s.PendingKeys),
+		"dirty_keys:" + strconv.Itoa(p.databases().DirtyKeys()+s.PendingKeys),
 		"flushes:" + strconv.FormatInt(s.Flushes, 10),
 		"flush_errors:" + strconv.FormatInt(s.FlushErrors, 10),
 		"rdb_last_save_time:" + strconv.FormatInt(unixOrZero(s.LastSuccessAt), 10),
@@ -472,7 +507,7 @@ func (p *persistence) CloseBy(deadline time.Time) error {
 // unflushed is how many changed keys are not known to be durable: the
 // store's dirty keys plus the flusher's pending ones.
 func (p *persistence) unflushed() int {
-	return p.st.DirtyKeys() + p.fl.Status().PendingKeys
+	return p.databases().DirtyKeys() + p.fl.Status().PendingKeys
 }
 
 func unixOrZero(t time.Time) int64 {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	_ "github.com/celld/celld/data" // CL.WINDOW registers itself (data/window.go)
+	"github.com/celld/celld/store"
 	"github.com/celld/celld/window"
 )
 
@@ -12,7 +13,7 @@ import (
 // key's expiry move back with the clock, as TATs do; FIXED and SLIDING
 // count epoch-aligned windows, so their state and expiry stay as written
 // (window.ShiftBack).
-func (p *persistence) loadWindow(key, state []byte, exp, backMs int64) error {
+func (p *persistence) loadWindow(st *store.Store, key, state []byte, exp, backMs int64) error {
 	if backMs != 0 {
 		if shifted, ok := window.ShiftBack(state, backMs, p.winBuf); ok {
 			state, p.winBuf = shifted, shifted
@@ -21,7 +22,7 @@ func (p *persistence) loadWindow(key, state []byte, exp, backMs int64) error {
 			}
 		}
 	}
-	if err := p.st.LoadWindow(key, state, exp); err != nil {
+	if err := st.LoadWindow(key, state, exp); err != nil {
 		return fmt.Errorf("restoring window key %q: %w", key, err)
 	}
 	return nil

@@ -57,6 +57,7 @@ func TestDefaults(t *testing.T) {
 		ShutdownGrace: 10 * time.Second, MaxMemoryPolicy: "noeviction"}
 	want.UpstreamFallback, want.UpstreamTimeout = "local", 250*time.Millisecond // sidecar mode
 	want.LimiterSeparator, want.MetricsMaxLimiters = ":", 100                   // docs/limiter-metrics.md
+	want.Databases = 16
 	if *c != want {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", *c, want)
 	}
@@ -308,6 +309,7 @@ func TestRanges(t *testing.T) {
 		ok, bad []string
 	}{
 		{"--io-loops", []string{"0", "1", "64"}, []string{"-1", "65", "many"}},
+		{"--databases", []string{"1", "16", "65536"}, []string{"0", "-1", "65537", "many"}},
 		{"--busy-poll", []string{"0", "10us", "1s"}, []string{"-1us", "2s", "soon"}},
 		{"--maxclients", []string{"1", "100000"}, []string{"0", "-5", "1e3"}},
 		{"--proto-max-bulk-len", []string{"1", "512mb", "1k"}, []string{"0", "513mb", "-1"}},

@@ -100,6 +100,10 @@ type Config struct {
 	// clients; the zero value is no limit.
 	OutputBufferLimit OutputBufferLimit
 
+	// Databases is how many databases SELECT chooses from (Redis's
+	// databases; docs/databases.md).
+	Databases int
+
 	// Actions: what to do instead of serving. No environment variable
 	// sets these (CELLD_HEALTHCHECK=yes in an image would turn every start
 	// into a health check).
@@ -285,4 +289,7 @@ var table = []setting{
 	{Name: "client-output-buffer-limit", Group: Tuning, Default: "normal 0 0 0",
 		Usage: "Redis's limit on a client's unread replies: 'normal <hard> <soft> <soft-seconds>' (e.g. 'normal 256mb 64mb 60'); a client past hard, or at or above soft for longer than soft-seconds, is closed; 0 = no limit",
 		bind:  func(c *Config) value { return outputBufferValue{&c.OutputBufferLimit} }},
+	{Name: "databases", Group: Tuning, Default: "16",
+		Usage: "number of databases (SELECT 0 to N-1), as Redis's; a database costs memory only once used; cluster mode serves database 0 only (docs/databases.md)",
+		bind:  func(c *Config) value { return intValue{p: &c.Databases, min: 1, max: 1 << 16} }},
 }

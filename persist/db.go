@@ -184,6 +184,9 @@ type Op struct {
 	// key holds a value of that kind whose whole content is Object.
 	Kind   byte
 	Object []byte
+	// DB is the persistent id of the key's database (databases.go); 0,
+	// database 0's, is written exactly as before databases existed.
+	DB uint32
 }
 
 // RestoreStats reports what Replay or Restore did.

@@ -169,7 +169,7 @@ type Flusher struct {
 	// mu serialises drain+write between the loop and FlushNow. The fields
 	// below it are guarded by it.
 	mu      sync.Mutex
-	pending map[string]Op
+	pending map[pendingKey]Op
 	// fresh is the latest drain's ops when nothing older was pending: they
 	// are written straight from the slice, skipping the pending map (on a
 	// 1M-key shutdown the map costs more than the write). Non-empty only
@@ -235,7 +235,7 @@ func NewFlusher(db *DB, cfg FlusherConfig) *Flusher {
 		onIdle:     cfg.Idle,
 		now:        cfg.Now,
 		log:        cfg.Logger.With("component", "persist.flusher", "dir", db.dir),
-		pending:    make(map[string]Op),
+		pending:    make(map[pendingKey]Op),
 		status:     Status{LastFlushOK: true},
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
@@ -427,7 +427,7 @@ func (f *Flusher) drainLocked() {
 // map key is that copy (no second string). f.mu must be held. Cost: one
 // allocation and a map write per op: the failure path only.
 func (f *Flusher) putPendingLocked(op *Op) {
-	k := unsafe.String(unsafe.SliceData(op.Key), len(op.Key))
+	k := pendingKey{op.DB, unsafe.String(unsafe.SliceData(op.Key), len(op.Key))}
 	if old, ok := f.pending[k]; ok {
 		f.pendingBytes -= int64(len(old.Key) + len(old.Value))
 		delete(f.pending, k)
@@ -442,7 +442,7 @@ func (f *Flusher) putPendingLocked(op *Op) {
 	if len(op.Value) > 0 {
 		c.Value = b[kl:]
 	}
-	f.pending[unsafe.String(unsafe.SliceData(c.Key), kl)] = c
+	f.pending[pendingKey{c.DB, unsafe.String(unsafe.SliceData(c.Key), kl)}] = c
 	f.pendingBytes += int64(len(b))
 }
 
@@ -548,13 +548,13 @@ func (f *Flusher) writeLocked() error {
 			for i := range piece {
 				op := &piece[i]
 				f.pendingBytes -= int64(len(op.Key) + len(op.Value))
-				delete(f.pending, unsafe.String(unsafe.SliceData(op.Key), len(op.Key)))
+				delete(f.pending, pendingKey{op.DB, unsafe.String(unsafe.SliceData(op.Key), len(op.Key))})
 			}
 		}
 		clear(f.batch)
 		f.batch = f.batch[:0]
 		if len(f.pending) == 0 {
-			f.pending = make(map[string]Op) // a map keeps its peak size
+			f.pending = make(map[pendingKey]Op) // a map keeps its peak size
 			f.pendingBytes = 0
 		}
 		f.notePendingLocked()

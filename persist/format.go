@@ -35,12 +35,12 @@ const maxChunk = 16 << 10
 
 // entrySize is the encoded size of op.
 func entrySize(op *Op) int {
-	n := 1 + uvarintLen(uint64(len(op.Key))) + len(op.Key)
+	n := 1 + uvarintLen(uint64(len(op.Key))) + len(op.Key) + dbPrefixLen(op.DB)
 	switch {
 	case op.Window && !op.Delete:
-		return windowEntrySize(op) // window.go
+		return windowEntrySize(op) + dbPrefixLen(op.DB) // window.go
 	case op.Kind != 0 && !op.Delete:
-		return objectEntrySize(op) // object.go
+		return objectEntrySize(op) + dbPrefixLen(op.DB) // object.go
 	case op.Delete:
 	case op.IsTAT:
 		n += varintLen(op.ExpireAtMs) + 8
@@ -56,6 +56,7 @@ func entrySize(op *Op) int {
 
 // appendEntry appends op's encoding to b.
 func appendEntry(b []byte, op *Op) []byte {
+	b = appendDBPrefix(b, op.DB) // databases.go: nothing for database 0
 	if op.Delete {
 		b = append(b, entryDelete)
 		b = binary.AppendUvarint(b, uint64(len(op.Key)))
@@ -113,14 +114,23 @@ func appendSet(b, key, value []byte, exp int64) []byte {
 	return append(b, value...)
 }
 
-// decodeChunk calls fn for every entry of chunk, in order, with the kind
-// of its value. key and value alias chunk. A malformed chunk is reported
-// as an error (the caller wraps ErrCorrupt); fn's error stops the walk and
-// is returned as is. Object entries (hashes, lists, sorted sets) go to obj
-// (object.go); without it they are a format error.
+// decodeChunk calls fn for every entry of chunk, in order, with its
+// database id and the kind of its value. key and value alias chunk. A
+// malformed chunk is reported as an error (the caller wraps ErrCorrupt);
+// fn's error stops the walk and is returned as is. Object entries (hashes,
+// lists, sorted sets) go to obj (object.go); without it they are a format
+// error.
 func decodeChunk(chunk []byte, fn entryFunc, obj ...ObjectFunc) (fnErr, formatErr error) {
 	var text [20]byte // a 't' entry's value, valid during fn
 	for off := 0; off < len(chunk); {
+		db, n, err := readDBPrefix(chunk, off) // databases.go
+		if err != nil {
+			return nil, err
+		}
+		off += n
+		if off >= len(chunk) {
+			return nil, fmt.Errorf("database prefix without an entry at byte %d", off)
+		}
 		kind := chunk[off]
 		off++
 		klen, n := binary.Uvarint(chunk[off:])
@@ -132,7 +142,7 @@ func decodeChunk(chunk []byte, fn entryFunc, obj ...ObjectFunc) (fnErr, formatEr
 		off += int(klen)
 		switch kind {
 		case entryDelete:
-			if err := fn(key, nil, 0, KindString, true); err != nil {
+			if err := fn(db, key, nil, 0, KindString, true); err != nil {
 				return err, nil
 			}
 		case entrySet:
@@ -148,7 +158,7 @@ func decodeChunk(chunk []byte, fn entryFunc, obj ...ObjectFunc) (fnErr, formatEr
 			off += n
 			value := chunk[off : off+int(vlen) : off+int(vlen)]
 			off += int(vlen)
-			if err := fn(key, value, exp, KindString, false); err != nil {
+			if err := fn(db, key, value, exp, KindString, false); err != nil {
 				return err, nil
 			}
 		case entryWindow: // window.go
@@ -157,7 +167,7 @@ func decodeChunk(chunk []byte, fn entryFunc, obj ...ObjectFunc) (fnErr, formatEr
 				return nil, err
 			}
 			off = end
-			if err := fn(key, state, exp, KindWindow, false); err != nil {
+			if err := fn(db, key, state, exp, KindWindow, false); err != nil {
 				return err, nil
 			}
 		case entryTAT:
@@ -168,7 +178,7 @@ func decodeChunk(chunk []byte, fn entryFunc, obj ...ObjectFunc) (fnErr, formatEr
 			off += n
 			tat := binary.LittleEndian.Uint64(chunk[off:])
 			off += 8
-			if err := fn(key, strconv.AppendUint(text[:0], tat, 10), exp, KindString, false); err != nil {
+			if err := fn(db, key, strconv.AppendUint(text[:0], tat, 10), exp, KindString, false); err != nil {
 				return err, nil
 			}
 		case entryObject:
@@ -176,7 +186,7 @@ func decodeChunk(chunk []byte, fn entryFunc, obj ...ObjectFunc) (fnErr, formatEr
 			if len(obj) == 0 {
 				obj = []ObjectFunc{nil}
 			}
-			if off, fnErr, formatErr = decodeObject(chunk, off, key, obj[0]); fnErr != nil || formatErr != nil {
+			if off, fnErr, formatErr = decodeObject(chunk, off, db, key, obj[0]); fnErr != nil || formatErr != nil {
 				return fnErr, formatErr
 			}
 		default:

@@ -174,7 +174,7 @@ func (db *DB) migrate(l dirLayout) error {
 			return err
 		}
 		copyChunk := func(k, v []byte) error {
-			if _, formatErr := decodeChunk(v, func([]byte, []byte, int64, Kind, bool) error { return nil }); formatErr != nil {
+			if _, formatErr := decodeChunk(v, func(uint32, []byte, []byte, int64, Kind, bool) error { return nil }); formatErr != nil {
 				return fmt.Errorf("%w: chunk %x: %v", ErrCorrupt, k[1:], formatErr)
 			}
 			copied++

@@ -132,6 +132,7 @@ type BaseWriter struct {
 	f     *baseFile
 	abort *atomic.Bool
 	buf   []byte // chunks encoded and not yet written
+	dbid  uint32 // the database the next Adds are in (SetDB)
 	cuts  []int  // ends of the complete chunks in buf
 	keys  int64
 	// err is the first failure of Spill: WriteBase treats it as the
@@ -143,6 +144,7 @@ type BaseWriter struct {
 // memory, so it may be called while the caller holds its own locks (e.g. a
 // store shard's); O(len(key)+len(value)). key and value are copied.
 func (w *BaseWriter) Add(key, value []byte, expireAtMs int64) {
+	w.buf = appendDBPrefix(w.buf, w.dbid)
 	w.buf = appendSet(w.buf, key, value, expireAtMs)
 	w.added()
 }
@@ -150,6 +152,7 @@ func (w *BaseWriter) Add(key, value []byte, expireAtMs int64) {
 // AddTAT is Add for a value that is tat's decimal text, without the text:
 // it is stored in 8 bytes (as Op.IsTAT). key is copied.
 func (w *BaseWriter) AddTAT(key []byte, tat uint64, expireAtMs int64) {
+	w.buf = appendDBPrefix(w.buf, w.dbid)
 	w.buf = appendTAT(w.buf, key, tat, expireAtMs)
 	w.added()
 }
@@ -334,16 +337,43 @@ func (db *DB) WriteBase(fill func(w *BaseWriter) error) (BaseStats, error) {
 // yields ErrCorrupt.
 //
 // Replay passes a window key's state as its value; a caller that restores
-// windows uses ReplayKinds. Object entries (hashes, lists, sorted sets:
-// object.go) go to obj, when given, with the same rules: an expired one is
-// passed to fn as a deletion. Without obj they are reported as ErrCorrupt.
+// windows uses ReplayKinds, one that restores databases ReplayAll. Object
+// entries (hashes, lists, sorted sets: object.go) go to obj, when given,
+// with the same rules: an expired one is passed to fn as a deletion.
+// Without obj they are reported as ErrCorrupt. Replay flattens the
+// databases: it is for callers that know there is only database 0.
 func (db *DB) Replay(nowMs int64, fn func(key, value []byte, expireAtMs int64, deleted bool) error, obj ...ObjectFunc) (RestoreStats, error) {
-	return db.ReplayKinds(nowMs, func(k, v []byte, exp int64, _ Kind, deleted bool) error { return fn(k, v, exp, deleted) }, obj...)
+	return db.ReplayAll(nowMs, func(dbid uint32, k, v []byte, exp int64, _ Kind, deleted bool) error {
+		if dbid == DBMapID {
+			return nil
+		}
+		return fn(k, v, exp, deleted)
+	}, obj...)
 }
 
 // ReplayKinds is Replay with each value's kind (KindString, or KindWindow
 // for a CL.WINDOW state).
-func (db *DB) ReplayKinds(nowMs int64, fn entryFunc, obj ...ObjectFunc) (RestoreStats, error) {
+func (db *DB) ReplayKinds(nowMs int64, fn func(key, value []byte, exp int64, kind Kind, deleted bool) error, obj ...ObjectFunc) (RestoreStats, error) {
+	return db.ReplayAll(nowMs, func(dbid uint32, k, v []byte, exp int64, kind Kind, deleted bool) error {
+		if dbid == DBMapID {
+			return nil
+		}
+		return fn(k, v, exp, kind, deleted)
+	}, obj...)
+}
+
+// ReplayDBs is Replay with each entry's database id (Op.DB), and the
+// database mapping (EncodeDBMap) as entries of the pseudo-database DBMapID
+// whose value is the mapping (the last one wins).
+func (db *DB) ReplayDBs(nowMs int64, fn func(dbid uint32, key, value []byte, expireAtMs int64, deleted bool) error, obj ...ObjectFunc) (RestoreStats, error) {
+	return db.ReplayAll(nowMs, func(dbid uint32, k, v []byte, exp int64, _ Kind, deleted bool) error {
+		return fn(dbid, k, v, exp, deleted)
+	}, obj...)
+}
+
+// ReplayAll is Replay with each entry's database id (as ReplayDBs) and
+// kind (as ReplayKinds).
+func (db *DB) ReplayAll(nowMs int64, fn entryFunc, obj ...ObjectFunc) (RestoreStats, error) {
 	start := time.Now()
 	var st RestoreStats
 	db.pm.Lock()
@@ -360,7 +390,7 @@ func (db *DB) ReplayKinds(nowMs int64, fn entryFunc, obj ...ObjectFunc) (Restore
 	)
 	// fn is the caller's code: a panic in it is not pebble's and must not be
 	// turned into ErrPebbleFatal. Catch it here, re-raise it below.
-	apply := func(k, v []byte, exp int64, kind Kind, deleted bool) (err error) {
+	apply := func(dbid uint32, k, v []byte, exp int64, kind Kind, deleted bool) (err error) {
 		defer func() {
 			if r := recover(); r != nil {
 				fnPanic, fnPanicky = r, true
@@ -376,7 +406,7 @@ func (db *DB) ReplayKinds(nowMs int64, fn entryFunc, obj ...ObjectFunc) (Restore
 		default:
 			st.Loaded++
 		}
-		if err := fn(k, v, exp, kind, deleted); err != nil {
+		if err := fn(dbid, k, v, exp, kind, deleted); err != nil {
 			fnErr = err
 			return err
 		}
@@ -384,12 +414,12 @@ func (db *DB) ReplayKinds(nowMs int64, fn entryFunc, obj ...ObjectFunc) (Restore
 	}
 	var objApply []ObjectFunc
 	if len(obj) > 0 && obj[0] != nil {
-		objApply = []ObjectFunc{func(k []byte, kind byte, image []byte, exp int64) error {
+		objApply = []ObjectFunc{func(dbid uint32, k []byte, kind byte, image []byte, exp int64) error {
 			if exp != 0 && exp <= nowMs {
-				return apply(k, nil, exp, KindString, false) // counted and passed as expired
+				return apply(dbid, k, nil, exp, KindString, false) // counted and passed as expired
 			}
 			st.Loaded++
-			if err := obj[0](k, kind, image, exp); err != nil {
+			if err := obj[0](dbid, k, kind, image, exp); err != nil {
 				fnErr = err
 				return err
 			}
@@ -464,7 +494,9 @@ func (db *DB) reportBaseDamage(bs baseScan) {
 }
 
 // Restore calls fn once for every key live as of nowMs (ExpireAtMs 0 or
-// greater than nowMs), in key order (bytewise), with its final state. It
+// greater than nowMs), in key order (bytewise; database 0's keys, then
+// each other database's in id order: the same name in two databases is
+// two keys), with its final state. It
 // replays into a map first, so it costs O(keys) memory: fine for tests and
 // tools; the server uses Replay. key and value are only valid during the
 // call. If fn returns an error Restore stops and returns it; Loaded counts
@@ -474,27 +506,32 @@ func (db *DB) Restore(nowMs int64, fn func(key, value []byte, expireAtMs int64) 
 		value string
 		exp   int64
 	}
-	state := map[string]rec{}
-	st, err := db.Replay(nowMs, func(k, v []byte, exp int64, deleted bool) error {
+	state := map[pendingKey]rec{}
+	st, err := db.ReplayDBs(nowMs, func(dbid uint32, k, v []byte, exp int64, deleted bool) error {
+		if dbid == DBMapID {
+			return nil
+		}
+		// The same name in two databases is two keys (databases.go).
+		dk := pendingKey{dbid, string(k)}
 		if deleted {
-			delete(state, string(k))
+			delete(state, dk)
 		} else {
-			state[string(k)] = rec{string(v), exp}
+			state[dk] = rec{string(v), exp}
 		}
 		return nil
 	})
 	if err != nil {
 		return st, err
 	}
-	keys := make([]string, 0, len(state))
+	keys := make([]pendingKey, 0, len(state))
 	for k := range state {
 		keys = append(keys, k)
 	}
-	slices.Sort(keys)
+	slices.SortFunc(keys, compareDBKeys) // databases.go
 	st.Loaded = 0
 	for _, k := range keys {
 		r := state[k]
-		if err := fn([]byte(k), []byte(r.value), r.exp); err != nil {
+		if err := fn([]byte(k.key), []byte(r.value), r.exp); err != nil {
 			return st, err
 		}
 		st.Loaded++

@@ -464,7 +464,7 @@ func TestEntryEncodingRoundTrip(t *testing.T) {
 		}
 	}
 	var i int
-	cbErr, fmtErr := decodeChunk(chunk, func(k, v []byte, exp int64, _ Kind, deleted bool) error {
+	cbErr, fmtErr := decodeChunk(chunk, func(_ uint32, k, v []byte, exp int64, _ Kind, deleted bool) error {
 		want := ops[i]
 		if string(k) != string(want.Key) || deleted != want.Delete ||
 			(!deleted && (string(v) != text(want) || exp != want.ExpireAtMs)) {

@@ -21,7 +21,7 @@ const entryObject = 'o'
 // ObjectFunc receives an object entry during Replay: the key, its kind
 // number, its image and its expiry. key and image are only valid during
 // the call.
-type ObjectFunc func(key []byte, kind byte, image []byte, expireAtMs int64) error
+type ObjectFunc func(dbid uint32, key []byte, kind byte, image []byte, expireAtMs int64) error
 
 // objectEntrySize is the encoded size of an object op.
 func objectEntrySize(op *Op) int {
@@ -42,7 +42,7 @@ func appendObject(b, key []byte, kind byte, image []byte, exp int64) []byte {
 
 // decodeObject decodes the rest of an object entry for key from
 // chunk[off:] and returns the offset after it.
-func decodeObject(chunk []byte, off int, key []byte, fn func(key []byte, kind byte, image []byte, exp int64) error) (next int, fnErr, formatErr error) {
+func decodeObject(chunk []byte, off int, dbid uint32, key []byte, fn ObjectFunc) (next int, fnErr, formatErr error) {
 	exp, n := binary.Varint(chunk[off:])
 	if n <= 0 || off+n >= len(chunk) {
 		return 0, nil, fmt.Errorf("bad expiry of object %q", key)
@@ -60,12 +60,13 @@ func decodeObject(chunk []byte, off int, key []byte, fn func(key []byte, kind by
 	if fn == nil {
 		return 0, nil, fmt.Errorf("object entry for %q where none is expected", key)
 	}
-	return off, fn(key, kind, image, exp), nil
+	return off, fn(dbid, key, kind, image, exp), nil
 }
 
 // AddObject appends one live key of a richer kind to the base being
 // written (as Add). key and image are copied.
 func (w *BaseWriter) AddObject(key []byte, kind byte, image []byte, expireAtMs int64) {
+	w.buf = appendDBPrefix(w.buf, w.dbid)
 	w.buf = appendObject(w.buf, key, kind, image, expireAtMs)
 	w.added()
 }

@@ -30,7 +30,7 @@ const (
 )
 
 // entryFunc receives one decoded entry (decodeChunk, ReplayKinds).
-type entryFunc func(key, value []byte, exp int64, kind Kind, deleted bool) error
+type entryFunc func(dbid uint32, key, value []byte, exp int64, kind Kind, deleted bool) error
 
 // appendWindow appends a 'w' entry to b.
 func appendWindow(b, key, state []byte, exp int64) []byte {
@@ -67,6 +67,7 @@ func decodeWindow(chunk, key []byte, off int) (exp int64, state []byte, end int,
 // AddWindow is Add for a CL.WINDOW key: state is its encoded window state
 // (store.Change.Text of a KindWindow change). key and state are copied.
 func (w *BaseWriter) AddWindow(key, state []byte, expireAtMs int64) {
+	w.buf = appendDBPrefix(w.buf, w.dbid)
 	w.buf = appendWindow(w.buf, key, state, expireAtMs)
 	w.added()
 }

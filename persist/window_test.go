@@ -95,7 +95,7 @@ func TestWindowEntryMalformed(t *testing.T) {
 		{'w', 1, 'k', 2},             // no state length
 		{'w', 1, 'k', 2, 5, 1, 2, 3}, // state shorter than its length
 	} {
-		if _, fmtErr := decodeChunk(chunk, func([]byte, []byte, int64, Kind, bool) error { return nil }); fmtErr == nil {
+		if _, fmtErr := decodeChunk(chunk, func(uint32, []byte, []byte, int64, Kind, bool) error { return nil }); fmtErr == nil {
 			t.Errorf("chunk %q decoded", chunk)
 		}
 	}

@@ -82,7 +82,7 @@ done
 # server process, replication, ...), skipped on both.
 tags='-needs:debug -needs:repl -needs:config-maxmemory -needs:pfdebug -needs:latency -needs:local-process -needs:save -needs:reset'
 runtest() { # side host port unit baseport
-  ( cd "$work/$1" && TERM=dumb timeout -k 5 "$timeout_s" ./runtest --host "$2" --port "$3" --singledb \
+  ( cd "$work/$1" && TERM=dumb timeout -k 5 "$timeout_s" ./runtest --host "$2" --port "$3" \
       --durable --ignore-encoding --ignore-digest --tags "$tags" --timeout "$timeout_s" \
       --baseport "$5" --single "unit/$4" >"$work/$1.out" 2>&1 </dev/null
     echo $? >"$work/$1.rc" )

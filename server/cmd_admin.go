@@ -220,7 +220,7 @@ func (s *Server) configParams() [][2]string {
 		}
 	}
 	return append([][2]string{
-		{"appendonly", "no"}, {"databases", "1"},
+		{"appendonly", "no"}, {"databases", itoa(int64(s.dbs.Len()))},
 		{"client-output-buffer-limit", s.cfg.OutputBufferLimit.configValue()},
 		{"port", port}, {"save", ""}, {"timeout", "0"},
 		{"shadow", s.dec.shadowText()}, // decisions.go

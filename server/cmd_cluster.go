@@ -303,7 +303,7 @@ func cmdClusterCountKeysInSlot(s *Server, c *client, args [][]byte) {
 		return
 	}
 	n := int64(0)
-	s.store.EachKey(s.nowMs(), func(key []byte) bool {
+	s.dbs.DB(0).EachKey(s.nowMs(), func(key []byte) bool {
 		if cluster.KeySlotString(store.KeyString(key)) == int(slot) {
 			n++
 		}
@@ -331,7 +331,7 @@ func cmdClusterGetKeysInSlot(s *Server, c *client, args [][]byte) {
 	}
 	var keys []string
 	if count > 0 {
-		s.store.EachKey(s.nowMs(), func(key []byte) bool {
+		s.dbs.DB(0).EachKey(s.nowMs(), func(key []byte) bool {
 			if cluster.KeySlotString(store.KeyString(key)) == int(slot) {
 				keys = append(keys, string(key))
 			}

@@ -5,7 +5,8 @@ import (
 	"time"
 )
 
-// Connection commands: PING, ECHO, QUIT, SELECT, HELLO, AUTH, RESET, CLIENT.
+// Connection commands: PING, ECHO, QUIT, HELLO, AUTH, RESET, CLIENT (SELECT:
+// databases.go).
 
 // RedisVersion is the Redis release whose replies celld reproduces.
 const RedisVersion = "7.2.4"
@@ -27,19 +28,6 @@ func cmdEcho(s *Server, c *client, args [][]byte) { c.out = appendBulk(c.out, ar
 func cmdQuit(s *Server, c *client, _ [][]byte) {
 	c.out = append(c.out, replyOK...)
 	c.closeAfterReply = true
-}
-
-func cmdSelect(s *Server, c *client, args [][]byte) {
-	n, ok := parseRedisInt(args[1])
-	if !ok || n < -1<<31 || n > 1<<31-1 {
-		c.out = appendError(c.out, errNotInt)
-		return
-	}
-	if n != 0 {
-		c.out = appendError(c.out, "ERR DB index is out of range")
-		return
-	}
-	c.out = append(c.out, replyOK...)
 }
 
 // validName reports whether a client name or library attribute has only

@@ -107,14 +107,7 @@ func cmdFlush(s *Server, c *client, args [][]byte) {
 			return
 		}
 	}
-	// WATCH: only the watchers of keys that existed are touched, as
-	// Redis's touchAllWatchedKeysInDb does.
-	nowMs := s.nowMs()
-	s.watch.touchIf(func(key string) bool {
-		_, ok := s.keyspace(c).Get([]byte(key), nowMs)
-		return ok
-	})
-	s.keyspace(c).Flush()
+	s.flush(c, strings.EqualFold(string(args[0]), "flushall")) // databases.go
 	c.out = append(c.out, replyOK...)
 }
 

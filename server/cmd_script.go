@@ -81,6 +81,13 @@ type scriptHost struct {
 func (h *scriptHost) SetCaller(caller any) {
 	h.caller, _ = caller.(*client)
 	h.keysTracked = false
+	if h.caller != nil {
+		// The script runs in its caller's database; a SELECT inside it
+		// changes this scratch client's only, as in Redis 7.
+		h.c.mu.Lock()
+		h.c.db = h.caller.db
+		h.c.mu.Unlock()
+	}
 }
 
 func newScriptHost(s *Server) *scriptHost {

@@ -58,7 +58,7 @@ func (s *Server) watchedChanged(c *client) bool {
 	}
 	nowMs := s.nowMs()
 	for _, w := range c.watched {
-		ver, ok := s.keyspace(c).Version([]byte(w.key), nowMs)
+		ver, ok := s.dbs.DB(w.db).Version([]byte(w.key), nowMs)
 		if ok != w.exists || (ok && ver != w.ver) {
 			return true
 		}
@@ -75,7 +75,7 @@ func cmdWatch(s *Server, c *client, args [][]byte) {
 	for _, k := range args[1:] {
 		dup := false
 		for _, w := range c.watched {
-			if w.key == string(k) {
+			if w.key == string(k) && w.db == c.db {
 				dup = true
 				break
 			}
@@ -85,8 +85,8 @@ func cmdWatch(s *Server, c *client, args [][]byte) {
 		}
 		ver, ok := s.keyspace(c).Version(k, nowMs)
 		key := string(k)
-		c.watched = append(c.watched, watchedKey{key: key, ver: ver, exists: ok})
-		s.watch.add(c, key)
+		c.watched = append(c.watched, watchedKey{key: key, db: c.db, ver: ver, exists: ok})
+		s.watch.add(c, c.db, key)
 	}
 	c.out = append(c.out, replyOK...)
 }

@@ -47,6 +47,7 @@ var commandTips = map[string][]string{
 	"flushdb":               {"request_policy:all_shards", "response_policy:all_succeeded"},
 	"info":                  {"nondeterministic_output", "request_policy:all_shards", "response_policy:special"},
 	"keys":                  {"request_policy:all_shards", "nondeterministic_output_order"},
+	"randomkey":             {"request_policy:all_shards", "nondeterministic_output"},
 	"lastsave":              {"nondeterministic_output"},
 	"ping":                  {"request_policy:all_shards", "response_policy:all_succeeded"},
 	"ttl":                   {"nondeterministic_output"},

@@ -180,7 +180,7 @@ func (s *Server) call(c *client, cmd *command, args [][]byte) {
 		// FLUSHALL touch the watchers of the keys they removed themselves
 		// (cmdFlush), before the keys are gone.
 		if !cmd.meta.flush {
-			eachKey(cmd, args, s.watch.touch)
+			s.watch.touchKeys(cmd, args, c.db)
 		}
 	}
 }

@@ -133,7 +133,7 @@ func (s *Server) resetStats(c *client) {
 	s.stats.connections.Store(0)
 	s.dec.reset() // decisions.go
 	s.stats.obufDisconnects.Store(0)
-	s.store.ResetExpiredKeys()
+	s.dbs.ResetExpiredKeys()
 	s.store.ResetEvictedKeys()
 	c.pending = 0
 	s.mu.Lock()

@@ -148,6 +148,29 @@ func (x *Ctx) Args() [][]byte { return x.args }
 // Store is the keyspace of the caller's selected database.
 func (x *Ctx) Store() *store.Store { return x.s.keyspace(x.c) }
 
+// DB is the caller's selected database number (SELECT; 0 in cluster mode).
+func (x *Ctx) DB() int { return x.c.db }
+
+// Database returns the keyspace of database n (COPY ... DB n), or false
+// when n is not one of the --databases. It creates the database's store
+// on first use. Cluster mode has database 0 only: callers answer Redis's
+// "... is not allowed in cluster mode" themselves (Cluster).
+func (x *Ctx) Database(n int64) (*store.Store, bool) {
+	if !x.s.validDB(n) {
+		return nil, false
+	}
+	return x.s.dbs.DB(int(n)), true
+}
+
+// Cluster reports whether the server runs in Redis Cluster mode.
+func (x *Ctx) Cluster() bool { return x.s.cfg.Cluster != nil }
+
+// TouchWatched marks the clients that WATCH key in database db as having
+// seen it change, for a command that writes a key of another database
+// than the caller's (COPY ... DB n). The caller's own keys, named by the
+// command's key positions, are touched by the dispatcher.
+func (x *Ctx) TouchWatched(db int, key []byte) { x.s.watch.touch(db, key) }
+
 // NowMs is the command's time in Unix milliseconds (read once per call;
 // tests inject the clock).
 func (x *Ctx) NowMs() int64 { return x.s.nowMs() }

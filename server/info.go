@@ -322,13 +322,7 @@ func (s *Server) infoErrorstats(time.Time) []string {
 	return lines
 }
 
-func (s *Server) infoKeyspace(time.Time) []string {
-	keys, expires, avgTTL := s.store.KeyspaceStats(s.nowMs())
-	if keys == 0 {
-		return nil
-	}
-	return []string{"db0:keys=" + strconv.Itoa(keys) + ",expires=" + strconv.Itoa(expires) + ",avg_ttl=" + itoa(avgTTL)}
-}
+func (s *Server) infoKeyspace(time.Time) []string { return s.keyspaceLines() } // databases.go
 
 // infoCommandstats: usec is the sampled time scaled to all calls.
 func (s *Server) infoCommandstats(time.Time) []string {

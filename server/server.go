@@ -115,6 +115,10 @@ type Config struct {
 	// MaxBulk is the largest string a command may build (APPEND, SETRANGE),
 	// Redis's proto-max-bulk-len. 0 means 512 MiB.
 	MaxBulk int64
+	// Databases is how many databases SELECT chooses from (databases.go),
+	// when the store given to New is not already database 0 of a
+	// store.Databases. 0 means Redis's default, 16.
+	Databases int
 }
 
 // DefaultMaxLimiters is Config.MetricsMaxLimiters' default.
@@ -136,6 +140,9 @@ func (c Config) Validate() error {
 	}
 	if l := c.OutputBufferLimit; l.Hard < 0 || l.Soft < 0 || l.SoftSeconds < 0 {
 		return errors.New("server: negative output buffer limit")
+	}
+	if c.Databases < 0 || c.Databases > store.MaxDatabases {
+		return store.ErrDatabases
 	}
 	return nil
 }
@@ -165,12 +172,16 @@ func (c *Config) setDefaults() {
 	if c.BusyPoll == 0 {
 		c.BusyPoll = DefaultBusyPoll
 	}
+	if c.Databases == 0 {
+		c.Databases = 16
+	}
 }
 
 // Server serves the Redis protocol over one store.
 type Server struct {
 	cfg   Config
-	store *store.Store
+	store *store.Store     // database 0; its memory account is every database's
+	dbs   *store.Databases // every database (databases.go)
 	log   *slog.Logger
 	start time.Time
 
@@ -228,9 +239,14 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
+	dbs, err := store.Group(st, cfg.Databases)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
 		cfg:      cfg,
 		store:    st,
+		dbs:      dbs,
 		log:      cfg.Logger,
 		start:    time.Now(),
 		clients:  make(map[int64]*client),
@@ -564,7 +580,7 @@ func (s *Server) sweepLoop() {
 		case now := <-clock.C:
 			s.coarseMs.Store(now.UnixMilli())
 		case <-t.C:
-			s.store.SweepStep(s.now()/1e6, s.cfg.SweepInterval/4)
+			s.dbs.SweepStep(s.now()/1e6, s.cfg.SweepInterval/4)
 		}
 	}
 }
@@ -615,7 +631,8 @@ func (d *drainListener) Close() error {
 	return nil
 }
 
-// keyspace is the keyspace c's commands read and write: the one store today;
-// the store of c's selected database once databases exist. Every command
-// handler reaches keys through it, never through s.store directly.
-func (s *Server) keyspace(c *client) *store.Store { return s.store }
+// keyspace is the keyspace c's commands read and write: the store of c's
+// selected database (databases.go). Every command handler reaches keys
+// through it, never through s.store directly (which is database 0's
+// store only until a SWAPDB). Hot path: a bounds check and one atomic load.
+func (s *Server) keyspace(c *client) *store.Store { return s.dbs.DB(c.db) }

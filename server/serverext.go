@@ -259,9 +259,9 @@ func (s *Server) Stats() Stats {
 		CommandsProcessed:               s.commandsProcessed(),
 		Limiters:                        s.dec.limiterDecisions(), // decisions.go
 		HandlerPanics:                   s.stats.panics.Load(),
-		ExpiredKeys:                     s.store.ExpiredKeys(),
+		ExpiredKeys:                     s.dbs.ExpiredKeys(),
 		OutputBufferLimitDisconnections: s.stats.obufDisconnects.Load(),
-		Keys:                            s.store.Len(),
+		Keys:                            s.dbs.Keys(),
 		Loading:                         s.loading(),
 		UsedMemory:                      s.store.UsedMemory(),
 		MaxMemory:                       s.store.MaxMemory(),

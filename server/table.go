@@ -57,6 +57,12 @@ func init() {
 			summary: "Remove all keys from the current database.", run: cmdFlush},
 		{name: "flushall", arity: -1, flags: "write", acl: "keyspace write slow dangerous", group: "server", since: "1.0.0",
 			summary: "Removes all keys from all databases.", run: cmdFlush},
+		{name: "swapdb", arity: 3, flags: wfast, acl: "keyspace write fast dangerous", group: "server", since: "4.0.0",
+			summary: "Swaps two Redis databases.", run: cmdSwapDB}, // databases.go
+		{name: "move", arity: 3, flags: wfast, first: 1, last: 1, step: 1, acl: "keyspace write fast", group: "generic", since: "1.0.0",
+			summary: "Moves a key to another database.", run: cmdMove},
+		{name: "randomkey", arity: 1, flags: "readonly", acl: "keyspace read slow", group: "generic", since: "1.0.0",
+			summary: "Returns a random key name from the database.", run: cmdRandomKey},
 		{name: "time", arity: 1, flags: "loading stale fast", acl: "fast", group: "server", since: "2.6.0",
 			summary: "Returns the server time.", run: cmdTime},
 

@@ -335,7 +335,7 @@ func (t *trackingTable) invalidateLocked(s *Server, modifier *client, key []byte
 // and no shard lock. Cost when nobody tracks or watches: two atomic loads.
 func (s *Server) evicted(keys [][]byte) {
 	for _, k := range keys {
-		s.watch.touch(k)
+		s.watch.touchAnyDB(k) // the hook does not name the database
 	}
 	t := &s.ext.trk
 	if t.active.Load() == 0 {

@@ -9,8 +9,16 @@ import (
 // when its store version or existence differs at EXEC.
 type watchedKey struct {
 	key    string
+	db     int // the database the key was watched in
 	ver    uint32
 	exists bool
+}
+
+// watcher is a client watching a key in one database: WATCH is per
+// (database, key), as Redis's watched_keys are per db.
+type watcher struct {
+	c  *client
+	db int
 }
 
 // watchRegistry maps watched keys to the clients watching them. Every
@@ -21,20 +29,20 @@ type watchedKey struct {
 type watchRegistry struct {
 	n  atomic.Int64 // number of (key, client) registrations
 	mu sync.Mutex
-	m  map[string]map[*client]struct{} // guarded by mu
+	m  map[string]map[watcher]struct{} // guarded by mu
 }
 
-func (w *watchRegistry) init() { w.m = make(map[string]map[*client]struct{}) }
+func (w *watchRegistry) init() { w.m = make(map[string]map[watcher]struct{}) }
 
-func (w *watchRegistry) add(c *client, key string) {
+func (w *watchRegistry) add(c *client, db int, key string) {
 	w.mu.Lock()
 	set := w.m[key]
 	if set == nil {
-		set = make(map[*client]struct{})
+		set = make(map[watcher]struct{})
 		w.m[key] = set
 	}
-	if _, ok := set[c]; !ok {
-		set[c] = struct{}{}
+	if _, ok := set[watcher{c, db}]; !ok {
+		set[watcher{c, db}] = struct{}{}
 		w.n.Add(1)
 	}
 	w.mu.Unlock()
@@ -46,8 +54,8 @@ func (w *watchRegistry) unwatchAll(c *client) {
 		w.mu.Lock()
 		for _, k := range c.watched {
 			if set := w.m[k.key]; set != nil {
-				if _, ok := set[c]; ok {
-					delete(set, c)
+				if _, ok := set[watcher{c, k.db}]; ok {
+					delete(set, watcher{c, k.db})
 					w.n.Add(-1)
 				}
 				if len(set) == 0 {
@@ -61,32 +69,63 @@ func (w *watchRegistry) unwatchAll(c *client) {
 	c.watchTouched.Store(false)
 }
 
-// touch marks every client watching key as dirty.
-func (w *watchRegistry) touch(key []byte) {
+// touch marks every client watching key in database db as dirty.
+func (w *watchRegistry) touch(db int, key []byte) {
 	if w.n.Load() == 0 {
 		return
 	}
 	w.mu.Lock()
-	for c := range w.m[string(key)] {
-		c.watchTouched.Store(true)
+	for wr := range w.m[string(key)] {
+		if wr.db == db {
+			wr.c.watchTouched.Store(true)
+		}
 	}
 	w.mu.Unlock()
 }
 
-// touchIf marks dirty the clients watching a key for which exists
-// reports true (FLUSHDB, FLUSHALL: the keys they are about to remove).
-// exists runs under w.mu and must not call back into w.
-func (w *watchRegistry) touchIf(exists func(key string) bool) {
+// touchKeys touches the keys cmd names in args, in database db (what
+// eachKey walks), without a closure.
+// touchAnyDB marks every client watching key, in whichever database, as
+// touched: for evictions, whose hook does not say the database (a spurious
+// EXEC abort is the safe side of WATCH).
+func (w *watchRegistry) touchAnyDB(key []byte) {
+	if w.n.Load() == 0 {
+		return
+	}
+	w.mu.Lock()
+	for wr := range w.m[string(key)] {
+		wr.c.watchTouched.Store(true)
+	}
+	w.mu.Unlock()
+}
+
+func (w *watchRegistry) touchKeys(cmd *command, args [][]byte, db int) {
+	if cmd.firstKey <= 0 || cmd.step <= 0 {
+		return
+	}
+	last := cmd.lastKey
+	if last < 0 {
+		last += len(args)
+	}
+	for i := cmd.firstKey; i <= last && i < len(args); i += cmd.step {
+		w.touch(db, args[i])
+	}
+}
+
+// touchIf marks dirty the clients watching a key in a database for which
+// exists reports true (FLUSHDB, FLUSHALL: the keys they are about to
+// remove; SWAPDB: the keys that exist on either side). exists runs under
+// w.mu and must not call back into w.
+func (w *watchRegistry) touchIf(exists func(db int, key string) bool) {
 	if w.n.Load() == 0 {
 		return
 	}
 	w.mu.Lock()
 	for key, set := range w.m {
-		if !exists(key) {
-			continue
-		}
-		for c := range set {
-			c.watchTouched.Store(true)
+		for wr := range set {
+			if exists(wr.db, key) {
+				wr.c.watchTouched.Store(true)
+			}
 		}
 	}
 	w.mu.Unlock()

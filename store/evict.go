@@ -82,7 +82,8 @@ func (sh *shard) touchLocked(slot uint32, nowMs int64) {
 // candidate is a sampled key in the eviction pool: where it was and what
 // it looked like, so that a changed key is not evicted on stale grounds.
 type candidate struct {
-	score int64 // lower is evicted first: the expiry, or minus the idle time
+	score int64  // lower is evicted first: the expiry, or minus the idle time
+	st    *Store // the key's database (the account's stores share the pool)
 	slot  uint32
 	ver   uint32 // entry.ver when sampled: any write since changes it
 	lru   uint32 // entry.lru() when sampled: any read since changes it
@@ -164,7 +165,7 @@ func (ev *evictor) next() uint64 {
 // is room), keeping the pool sorted. Requires ev.mu.
 func (ev *evictor) offer(c candidate) {
 	for i := range ev.n {
-		if p := &ev.pool[i]; p.shard == c.shard && p.slot == c.slot {
+		if p := &ev.pool[i]; p.st == c.st && p.shard == c.shard && p.slot == c.slot {
 			if p.ver == c.ver && p.lru == c.lru {
 				return // already there, unchanged
 			}
@@ -233,7 +234,7 @@ func (s *Store) evictOneLocked(pol Policy, nowMs int64) (freed, empty bool) {
 	ev := &s.ev
 	if pol == VolatileRandom || pol == AllKeysRandom {
 		evicted := false
-		expired, empty := s.sampleLocked(pol, nowMs, func(sh *shard, _ int, slot uint32) bool {
+		expired, empty := s.sampleLocked(pol, nowMs, func(_ *Store, sh *shard, _ int, slot uint32) bool {
 			s.evictSlotLocked(sh, slot)
 			evicted = true
 			return false
@@ -245,13 +246,13 @@ func (s *Store) evictOneLocked(pol Policy, nowMs int64) (freed, empty bool) {
 	}
 	clock := uint32(nowMs/1000) & lruMask
 	taken := 0
-	expired, empty := s.sampleLocked(pol, nowMs, func(sh *shard, si int, slot uint32) bool {
+	expired, empty := s.sampleLocked(pol, nowMs, func(st *Store, sh *shard, si int, slot uint32) bool {
 		e := &sh.slab[slot]
 		score := e.exp
 		if pol != VolatileTTL {
 			score = -int64((clock - e.lru()) & lruMask)
 		}
-		ev.offer(candidate{score: score, slot: slot, ver: e.ver, lru: e.lru(), shard: uint16(si)})
+		ev.offer(candidate{score: score, st: st, slot: slot, ver: e.ver, lru: e.lru(), shard: uint16(si)})
 		taken++
 		return taken < evictSamples
 	})
@@ -261,7 +262,7 @@ func (s *Store) evictOneLocked(pol Policy, nowMs int64) (freed, empty bool) {
 	for ev.n > 0 {
 		c := ev.pool[0]
 		ev.removeAt(0)
-		sh := &s.shards[c.shard]
+		sh := &c.st.shards[c.shard]
 		sh.mu.Lock()
 		if int(c.slot) < len(sh.slab) {
 			if e := &sh.slab[c.slot]; e.flags&flagUsed != 0 && e.ver == c.ver && e.lru() == c.lru && e.alive(nowMs) {
@@ -280,9 +281,49 @@ func (s *Store) evictOneLocked(pol Policy, nowMs int64) (freed, empty bool) {
 // each live key the policy may evict until take returns false. take runs
 // under the shard's lock and may delete the key it is given. It returns
 // how many expired keys it deleted, or that every shard is empty.
-// Requires ev.mu (the generator).
-func (s *Store) sampleLocked(pol Policy, nowMs int64, take func(sh *shard, si int, slot uint32) bool) (expired int, empty bool) {
+// The shard is one of the account's databases' (databases.go): a database
+// is chosen with a chance proportional to its memory (pickStore), as
+// Redis's eviction samples every database. Requires ev.mu (the generator).
+func (s *Store) sampleLocked(pol Policy, nowMs int64, take func(st *Store, sh *shard, si int, slot uint32) bool) (expired int, empty bool) {
 	r := s.ev.next()
+	stores := s.storesOf()
+	first := pickStore(stores, r)
+	for n := range stores {
+		st := stores[(first+n)%len(stores)]
+		if expired, empty = st.sampleOneLocked(pol, nowMs, r, take); !empty {
+			return expired, false
+		}
+	}
+	return 0, true
+}
+
+// pickStore returns the index of a store chosen with a chance
+// proportional to its published memory (uniformly when none has any).
+func pickStore(stores []*Store, r uint64) int {
+	if len(stores) == 1 {
+		return 0
+	}
+	var total uint64
+	for _, st := range stores {
+		total += uint64(max(st.own.Load(), 0))
+	}
+	if total == 0 {
+		return int(r>>32) % len(stores)
+	}
+	x := (r >> 16) % total
+	for i, st := range stores {
+		w := uint64(max(st.own.Load(), 0))
+		if x < w {
+			return i
+		}
+		x -= w
+	}
+	return len(stores) - 1
+}
+
+// sampleOneLocked is sampleLocked within s's own shards, r the random
+// draw. Requires ev.mu.
+func (s *Store) sampleOneLocked(pol Policy, nowMs int64, r uint64, take func(st *Store, sh *shard, si int, slot uint32) bool) (expired int, empty bool) {
 	for tries := 0; tries < nShards; tries++ {
 		si := int((r + uint64(tries)) % nShards)
 		sh := &s.shards[si]
@@ -309,7 +350,7 @@ func (s *Store) sampleLocked(pol Policy, nowMs int64, take func(sh *shard, si in
 			case pol.volatile() && e.exp == 0:
 				continue
 			}
-			if !take(sh, si, cur) {
+			if !take(s, sh, si, cur) {
 				break
 			}
 		}

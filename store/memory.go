@@ -79,6 +79,7 @@ func (sh *shard) addMemLocked(d int64) {
 	sh.memPending += d
 	if sh.memPending > sh.memBatch || sh.memPending < -sh.memBatch {
 		sh.memUsed.Add(sh.memPending)
+		sh.ownUsed.Add(sh.memPending)
 		sh.memPending = 0
 	}
 }
@@ -89,6 +90,7 @@ func (sh *shard) addMemLocked(d int64) {
 func (sh *shard) publishMemLocked() {
 	if sh.memPending != 0 {
 		sh.memUsed.Add(sh.memPending)
+		sh.ownUsed.Add(sh.memPending)
 		sh.memPending = 0
 	}
 }
@@ -98,6 +100,7 @@ func (sh *shard) publishMemLocked() {
 func (sh *shard) resetMemLocked() {
 	if sh.memUsed != nil {
 		sh.memUsed.Add(sh.memPending - sh.mem)
+		sh.ownUsed.Add(sh.memPending - sh.mem)
 	}
 	sh.mem, sh.memPending = 0, 0
 	if sh.memUsed != nil {
@@ -105,11 +108,22 @@ func (sh *shard) resetMemLocked() {
 	}
 }
 
-// UsedMemory is INFO's used_memory: the store's fixed cost plus every
-// key's charge, exactly (it takes each shard's lock in turn). This is the
-// figure the bound applies to.
+// UsedMemory is INFO's used_memory: the fixed cost of every store sharing
+// the account (every database, databases.go) plus every key's charge,
+// exactly (it takes each shard's lock in turn). This is the figure the
+// bound applies to.
 func (s *Store) UsedMemory() int64 {
-	n := baseMemory + s.external.Load()
+	n := s.external.Load()
+	for _, st := range s.storesOf() {
+		n += st.ownMemory()
+	}
+	return n
+}
+
+// ownMemory is this store's part of UsedMemory: its fixed cost and its
+// keys' charges.
+func (s *Store) ownMemory() int64 {
+	n := baseMemory
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
@@ -120,8 +134,11 @@ func (s *Store) UsedMemory() int64 {
 }
 
 // usedApprox is UsedMemory without the locks: off by at most
-// nShards*memBatch. One atomic load; this is what an insert checks.
-func (s *Store) usedApprox() int64 { return baseMemory + s.external.Load() + s.used.Load() }
+// nShards*memBatch per store. Three atomic loads; this is what an insert
+// checks.
+func (s *Store) usedApprox() int64 {
+	return baseMemory*int64(len(s.storesOf())) + s.external.Load() + s.used.Load()
+}
 
 // SetExternalMemory sets the bytes held or set aside outside the keyspace
 // on its behalf, which the bound covers too and UsedMemory includes:
@@ -130,7 +147,7 @@ func (s *Store) usedApprox() int64 { return baseMemory + s.external.Load() + s.u
 // them), so that the keys get the rest instead of the buffers growing the
 // process past the bound. n < 0 counts as 0. Over the bound after it
 // grows, keys are evicted as after a lower bound. Safe for concurrent use;
-// one atomic store.
+// one atomic store. The account is shared by every database.
 func (s *Store) SetExternalMemory(n int64) { s.external.Store(max(n, 0)) }
 
 // ExternalMemory is the figure SetExternalMemory last set.
@@ -154,14 +171,18 @@ func (s *Store) overLimit() bool {
 func (s *Store) SetMaxMemory(n int64) {
 	n = max(n, 0)
 	batch := batchFor(n)
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		sh.memBatch = batch
-		sh.publishMemLocked()
-		sh.mu.Unlock()
-	}
+	s.ev.mu.Lock() // orders this against a database being created (addStore)
 	s.maxMemory.Store(n)
+	for _, st := range s.storesOf() {
+		for i := range st.shards {
+			sh := &st.shards[i]
+			sh.mu.Lock()
+			sh.memBatch = batch
+			sh.publishMemLocked()
+			sh.mu.Unlock()
+		}
+	}
+	s.ev.mu.Unlock()
 	if f := s.onMaxMemory.Load(); f != nil {
 		(*f)(n)
 	}
@@ -212,4 +233,29 @@ type memoryState struct {
 	ev        evictor
 
 	onMaxMemory atomic.Pointer[func(int64)] // OnMaxMemory's observer
+	// stores are the stores charging this account (one per database in
+	// use), for UsedMemory, the bound's batches and eviction's samples.
+	// Replaced whole (copy on write) under ev.mu when a store is added.
+	stores atomic.Pointer[[]*Store]
 }
+
+// addStore adds st to the account's stores.
+func (m *memoryState) addStore(st *Store) {
+	m.ev.mu.Lock()
+	defer m.ev.mu.Unlock()
+	var l []*Store
+	if p := m.stores.Load(); p != nil {
+		l = append(l, *p...)
+	}
+	l = append(l, st)
+	m.stores.Store(&l)
+	// A new store's batch follows the bound set so far (SetMaxMemory
+	// holds ev.mu too, so none is missed).
+	batch := batchFor(m.maxMemory.Load())
+	for i := range st.shards {
+		st.shards[i].memBatch = batch
+	}
+}
+
+// storesOf is the stores sharing s's account (s among them).
+func (m *memoryState) storesOf() []*Store { return *m.stores.Load() }

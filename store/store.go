@@ -106,9 +106,10 @@ type shard struct {
 	// happens once it passes memBatch either way.
 	mem, memPending, memBatch int64
 	memUsed                   *atomic.Int64
-	_                         [64]byte // keep neighbouring shards' locks off one cache line
+	ownUsed                   *atomic.Int64 // the store's own share (Store.own), for eviction's choice of database
 
 	win windowHeap // window keys' states (window.go); guarded by mu
+	_   [64]byte   // keep neighbouring shards' locks off one cache line
 }
 
 // Options configures a Store. The zero value is a memory-only store.
@@ -128,21 +129,36 @@ type Store struct {
 	seed       maphash.Seed
 	track      bool
 	sweepShard atomic.Uint32 // shard where the next SweepStep starts
-	memoryState
-	shards [nShards]shard
+	// The memory account: shared by every database of a Databases
+	// (databases.go), so the bound and eviction are global, as Redis's.
+	*memoryState
+	dbState // this store's place among the databases (databases.go)
+	shards  [nShards]shard
 }
 
-// New returns an empty store.
+// New returns an empty store with a memory account of its own.
 func New(opts Options) *Store {
-	s := &Store{seed: maphash.MakeSeed(), track: opts.TrackDirty}
-	for i := range s.shards {
-		s.shards[i].track = opts.TrackDirty
-		s.shards[i].seed = s.seed
-		s.shards[i].memUsed = &s.used
-		s.shards[i].reset()
-	}
+	s := newStore(&memoryState{}, opts.TrackDirty, 0)
 	s.SetMaxMemory(opts.MaxMemory)
 	s.SetPolicy(opts.Policy)
+	return s
+}
+
+// newStore returns an empty store charging acct, and adds it to acct's
+// stores. Its shards' batch follows acct's bound.
+func newStore(acct *memoryState, track bool, id uint32) *Store {
+	s := &Store{seed: maphash.MakeSeed(), track: track, memoryState: acct}
+	s.id = id
+	batch := batchFor(acct.maxMemory.Load())
+	for i := range s.shards {
+		s.shards[i].track = track
+		s.shards[i].seed = s.seed
+		s.shards[i].memUsed = &acct.used
+		s.shards[i].ownUsed = &s.own
+		s.shards[i].memBatch = batch
+		s.shards[i].reset()
+	}
+	acct.addStore(s)
 	return s
 }
 
