@@ -380,8 +380,8 @@ func TestWindowCommandInfoStats(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		for _, want := range []string{
-			`celld_decisions_total{command="cl.window",decision="allowed"} 3`,
-			`celld_decisions_total{command="cl.window",decision="denied"} 1`,
+			`celld_decisions_total{command="cl.window",decision="allowed",limiter=""} 3`,
+			`celld_decisions_total{command="cl.window",decision="denied",limiter=""} 1`,
 		} {
 			if !strings.Contains(string(body), want) {
 				t.Errorf("/metrics lacks %s", want)
