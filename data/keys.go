@@ -276,13 +276,12 @@ func renameGeneric(x *server.Ctx, nx bool) {
 func cmdRename(x *server.Ctx)   { renameGeneric(x, false) }
 func cmdRenameNX(x *server.Ctx) { renameGeneric(x, true) }
 
-// cmdCopy is COPY source destination [DB n] [REPLACE]. Databases other
-// than the caller's are not reachable from here yet: DB n answers an error
-// unless n is 0 (the one database there is).
+// cmdCopy is COPY source destination [DB n] [REPLACE], with Redis 7.0's
+// errors (db.c copyCommand).
 func cmdCopy(x *server.Ctx) {
 	a := x.Args()
 	replace := false
-	db := int64(0)
+	db := int64(x.DB())
 	for j := 3; j < len(a); j++ {
 		switch {
 		case eq(a[j], "replace"):
@@ -300,15 +299,23 @@ func cmdCopy(x *server.Ctx) {
 			return
 		}
 	}
-	if db != 0 {
-		x.Error("ERR COPY to another database is not supported yet")
+	if db != int64(x.DB()) && x.Cluster() {
+		x.Error("ERR Copying to another database is not allowed in cluster mode")
 		return
 	}
-	if string(a[1]) == string(a[2]) {
+	dst, ok := x.Database(db)
+	if !ok {
+		x.Error("ERR DB index is out of range")
+		return
+	}
+	if db == int64(x.DB()) && string(a[1]) == string(a[2]) {
 		x.Error("ERR source and destination objects are the same")
 		return
 	}
-	copied, err := x.Store().Copy(a[1], a[2], x.NowMs(), replace)
+	copied, err := store.CopyTo(x.Store(), dst, a[1], a[2], x.NowMs(), replace)
+	if copied && db != int64(x.DB()) {
+		x.TouchWatched(int(db), a[2]) // the dispatcher touches only the caller's database
+	}
 	switch {
 	case err != nil:
 		x.StoreError(err)

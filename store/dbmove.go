@@ -52,3 +52,39 @@ func Move(src, dst *Store, key []byte, nowMs int64) (bool, error) {
 // canMoveKind reports whether Move can carry a key of kind k: every kind
 // RENAME can move (move.go's copyable).
 func canMoveKind(k Kind) bool { return copyable(k, true) }
+
+// CopyTo copies key's value and expiry from src to dstKey in dst, another
+// database of one Databases (COPY ... DB n), replacing dstKey only with
+// replace; the same rules and errors as Copy. src == dst is Copy.
+func CopyTo(src, dst *Store, key, dstKey []byte, nowMs int64, replace bool) (bool, error) {
+	if src == dst {
+		return src.Copy(key, dstKey, nowMs, replace)
+	}
+	if dst.overLimit() {
+		if err := dst.makeRoom(nowMs); err != nil {
+			return false, err
+		}
+	}
+	hs, hd := maphash.Bytes(src.seed, key), maphash.Bytes(dst.seed, dstKey)
+	ss, ds := src.shardFor(hs), dst.shardFor(hd)
+	first, second := ss, ds
+	if dst.id < src.id || (dst.id == src.id && uintptr(hd>>56) < uintptr(hs>>56)) {
+		first, second = ds, ss
+	}
+	first.mu.Lock()
+	defer first.mu.Unlock()
+	second.mu.Lock()
+	defer second.mu.Unlock()
+	sslot, ok := ss.lookupLocked(key, hs, nowMs)
+	if !ok {
+		return false, nil
+	}
+	if _, exists := ds.lookupLocked(dstKey, hd, nowMs); exists && !replace {
+		return false, nil
+	}
+	if !copyable(ss.slab[sslot].kind(), false) {
+		return false, ErrNotCopyable
+	}
+	src.copyEntryLocked(ss, sslot, ds, dstKey, hd, nowMs, false)
+	return true, nil
+}
