@@ -267,8 +267,16 @@ func TestProcessKill9DuringFolds(t *testing.T) {
 	c.termOK()
 	t.Logf("%d kills, %d acknowledgements, %d keys lost updates; oldest lost acknowledgement %v before its kill; largest last_flush_age_ms under load %v (%s); longest window write %v completed, %v in progress at a kill; longest base rewrite %d ms; %d of %d polls during a fold saw window writes complete",
 		kills, totalAcks, totalLost, maxLost.Round(time.Millisecond), maxAge, maxAgeAt, maxWrite.Round(time.Microsecond), maxInflight.Round(time.Millisecond), lastBaseMs, writesDuringFolds, foldPolls)
-	if foldPolls == 0 || writesDuringFolds == 0 {
-		t.Errorf("no window write completed while a fold ran (%d polls during folds): folds were not exercised, or they hold writes back", foldPolls)
+	switch {
+	case foldPolls == 0:
+		t.Errorf("no poll saw a fold running: folds were not exercised")
+	case writesDuringFolds == 0 && time.Duration(lastBaseMs)*time.Millisecond >= 2*interval:
+		t.Errorf("no window write completed while a fold ran (%d polls during folds, folds up to %d ms): folds hold writes back", foldPolls, lastBaseMs)
+	case writesDuringFolds == 0:
+		// A base rewrite shorter than two windows cannot show a window
+		// written beside it; TestFoldDoesNotHoldBackWrites shows it with
+		// a fold held open. The loss bound above is what this test is for.
+		t.Logf("folds took at most %d ms, under two %v windows: too short to see a window written beside one", lastBaseMs, interval)
 	}
 }
 

@@ -1,6 +1,7 @@
 package compat_test
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"strings"
@@ -193,9 +194,15 @@ func TestGoRedisDB3(t *testing.T) {
 
 // redis-py with db=3 and with a redis://host:port/3 URL.
 func TestRedisPyDB3(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err == nil {
-		err = exec.Command(py, "-c", "import redis").Run()
+	// apt's python3-redis is under /usr/bin/python3, which a python3
+	// earlier on PATH (pyenv, a venv) does not see.
+	var py string
+	err := errors.New("no python3")
+	for _, p := range []string{"python3", "/usr/bin/python3"} {
+		if path, lerr := exec.LookPath(p); lerr == nil && exec.Command(path, "-c", "import redis").Run() == nil {
+			py, err = path, nil
+			break
+		}
 	}
 	if err != nil {
 		if os.Getenv("CI") != "" {
