@@ -476,14 +476,7 @@ func cmdAppend(x *server.Ctx) {
 		nv.ExpireAtMs = o.ExpireAtMs
 		return nv, store.Put
 	})
-	switch {
-	case errText != "":
-		x.Error(errText)
-	case err != nil:
-		x.StoreError(err)
-	default:
-		x.Int(n)
-	}
+	replyInt(x, errText, err, n)
 }
 
 func cmdGetRange(x *server.Ctx) {
@@ -551,14 +544,7 @@ func cmdSetRange(x *server.Ctx) {
 		nv.ExpireAtMs = o.ExpireAtMs
 		return nv, store.Put
 	})
-	switch {
-	case errText != "":
-		x.Error(errText)
-	case err != nil:
-		x.StoreError(err)
-	default:
-		x.Int(n)
-	}
+	replyInt(x, errText, err, n)
 }
 
 // incrBy is INCR, DECR, INCRBY and DECRBY on the stored integer (Redis's
@@ -596,14 +582,7 @@ func incrBy(x *server.Ctx, delta int64) {
 		}
 		return nv, store.Put
 	})
-	switch {
-	case errText != "":
-		x.Error(errText)
-	case err != nil:
-		x.StoreError(err)
-	default:
-		x.Int(result)
-	}
+	replyInt(x, errText, err, result)
 }
 
 func cmdIncr(x *server.Ctx) { incrBy(x, 1) }
@@ -664,5 +643,18 @@ func cmdIncrByFloat(x *server.Ctx) {
 		x.StoreError(err)
 	default:
 		x.BulkString(result)
+	}
+}
+
+// replyInt answers an Update-based command that replies an integer: the
+// error its callback chose (errText), else the store's error, else n.
+func replyInt(x *server.Ctx, errText string, err error, n int64) {
+	switch {
+	case errText != "":
+		x.Error(errText)
+	case err != nil:
+		x.StoreError(err)
+	default:
+		x.Int(n)
 	}
 }

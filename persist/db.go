@@ -178,7 +178,7 @@ type Op struct {
 	ExpireAtMs int64
 	Delete     bool
 	// Window: Value is a CL.WINDOW state, stored as a 'w' entry and
-	// given back as KindWindow by ReplayKinds (window.go).
+	// given back as KindWindow by ReplayAll (window.go).
 	Window bool
 	// Kind, when not 0, makes the op an object entry (object.go): the
 	// key holds a value of that kind whose whole content is Object.

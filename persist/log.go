@@ -337,7 +337,7 @@ func (db *DB) WriteBase(fill func(w *BaseWriter) error) (BaseStats, error) {
 // yields ErrCorrupt.
 //
 // Replay passes a window key's state as its value; a caller that restores
-// windows uses ReplayKinds, one that restores databases ReplayAll. Object
+// windows or databases uses ReplayAll. Object
 // entries (hashes, lists, sorted sets: object.go) go to obj, when given,
 // with the same rules: an expired one is passed to fn as a deletion.
 // Without obj they are reported as ErrCorrupt. Replay flattens the
@@ -351,17 +351,6 @@ func (db *DB) Replay(nowMs int64, fn func(key, value []byte, expireAtMs int64, d
 	}, obj...)
 }
 
-// ReplayKinds is Replay with each value's kind (KindString, or KindWindow
-// for a CL.WINDOW state).
-func (db *DB) ReplayKinds(nowMs int64, fn func(key, value []byte, exp int64, kind Kind, deleted bool) error, obj ...ObjectFunc) (RestoreStats, error) {
-	return db.ReplayAll(nowMs, func(dbid uint32, k, v []byte, exp int64, kind Kind, deleted bool) error {
-		if dbid == DBMapID {
-			return nil
-		}
-		return fn(k, v, exp, kind, deleted)
-	}, obj...)
-}
-
 // ReplayDBs is Replay with each entry's database id (Op.DB), and the
 // database mapping (EncodeDBMap) as entries of the pseudo-database DBMapID
 // whose value is the mapping (the last one wins).
@@ -372,7 +361,7 @@ func (db *DB) ReplayDBs(nowMs int64, fn func(dbid uint32, key, value []byte, exp
 }
 
 // ReplayAll is Replay with each entry's database id (as ReplayDBs) and
-// kind (as ReplayKinds).
+// its value's kind (KindString, or KindWindow for a CL.WINDOW state).
 func (db *DB) ReplayAll(nowMs int64, fn entryFunc, obj ...ObjectFunc) (RestoreStats, error) {
 	start := time.Now()
 	var st RestoreStats

@@ -17,7 +17,7 @@ import (
 // unknown entry kind (ErrCorrupt) rather than misread it.
 const entryWindow = 'w'
 
-// Kind says what a restored value is: the callback of ReplayKinds gets it
+// Kind says what a restored value is: the callback of ReplayAll gets it
 // with every entry.
 type Kind uint8
 
@@ -29,7 +29,7 @@ const (
 	KindWindow
 )
 
-// entryFunc receives one decoded entry (decodeChunk, ReplayKinds).
+// entryFunc receives one decoded entry (decodeChunk, ReplayAll).
 type entryFunc func(dbid uint32, key, value []byte, exp int64, kind Kind, deleted bool) error
 
 // appendWindow appends a 'w' entry to b.

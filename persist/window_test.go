@@ -16,7 +16,7 @@ type kindRec struct {
 func replayKinds(t *testing.T, db *DB, nowMs int64) map[string]kindRec {
 	t.Helper()
 	got := map[string]kindRec{}
-	if _, err := db.ReplayKinds(nowMs, func(k, v []byte, exp int64, kind Kind, deleted bool) error {
+	if _, err := db.ReplayAll(nowMs, func(_ uint32, k, v []byte, exp int64, kind Kind, deleted bool) error {
 		if deleted {
 			delete(got, string(k))
 			return nil
@@ -24,7 +24,7 @@ func replayKinds(t *testing.T, db *DB, nowMs int64) map[string]kindRec {
 		got[string(k)] = kindRec{string(k), string(v), exp, kind, false}
 		return nil
 	}); err != nil {
-		t.Fatalf("ReplayKinds: %v", err)
+		t.Fatalf("ReplayAll: %v", err)
 	}
 	return got
 }
