@@ -54,6 +54,7 @@ type client struct {
 	inMulti    bool
 	multiError bool       // a command failed to queue: EXEC answers EXECABORT
 	queue      [][][]byte // queued commands (copied: arguments alias the read buffer)
+	queueOOM   bool       // a queued command is denyoom: EXEC checks the memory bound
 	watched    []watchedKey
 	// watchTouched is set by other goroutines through the watch registry.
 	watchTouched atomic.Bool
@@ -144,6 +145,7 @@ func (c *client) reset() {
 func (c *client) discardMulti() {
 	c.inMulti = false
 	c.multiError = false
+	c.queueOOM = false
 	c.queue = nil
 	c.setMultiLen(-1)
 }

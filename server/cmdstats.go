@@ -90,6 +90,7 @@ type cmdMeta struct {
 	flush    bool // FLUSHDB/FLUSHALL
 	noMulti  bool // flagged no_multi (SAVE, SHUTDOWN): refused inside MULTI
 	exec     bool // EXEC: a refused EXEC aborts the transaction
+	denyOOM  bool // flagged denyoom: refused over the memory bound when queued
 	keyRead  replyKind
 	// intIsValue: an integer reply is a value, not a count of changes
 	// (Command.IntIsValue), so :0 does not mean "nothing written".
@@ -117,6 +118,7 @@ func (cmd *command) initMeta() {
 	cmd.meta.flush = cmd.name == "flushdb" || cmd.name == "flushall"
 	cmd.meta.noMulti = has(cmd.flags, "no_multi")
 	cmd.meta.exec = cmd.name == "exec"
+	cmd.meta.denyOOM = has(cmd.flags, "denyoom")
 	switch cmd.name {
 	case "get":
 		cmd.meta.keyRead = replyNull

@@ -123,6 +123,13 @@ func (s *Server) dispatch(c *client, cmd *command, args [][]byte) {
 		c.reject(errNoMulti) // SAVE, SHUTDOWN: dooms the transaction
 		return
 	}
+	// Over the memory bound, Redis refuses every command queued in MULTI
+	// (queuing itself takes memory) and an EXEC whose queue holds a
+	// denyoom command (c.queueOOM). processCommand in Redis does the same.
+	if c.inMulti && (!cmd.immediate || cmd.meta.exec && c.queueOOM) && s.overMemory() {
+		s.rejectCmd(c, cmd, errOOM)
+		return
+	}
 	// total_commands_processed (see client.publishCommands) counts what
 	// runs or is queued; a command refused above is not processed.
 	c.pending++
@@ -132,6 +139,7 @@ func (s *Server) dispatch(c *client, cmd *command, args [][]byte) {
 			q[i] = append([]byte(nil), a...)
 		}
 		c.queue = append(c.queue, q)
+		c.queueOOM = c.queueOOM || cmd.meta.denyOOM
 		c.setMultiLen(len(c.queue))
 		c.lastCmd.Store(cmd) // CLIENT LIST's cmd=, as Redis: the last command read
 		c.out = append(c.out, "+QUEUED\r\n"...)

@@ -16,6 +16,17 @@ import (
 // errOOM is Redis's reply to a command refused at the memory bound.
 const errOOM = "OOM command not allowed when used memory > 'maxmemory'."
 
+// overMemory reports whether used memory is over the bound even after the
+// policy evicted what it may in one chunk (the refusal Redis's
+// processCommand gives a command queued in MULTI). One atomic load when
+// no bound is set.
+func (s *Server) overMemory() bool {
+	if s.store.MaxMemory() == 0 {
+		return false
+	}
+	return s.store.MakeRoom(s.nowMs()) != nil
+}
+
 // memoryConfigParams are the CONFIG parameters the store holds, with
 // their current values.
 func (s *Server) memoryConfigParams() [][2]string {

@@ -395,6 +395,24 @@ func (s *Store) evictUntil(nowMs int64, deadline time.Time) (int64, bool) {
 	return s.evicted.Load() - before, !s.overLimit()
 }
 
+// MakeRoom returns nil when used memory is under the bound, evicting by
+// the policy first (one chunk of attempts, as an insert does) when it is
+// over, and ErrOOM when it is still over (NoEviction, or nothing the
+// policy may evict). Safe for concurrent use; costs one atomic load when
+// no bound is set or memory is under it.
+func (s *Store) MakeRoom(nowMs int64) error {
+	if !s.overLimit() {
+		return nil
+	}
+	if err := s.makeRoom(nowMs); err != nil {
+		return err
+	}
+	if s.overLimit() {
+		return ErrOOM
+	}
+	return nil
+}
+
 // EvictToLimit evicts by the policy until used memory is under the bound,
 // however long that takes (start-up, after a restore: nothing is served
 // yet). It returns the number of keys evicted, and ErrOOM when used memory
