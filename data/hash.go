@@ -78,15 +78,17 @@ func hsetCmd(x *server.Ctx) {
 	}
 	added, big := 0, false
 	_, ok := writeHash(x, true, func(h *kinds.Hash) bool {
-		newFields := 0
-		for i := 2; i < len(args); i += 2 {
-			if _, had := h.Get(string(args[i])); !had {
-				newFields++
+		if tooBig(h.Len(), (len(args)-2)/2) { // else no count is needed: every field fits
+			newFields := 0
+			for i := 2; i < len(args); i += 2 {
+				if _, had := h.Get(string(args[i])); !had {
+					newFields++
+				}
 			}
-		}
-		if tooBig(h.Len(), newFields) {
-			big = true
-			return false
+			if tooBig(h.Len(), newFields) {
+				big = true
+				return false
+			}
 		}
 		for i := 2; i < len(args); i += 2 {
 			if h.Set(string(args[i]), string(args[i+1])) {

@@ -141,7 +141,7 @@ func zaddApply(x *server.Ctx, f zaddFlags, scores []float64, rest [][]byte) {
 	var incrResult float64
 	incrDone := false
 	if _, ok := writeZSet(x, !f.xx, func(z *kinds.ZSet) bool {
-		if !f.xx {
+		if !f.xx && tooBig(z.Len(), len(scores)) { // else every member fits: no count needed
 			newMembers := 0
 			for j := range scores {
 				if _, had := z.Score(store.KeyString(rest[2*j+1])); !had {

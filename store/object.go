@@ -58,6 +58,9 @@ func (sh *shard) dropObjectLocked(slot uint32) {
 // Requires sh.mu.
 func (sh *shard) chargeLocked(slot uint32, o objSlot) {
 	c := objCost + o.obj.Size()
+	if c == o.charged {
+		return // already in objs with this charge (a same-size write): no map store
+	}
 	sh.addMemLocked(c - o.charged)
 	o.charged = c
 	sh.objs[slot] = o

@@ -15,11 +15,15 @@ import (
 // of a TAT (entry.tat, see winRef), and kindFlags(KindWindow).
 //
 // A block is a power of two of at least minWinBlock bytes. A state that
-// outgrows its block moves to a new one at the heap's end; the old block
-// becomes garbage, and the heap is rewritten with the live blocks only
-// when more than half of it is garbage (on the next allocation, or in the
-// sweep's shrink). An update that fits writes its block in place: a call
-// on an existing key allocates nothing.
+// outgrows its block moves to a new one; the old block becomes garbage.
+// A new block reuses a dead block of its size when there is one (the
+// free lists below: a FIXED or SLIDING key that expires and is made again,
+// the common case under load, then costs no heap growth and no
+// compaction), else it goes at the heap's end; the heap is rewritten with
+// the live blocks only when more than half of it is garbage (on the next
+// allocation that finds the heap full, or in the sweep's shrink). An
+// update that fits writes its block in place: a call on an existing key
+// allocates nothing.
 //
 // Memory: a window key is charged keyCost plus winCost(block): the block
 // and half of it again for the heap's garbage and growth slack, as the
@@ -28,12 +32,20 @@ import (
 // windowHeap is a shard's window storage. Guarded by the shard's mu.
 type windowHeap struct {
 	heap    []byte // blocks
-	garbage int    // dead bytes in heap
+	garbage int    // dead bytes in heap (the free lists' blocks included)
+	// free holds the offsets of dead blocks of 2^(minWinLog+i) bytes, for
+	// i < winFreeClasses, reused LIFO by allocWinLocked; compaction
+	// empties them. At most one 4-byte offset per 32 heap bytes.
+	free    [winFreeClasses][]uint32
 	scratch []byte // window.Limit.Apply's output, reused
 }
 
 const (
-	minWinBlock = 32
+	minWinLog   = 5 // log2(minWinBlock)
+	minWinBlock = 1 << minWinLog
+	// winFreeClasses: blocks of 32 B to 4 KiB are kept for reuse; a
+	// bigger dead block waits for compaction.
+	winFreeClasses = 8
 	// maxWinHeap keeps block offsets within winRef's 32 bits.
 	maxWinHeap = 1 << 32
 )
@@ -65,6 +77,13 @@ func (sh *shard) winState(slot uint32) []byte {
 // decode), ErrOOM (the call would create the key, used memory is over the
 // bound and no room could be made).
 //
+// An expired key is a key that does not exist, as for every lookup; but
+// when the call writes, its slot is written again in place (it counts as
+// expired, and its name stays on the index): FIXED's keys all expire at
+// their window's end and are made again by the next call, so this saves a
+// delete and an insert (index tombstone, slot, key copy, block, and the
+// deletion record persistence would write) on the common path under load.
+//
 // Cost: one hash, one index probe and window.Limit.Apply on the state
 // under one lock; no allocation for an existing key whose state fits its
 // block (a new key or a growing log may grow the slab, index or heap).
@@ -73,10 +92,18 @@ func (s *Store) Window(key []byte, l window.Limit, q int64, nowMs int64) (window
 	sh := s.shardFor(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	slot, ok := sh.lookupLocked(key, h, nowMs)
+	slot, pos, found := sh.findLocked(key, h)
+	ok := found && sh.slab[slot].alive(nowMs)
+	expired := found && !ok // its slot is reused if the call writes
 	var oom error
 	if !ok && s.overLimit() {
+		if expired { // as lookupLocked: the memory it frees counts first
+			sh.removeLocked(slot, pos)
+			sh.expired++
+			expired = false
+		}
 		slot, ok, oom = s.roomFor(sh, key, h, nowMs)
+		pos = -1
 	}
 	var state []byte
 	if ok {
@@ -88,6 +115,11 @@ func (s *Store) Window(key []byte, l window.Limit, q int64, nowMs int64) (window
 	}
 	r, next, write, err := l.Apply(state, nowMs, q, sh.win.scratch)
 	sh.win.scratch = next[:0]
+	if expired && (err != nil || !write) {
+		sh.removeLocked(slot, pos) // gone on access, as lookupLocked does
+		sh.expired++
+		expired = false
+	}
 	switch {
 	case err == window.ErrMode:
 		return window.Result{}, ErrWrongType
@@ -95,11 +127,13 @@ func (s *Store) Window(key []byte, l window.Limit, q int64, nowMs int64) (window
 		return window.Result{}, ErrInvalidValue
 	case !write:
 		return r, nil
-	case !ok && oom != nil:
+	case !ok && !expired && oom != nil:
 		return window.Result{}, oom
 	}
-	if !ok {
-		slot = sh.insertLocked(key, h, -1)
+	if expired {
+		sh.expired++ // the slot now holds the new key (putWindowLocked)
+	} else if !ok {
+		slot = sh.insertLocked(key, h, pos)
 	}
 	if err := sh.putWindowLocked(slot, next, satAddMs(nowMs, r.ResetAfter), nowMs); err != nil {
 		if !ok {
@@ -149,12 +183,21 @@ func (sh *shard) putWindowLocked(slot uint32, state []byte, exp, nowMs int64) er
 // allocWinLocked reserves a block for n bytes and charges it; the caller
 // sets the entry's ref. Requires sh.mu.
 func (sh *shard) allocWinLocked(n int) (uint64, error) {
-	capLog := 5 // minWinBlock
+	capLog := minWinLog
 	for 1<<capLog < n {
 		capLog++
 	}
 	size := 1 << capLog
 	w := &sh.win
+	if c := capLog - minWinLog; c < winFreeClasses {
+		if f := w.free[c]; len(f) > 0 {
+			off := f[len(f)-1]
+			w.free[c] = f[:len(f)-1]
+			w.garbage -= size
+			sh.addMemLocked(winCost(size))
+			return winRef(int(off), 0, capLog), nil
+		}
+	}
 	if len(w.heap)+size > cap(w.heap) {
 		sh.compactWinLocked()
 	}
@@ -175,8 +218,11 @@ func (sh *shard) allocWinLocked(n int) (uint64, error) {
 // Requires sh.mu.
 func (sh *shard) freeWinLocked(slot uint32) {
 	e := &sh.slab[slot]
-	_, _, size := winUnref(e.tat)
+	off, _, size := winUnref(e.tat)
 	sh.win.garbage += size
+	if c := int(e.tat&0xFF) - minWinLog; c < winFreeClasses {
+		sh.win.free[c] = append(sh.win.free[c], uint32(off))
+	}
 	sh.addMemLocked(-winCost(size))
 	e.tat = 0
 }
@@ -202,6 +248,9 @@ func (sh *shard) compactWinLocked() {
 		e.tat = winRef(noff, n, int(e.tat&0xFF))
 	}
 	w.heap, w.garbage = heap, 0
+	for c := range w.free {
+		w.free[c] = w.free[c][:0] // their blocks are gone
+	}
 }
 
 // dropWindowLocked is dropKindLocked's case for window keys.

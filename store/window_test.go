@@ -296,3 +296,191 @@ func TestWindowBytesPerLogKey(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkChurn100k is bench/window.sh's load at the store: calls on
+// 100,000 keys of 15 bytes drawn at random, the clock moving 1 ms every 75
+// calls (75k calls per second, so a key sees about 0.75 calls per second
+// and half the calls find their key expired and create it again), with
+// dirty tracking on as persistence has it and a drain every 100 ms. Its
+// rows compare CL.THROTTLE (burst 1e6, 1 per second, as the script's) with
+// CL.WINDOW's modes (100 per 1,000 ms) on equal footing.
+func BenchmarkChurn100k(b *testing.B) {
+	const nkeys, perMs = 100_000, 75
+	keys := make([][]byte, nkeys)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "ok:%012d", i)
+	}
+	order := make([]uint32, 1<<16)
+	x := uint64(88172645463325252)
+	for i := range order {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		order[i] = uint32(x % nkeys)
+	}
+	run := func(b *testing.B, call func(s *Store, key []byte, nowMs int64)) {
+		s := New(Options{TrackDirty: true})
+		now := t0ms
+		var block []byte
+		step := func(i int) {
+			if i%perMs == 0 {
+				now++
+				if now%100 == 0 {
+					block = s.DrainFunc(now, block[:0], func(Change) {})
+				}
+			}
+			call(s, keys[order[i&(len(order)-1)]], now)
+		}
+		for i := range 4 * nkeys { // warm: every key made, the slab grown
+			step(i)
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		cpu0 := processCPUNs()
+		for i := range b.N {
+			step(i)
+		}
+		if cpu := processCPUNs() - cpu0; cpu > 0 {
+			b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
+		}
+	}
+	lim := mustLimit(b, 1_000_000, 1, 1)
+	b.Run("throttle", func(b *testing.B) {
+		run(b, func(s *Store, key []byte, nowMs int64) { s.Throttle(key, lim, 1, nowMs*1e6) })
+	})
+	for _, m := range []window.Mode{window.Log, window.Fixed, window.Sliding} {
+		l := winLimit(m, 100, 1000)
+		b.Run(m.String(), func(b *testing.B) {
+			run(b, func(s *Store, key []byte, nowMs int64) { s.Window(key, l, 1, nowMs) })
+		})
+	}
+	// The same calls on keys that never expire during the run (1 per hour,
+	// a 1-hour window of 1e6): every call finds its key, so these rows
+	// compare the per-call work of the two commands without the churn
+	// above, which differs by mode (FIXED's keys all expire at their
+	// window's end; a GCRA key lives as long as its TAT is ahead).
+	liveLim := mustLimit(b, 1_000_000, 1, 3600)
+	b.Run("live/throttle", func(b *testing.B) {
+		run(b, func(s *Store, key []byte, nowMs int64) { s.Throttle(key, liveLim, 1, nowMs*1e6) })
+	})
+	for _, m := range []window.Mode{window.Log, window.Fixed, window.Sliding} {
+		l := winLimit(m, 1_000_000, 3_600_000)
+		b.Run("live/"+m.String(), func(b *testing.B) {
+			run(b, func(s *Store, key []byte, nowMs int64) { s.Window(key, l, 1, nowMs) })
+		})
+	}
+}
+
+// A window key that expires and is made again (FIXED's keys all do at
+// every window's end) reuses a dead block of its size: the heap does not
+// grow, holds no garbage once the keys are back, and the charge returns
+// to what it was; states stay right through the reuse.
+func TestWindowBlocksReused(t *testing.T) {
+	s := New(Options{})
+	l := winLimit(window.Fixed, 10, 1000)
+	now := t0ms - t0ms%1000
+	heapLen := func() (n, garbage int) {
+		for i := range s.shards {
+			n += len(s.shards[i].win.heap)
+			garbage += s.shards[i].win.garbage
+		}
+		return
+	}
+	const keys = 2000
+	for i := range keys {
+		if _, err := s.Window(fmt.Appendf(nil, "k%d", i), l, 1, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n0, _ := heapLen()
+	used0 := s.UsedMemory()
+	for round := 1; round <= 5; round++ {
+		now += 2000 // every key has expired (its TTL is its window's end)
+		for i := range keys {
+			r, err := s.Window(fmt.Appendf(nil, "k%d", i), l, int64(1+i%3), now)
+			if err != nil || r.Remaining != 10-int64(1+i%3) {
+				t.Fatalf("round %d key %d: %+v %v, want a fresh window", round, i, r, err)
+			}
+		}
+		if n, garbage := heapLen(); n != n0 || garbage != 0 {
+			t.Fatalf("round %d: heap %d bytes with %d garbage, want %d and 0", round, n, garbage, n0)
+		}
+		if used := s.UsedMemory(); used != used0 {
+			t.Fatalf("round %d: used memory %d, want %d", round, used, used0)
+		}
+	}
+	// A LOG state growing out of its block leaves that block for the next
+	// key of its size.
+	lg := winLimit(window.Log, 1000, 1<<30)
+	for j := range 20 {
+		if _, err := s.Window([]byte("log"), lg, 1, now+int64(j)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, err := s.Window([]byte("log"), lg, 0, now+20); err != nil || r.Remaining != 980 {
+		t.Fatalf("log after growing: %+v %v", r, err)
+	}
+}
+
+// An expired key is absent to CL.WINDOW whatever it held: a call that
+// writes makes the window key in its slot (one expiry counted, no
+// deletion for persistence, the new state drained), and a call that
+// writes nothing removes it on the way, as every lookup does.
+func TestWindowOverExpiredKey(t *testing.T) {
+	s := New(Options{TrackDirty: true})
+	now := t0ms - t0ms%1000
+	l := winLimit(window.Fixed, 2, 1000)
+	// An expired string: no WRONGTYPE, the window replaces it.
+	if _, err := s.Put([]byte("s"), Value{Raw: "text", ExpireAtMs: now + 10}, now, PutAlways, false); err != nil {
+		t.Fatal(err)
+	}
+	// An expired window of another mode, and one of this mode.
+	if _, err := s.Window([]byte("w"), winLimit(window.Log, 2, 5), 1, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Window([]byte("f"), l, 2, now); err != nil {
+		t.Fatal(err)
+	}
+	s.Drain(now, nil)
+	later := now + 2000
+	for _, k := range []string{"s", "w", "f"} {
+		r, err := s.Window([]byte(k), l, 1, later)
+		if err != nil || r.Limited || r.Remaining != 1 {
+			t.Fatalf("%s: %+v %v, want a fresh window", k, r, err)
+		}
+	}
+	if n := s.ExpiredKeys(); n != 3 {
+		t.Errorf("expired keys %d, want 3", n)
+	}
+	if n := s.Len(); n != 3 {
+		t.Errorf("%d keys, want 3", n)
+	}
+	changes := s.Drain(later, nil)
+	if len(changes) != 3 {
+		t.Fatalf("drained %+v, want three writes", changes)
+	}
+	for _, c := range changes {
+		if c.Deleted || c.Kind != KindWindow || c.ExpireAtMs != later+1000 {
+			t.Errorf("drained %+v, want a FIXED window expiring at %d", c, later+1000)
+		}
+	}
+	// Over an expired key, a denied call and a peek write nothing and
+	// remove it.
+	later += 2000
+	if r, err := s.Window([]byte("f"), l, 3, later); err != nil || !r.Limited {
+		t.Fatalf("q > limit: %+v %v", r, err)
+	}
+	if r, err := s.Window([]byte("s"), l, 0, later); err != nil || r.Remaining != 2 {
+		t.Fatalf("peek: %+v %v", r, err)
+	}
+	if n := s.Len(); n != 1 {
+		t.Errorf("%d keys after a denial and a peek on expired keys, want 1", n)
+	}
+	if n := s.ExpiredKeys(); n != 5 {
+		t.Errorf("expired keys %d, want 5", n)
+	}
+	changes = s.Drain(later, nil)
+	if len(changes) != 2 || !changes[0].Deleted || !changes[1].Deleted {
+		t.Errorf("drained %+v, want the two deletions", changes)
+	}
+}

@@ -1,0 +1,31 @@
+package main
+
+import "testing"
+
+// The GC target follows the heap's scannable share, with hysteresis: a
+// TAT keyspace (nothing to scan) stays lean, a heap of hashes and lists
+// goes to Go's default, and neither flips back and forth in between.
+func TestGCPercentFor(t *testing.T) {
+	const mb = 1 << 20
+	for i, c := range []struct {
+		scan, live uint64
+		current    int
+		want       int
+	}{
+		{0, 43 * mb, gcPercentLean, gcPercentLean},        // 630k TAT keys
+		{0, 43 * mb, gcPercentRich, gcPercentLean},        // the objects were deleted
+		{36 * mb, 46 * mb, gcPercentLean, gcPercentRich},  // 1.2M list elements
+		{10 * mb, 12 * mb, gcPercentLean, gcPercentLean},  // small: a collection is cheap
+		{10 * mb, 12 * mb, gcPercentRich, gcPercentLean},  // ... whatever its share
+		{20 * mb, 80 * mb, gcPercentLean, gcPercentRich},  // a quarter
+		{20 * mb, 120 * mb, gcPercentRich, gcPercentRich}, // between an eighth and a quarter: kept
+		{20 * mb, 120 * mb, gcPercentLean, gcPercentLean}, // ... either way
+		{20 * mb, 200 * mb, gcPercentRich, gcPercentLean}, // below an eighth
+		{1 << 40, 1 << 40, gcPercentLean, gcPercentRich},  // no overflow
+		{40 * mb, 0, gcPercentLean, gcPercentRich},        // before the first GC's live figure
+	} {
+		if got := gcPercentFor(c.scan, c.live, c.current); got != c.want {
+			t.Errorf("step %d: gcPercentFor(%d MB, %d MB, %d) = %d, want %d", i, c.scan/mb, c.live/mb, c.current, got, c.want)
+		}
+	}
+}
