@@ -289,7 +289,7 @@ func (p *persistence) snapshot(nowMs int64, w *persist.BaseWriter) error {
 			return
 		}
 		if c.Kind != store.KindString {
-			w.AddObject(c.Key, byte(c.Kind), c.Image, c.ExpireAtMs)
+			w.AddObjectGen(c.Key, byte(c.Kind), c.Gen, c.Image, c.ExpireAtMs)
 		} else if c.IsTAT {
 			w.AddTAT(c.Key, c.TAT, c.ExpireAtMs)
 		} else {
@@ -332,7 +332,10 @@ func (p *persistence) drain(nowMs int64, buf []persist.Op) []persist.Op {
 			case store.KindWindow:
 				op.Window = true
 			default:
-				op.Kind, op.Object = byte(c.Kind), c.Image
+				op.Kind, op.Object, op.TAT = byte(c.Kind), c.Image, c.Gen
+				if c.Delta { // persist/delta.go: what the window changed
+					op.Object, op.Value = nil, deltaBytes(c.Image)
+				}
 			}
 			buf = append(buf, op)
 		})

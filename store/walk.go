@@ -205,6 +205,10 @@ type Change struct {
 	// (Object.AppendImage).
 	Kind  Kind
 	Image []byte
+	// Gen is the generation of an object's Image; with Delta, Image is
+	// instead the delta's segments, Gen the last one's (journal.go).
+	Gen   uint64
+	Delta bool
 }
 
 // Drain returns every change since the previous Drain, deletions first, then
@@ -320,7 +324,7 @@ func (s *Store) DumpShard(i int, nowMs int64, fn func(Change)) {
 		if e.flags&flagUsed == 0 || !e.alive(nowMs) {
 			continue
 		}
-		c, _ := sh.changeLocked(uint32(j), sh.keyOf(e), scratch[:0])
+		c, _ := sh.snapshotChangeLocked(uint32(j), sh.keyOf(e), scratch[:0]) // journal.go
 		fn(c)
 	}
 }
@@ -335,7 +339,7 @@ func (sh *shard) changeLocked(slot uint32, key, buf []byte) (Change, []byte) {
 		if e.kind() == KindWindow {
 			return sh.kindChangeLocked(slot, key, buf) // window.go
 		}
-		return sh.objectChangeLocked(slot, key, buf) // object.go
+		return sh.drainObjectLocked(slot, key, buf) // journal.go: image or delta
 	}
 	if e.flags&(flagRaw|flagInvalid) == 0 {
 		return Change{Key: key, TAT: e.tat, IsTAT: true, ExpireAtMs: e.exp}, buf
