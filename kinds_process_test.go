@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -248,4 +250,62 @@ func TestProcessKindsKill9(t *testing.T) {
 			round, mark, acked.Load(), len(l), hn, zn, bases)
 		c.termOK()
 	}
+}
+
+// A data directory written before per-element persistence (main at
+// a766f58, --log-fold-min-bytes 1: hashes, lists and sorted sets as whole
+// images, 'o' entries, in the base and in the log after it, one in
+// database 3, one with an expiry, one deleted) restores unchanged; a
+// change to a restored value is then persisted as a delta on top of that
+// old image and survives a restart.
+func TestProcessRestoresKindsDirBeforeDeltas(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("testdata", "datadir-main-a766f58-kinds"))); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	c := mustLaunch(t, dir)
+	rdb := c.client()
+	want := map[string]string{
+		"fun":  "hash ttl>0=false water=4",
+		"lim":  "list ttl>0=false 5,10,20,30",
+		"log":  "zset ttl>0=false c:3,a:10,",
+		"tb":   "hash ttl>0=true tokens=5",
+		"gone": "none ttl>0=false ",
+	}
+	check := func(when string, rdb *redis.Client, want map[string]string) {
+		t.Helper()
+		keys := make([]string, 0, len(want))
+		for k := range want {
+			keys = append(keys, k)
+		}
+		got := kindsState(t, rdb, keys)
+		for k, w := range want {
+			if got[k] != w {
+				t.Errorf("%s: %s = %q, want %q", when, k, got[k], w)
+			}
+		}
+		db3 := redis.NewClient(&redis.Options{Addr: c.addr, DB: 3})
+		defer db3.Close()
+		if z := fmt.Sprint(kindsState(t, db3, []string{"db3z"})); z != "map[db3z:zset ttl>0=false y:-Inf,x:1.5,]" {
+			t.Errorf("%s: database 3: %s", when, z)
+		}
+		if ms, err := rdb.Do(ctx, "PEXPIRETIME", "tb").Int64(); err != nil || ms != 4102444800000 {
+			t.Errorf("%s: PEXPIRETIME tb = %d, %v", when, ms, err)
+		}
+	}
+	check("restored", rdb, want)
+	rdb.HSet(ctx, "fun", "lastTime", "1700000100")
+	rdb.RPush(ctx, "lim", "40")
+	rdb.ZAdd(ctx, "log", redis.Z{Score: 4, Member: "d"})
+	if err := rdb.Save(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	want["fun"] = "hash ttl>0=false lastTime=1700000100,water=4"
+	want["lim"] = "list ttl>0=false 5,10,20,30,40"
+	want["log"] = "zset ttl>0=false c:3,d:4,a:10,"
+	c.termOK()
+	c = mustLaunch(t, dir)
+	check("changed and restarted", c.client(), want)
+	c.termOK()
 }
