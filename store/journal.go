@@ -115,7 +115,7 @@ func (sh *shard) drainObjectLocked(slot uint32, key, buf []byte) (Change, []byte
 		buf = append(buf, o.sealed...)
 		var whole bool
 		if buf, whole = takeSegmentLocked(&o, j, buf); whole {
-			o.sealed = o.sealed[:0]
+			o.sealed = nil // sealed only by a base snapshot: not worth keeping
 			sh.objs[slot] = o
 			c.Delta, c.Gen = true, o.gen
 			c.Image = buf[start:len(buf):len(buf)]
