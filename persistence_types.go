@@ -4,13 +4,33 @@ import (
 	"fmt"
 
 	"github.com/celld/celld/kinds"
+	"github.com/celld/celld/persist"
 	"github.com/celld/celld/store"
 )
 
 // loadObject restores one persisted hash, list or sorted set (an object
 // entry: its kind and image) into st. An image that does not decode, or an
 // unknown kind, fails the restore, as any corrupt record does.
+//
+// An image of a generation (persist.ObjectGen) is loaded with it, and a
+// delta (persist.ObjectDelta) is applied to the object loaded before it
+// (store.LoadDelta: only its segments of later generations).
 func loadObject(st *store.Store, key []byte, kind byte, image []byte, exp int64) error {
+	if kind&persist.ObjectDelta != 0 {
+		k := store.Kind(kind & persist.ObjectKindMask)
+		if _, err := st.LoadDelta(key, k, image, exp, applyJournal); err != nil {
+			return fmt.Errorf("restoring %q (%s): %w: %v", key, k, persist.ErrCorrupt, err)
+		}
+		return nil
+	}
+	var gen uint64
+	if kind&persist.ObjectGen != 0 {
+		var err error
+		if gen, image, err = persist.SplitGen(image); err != nil {
+			return fmt.Errorf("restoring %q: %w", key, err)
+		}
+		kind &= persist.ObjectKindMask
+	}
 	var obj store.Object
 	var err error
 	switch store.Kind(kind) {
@@ -30,6 +50,18 @@ func loadObject(st *store.Store, key []byte, kind byte, image []byte, exp int64)
 		st.Unload(key) // never written so (an emptied value is deleted)
 		return nil
 	}
-	st.LoadObject(key, store.Kind(kind), obj, exp)
+	st.LoadObjectGen(key, store.Kind(kind), obj, gen, exp)
 	return nil
+}
+
+// applyJournal replays a delta segment's records on a restored object.
+func applyJournal(obj store.Object, recs []byte) error { return kinds.ApplyJournal(obj, recs) }
+
+// deltaBytes is a delta's payload as an op carries it: never nil (an
+// empty delta, an expiry change, is still written).
+func deltaBytes(p []byte) []byte {
+	if p == nil {
+		return []byte{}
+	}
+	return p
 }

@@ -7,9 +7,10 @@ package kinds
 // The zero value is not usable: create one with NewHash. Not safe for
 // concurrent use.
 type Hash struct {
-	idx   map[string]int32
-	items []HashField
-	size  int64
+	journal // journal.go
+	idx     map[string]int32
+	items   []HashField
+	size    int64
 }
 
 // HashField is one field of a Hash and its value.
@@ -39,6 +40,9 @@ func (h *Hash) Get(field string) (string, bool) {
 
 // Set stores field = value and reports whether the field is new.
 func (h *Hash) Set(field, value string) (added bool) {
+	if h.recording() {
+		defer h.rec2('S', field, value, h.size)
+	}
 	if i, ok := h.idx[field]; ok {
 		h.size += int64(len(value)) - int64(len(h.items[i].Value))
 		h.items[i].Value = value
@@ -55,6 +59,9 @@ func (h *Hash) Delete(field string) bool {
 	i, ok := h.idx[field]
 	if !ok {
 		return false
+	}
+	if h.recording() {
+		h.rec1('D', field, h.size)
 	}
 	f := &h.items[i]
 	h.size -= hashFieldCost + int64(len(f.Field)+len(f.Value))

@@ -1,5 +1,7 @@
 package kinds
 
+import "encoding/binary"
+
 // List is a sequence of strings with Redis's list semantics, kept in a
 // ring buffer: pushes and pops at either end are O(1) amortised, an index
 // is O(1), a range is O(its length); inserting or removing in the middle
@@ -9,10 +11,11 @@ package kinds
 // The zero value is an empty list, ready to use. Not safe for concurrent
 // use.
 type List struct {
-	buf  []string
-	head int
-	n    int
-	size int64
+	journal // journal.go
+	buf     []string
+	head    int
+	n       int
+	size    int64
 }
 
 // listItemCost is an item's heap apart from its bytes: its string header,
@@ -68,6 +71,13 @@ func (l *List) shrink() {
 
 // PushFront adds s at the head (LPUSH).
 func (l *List) PushFront(s string) {
+	if l.recording() {
+		l.rec1('L', s, l.size)
+	}
+	l.pushFront(s)
+}
+
+func (l *List) pushFront(s string) {
 	l.grow()
 	l.head--
 	if l.head < 0 {
@@ -80,6 +90,13 @@ func (l *List) PushFront(s string) {
 
 // PushBack adds s at the tail (RPUSH).
 func (l *List) PushBack(s string) {
+	if l.recording() {
+		l.rec1('R', s, l.size)
+	}
+	l.pushBack(s)
+}
+
+func (l *List) pushBack(s string) {
 	l.grow()
 	l.buf[l.pos(l.n)] = s
 	l.n++
@@ -88,6 +105,9 @@ func (l *List) PushBack(s string) {
 
 // PopFront removes and returns the head (the list must not be empty).
 func (l *List) PopFront() string {
+	if l.recording() {
+		l.journal.buf = append(l.journal.buf, 'l')
+	}
 	s := l.buf[l.head]
 	l.buf[l.head] = ""
 	l.head = l.pos(1)
@@ -99,6 +119,9 @@ func (l *List) PopFront() string {
 
 // PopBack removes and returns the tail (the list must not be empty).
 func (l *List) PopBack() string {
+	if l.recording() {
+		l.journal.buf = append(l.journal.buf, 'r')
+	}
 	p := l.pos(l.n - 1)
 	s := l.buf[p]
 	l.buf[p] = ""
@@ -113,6 +136,9 @@ func (l *List) At(i int) string { return l.buf[l.pos(i)] }
 
 // SetAt replaces item i (0 ≤ i < Len).
 func (l *List) SetAt(i int, s string) {
+	if l.recording() {
+		l.recIndex('T', i, s)
+	}
 	p := l.pos(i)
 	l.size += int64(len(s)) - int64(len(l.buf[p]))
 	l.buf[p] = s
@@ -120,15 +146,18 @@ func (l *List) SetAt(i int, s string) {
 
 // InsertAt inserts s before item i (0 ≤ i ≤ Len): O(n).
 func (l *List) InsertAt(i int, s string) {
+	if l.recording() {
+		l.recIndex('I', i, s)
+	}
 	if i == 0 {
-		l.PushFront(s)
+		l.pushFront(s)
 		return
 	}
 	if i == l.n {
-		l.PushBack(s)
+		l.pushBack(s)
 		return
 	}
-	l.PushBack("")
+	l.pushBack("")
 	for j := l.n - 1; j > i; j-- {
 		l.buf[l.pos(j)] = l.buf[l.pos(j-1)]
 	}
@@ -140,6 +169,7 @@ func (l *List) InsertAt(i int, s string) {
 // returns how many it removed: O(n). (LREM, LTRIM's core.)
 func (l *List) Filter(keep func(i int, s string) bool) int {
 	w := 0
+	var gone []int // the removed indices, for the journal
 	for r := 0; r < l.n; r++ {
 		s := l.buf[l.pos(r)]
 		if keep(r, s) {
@@ -147,9 +177,19 @@ func (l *List) Filter(keep func(i int, s string) bool) int {
 			w++
 		} else {
 			l.size -= listItemCost + int64(len(s))
+			if l.recording() {
+				gone = append(gone, r)
+			}
 		}
 	}
 	removed := l.n - w
+	if len(gone) > 0 {
+		l.journal.buf = binary.AppendUvarint(append(l.journal.buf, 'F'), uint64(len(gone)))
+		for _, r := range gone {
+			l.journal.buf = binary.AppendUvarint(l.journal.buf, uint64(r))
+		}
+		l.check(l.size)
+	}
 	for j := w; j < l.n; j++ {
 		l.buf[l.pos(j)] = ""
 	}
@@ -161,6 +201,10 @@ func (l *List) Filter(keep func(i int, s string) bool) int {
 // Trim keeps items start..stop (inclusive, 0 ≤ start ≤ stop < Len) and
 // drops the rest: O(dropped).
 func (l *List) Trim(start, stop int) {
+	if l.recording() {
+		l.journal.buf = binary.AppendUvarint(binary.AppendUvarint(append(l.journal.buf, 'M'), uint64(start)), uint64(stop))
+		l.check(l.size)
+	}
 	for j := stop + 1; j < l.n; j++ {
 		p := l.pos(j)
 		l.size -= listItemCost + int64(len(l.buf[p]))
@@ -177,4 +221,16 @@ func (l *List) Trim(start, stop int) {
 }
 
 // Clear empties the list.
-func (l *List) Clear() { *l = List{size: 48} }
+func (l *List) Clear() {
+	if l.recording() {
+		l.journal.buf = append(l.journal.buf, 'C')
+	}
+	*l = List{journal: l.journal, size: 48}
+}
+
+// recIndex records a list write at index i with item s.
+func (l *List) recIndex(tag byte, i int, s string) {
+	l.journal.buf = binary.AppendUvarint(append(l.journal.buf, tag), uint64(i))
+	l.journal.buf = appendStr(l.journal.buf, s)
+	l.check(l.size)
+}

@@ -1,6 +1,7 @@
 package kinds
 
 import (
+	"encoding/binary"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -16,12 +17,13 @@ import (
 // safe for concurrent use; the store calls it under the key's shard lock.
 // Size is kept current on every change (O(1) to read).
 type ZSet struct {
-	head  *zNode
-	tail  *zNode
-	level int
-	n     int
-	dict  map[string]float64
-	size  int64
+	journal // journal.go
+	head    *zNode
+	tail    *zNode
+	level   int
+	n       int
+	dict    map[string]float64
+	size    int64
 }
 
 const zMaxLevel = 32
@@ -167,10 +169,14 @@ func (z *ZSet) unlink(x *zNode, update *[zMaxLevel]*zNode) {
 // the member was added.
 func (z *ZSet) Set(member string, score float64) (added bool) {
 	old, ok := z.dict[member]
+	if ok && old == score {
+		return false
+	}
+	if z.recording() {
+		z.journal.buf = binary.LittleEndian.AppendUint64(append(z.journal.buf, 'S'), math.Float64bits(score))
+		z.rec1Raw(member)
+	}
 	if ok {
-		if old == score {
-			return false
-		}
 		z.remove(old, member)
 		z.insert(score, member)
 		return false
@@ -185,8 +191,22 @@ func (z *ZSet) Remove(member string) bool {
 	if !ok {
 		return false
 	}
-	z.remove(s, member)
+	z.removeRec(s, member)
 	return true
+}
+
+// removeRec is remove, recorded in the journal (journal.go).
+func (z *ZSet) removeRec(score float64, member string) {
+	if z.recording() {
+		z.rec1('D', member, z.size)
+	}
+	z.remove(score, member)
+}
+
+// rec1Raw ends a record with member (its tag and score are in already).
+func (z *ZSet) rec1Raw(member string) {
+	z.journal.buf = appendStr(z.journal.buf, member)
+	z.check(z.size)
 }
 
 // Rank is member's 0-based rank in ascending order.
@@ -502,7 +522,7 @@ func (z *ZSet) RemoveRangeByScore(r ScoreRange, removed func(member string)) int
 	var del []Element
 	z.RangeByScore(r, false, 0, func(m string, s float64) bool { del = append(del, Element{m, s}); return true })
 	for _, e := range del {
-		z.remove(e.Score, e.Member)
+		z.removeRec(e.Score, e.Member)
 		if removed != nil {
 			removed(e.Member)
 		}
@@ -515,7 +535,7 @@ func (z *ZSet) RemoveRangeByLex(r LexRange, removed func(member string)) int {
 	var del []Element
 	z.RangeByLex(r, false, 0, func(m string, s float64) bool { del = append(del, Element{m, s}); return true })
 	for _, e := range del {
-		z.remove(e.Score, e.Member)
+		z.removeRec(e.Score, e.Member)
 		if removed != nil {
 			removed(e.Member)
 		}
@@ -528,7 +548,7 @@ func (z *ZSet) RemoveRangeByRank(start, stop int, removed func(member string)) i
 	var del []Element
 	z.RangeByRank(start, stop, false, func(m string, s float64) bool { del = append(del, Element{m, s}); return true })
 	for _, e := range del {
-		z.remove(e.Score, e.Member)
+		z.removeRec(e.Score, e.Member)
 		if removed != nil {
 			removed(e.Member)
 		}

@@ -182,6 +182,13 @@ type Op struct {
 	Window bool
 	// Kind, when not 0, makes the op an object entry (object.go): the
 	// key holds a value of that kind whose whole content is Object.
+	//
+	// For an object op, TAT is the generation of the image in Object (0
+	// writes it as before deltas existed), and Value, when not nil, is a
+	// delta entry's payload, written after the image (delta.go); an object
+	// op with a Value and no Object is a delta only. (The fields are
+	// reused so that an Op, which the pending set holds per key while the
+	// disk fails, stays 80 bytes.)
 	Kind   byte
 	Object []byte
 	// DB is the persistent id of the key's database (databases.go); 0,

@@ -428,23 +428,38 @@ func (f *Flusher) drainLocked() {
 // allocation and a map write per op: the failure path only.
 func (f *Flusher) putPendingLocked(op *Op) {
 	k := pendingKey{op.DB, unsafe.String(unsafe.SliceData(op.Key), len(op.Key))}
+	src := *op
 	if old, ok := f.pending[k]; ok {
-		f.pendingBytes -= int64(len(old.Key) + len(old.Value))
+		f.pendingBytes -= int64(opBytes(&old))
 		delete(f.pending, k)
+		src = mergeDelta(old, src) // delta.go: a delta extends what is pending
 	}
-	c := *op
-	kl := len(op.Key)
-	b := make([]byte, kl+len(op.Value))
-	copy(b, op.Key)
-	copy(b[kl:], op.Value)
+	c := src
+	kl := len(src.Key)
+	b := make([]byte, opBytes(&src))
+	copy(b, src.Key)
 	c.Key = b[:kl:kl]
-	c.Value = nil
-	if len(op.Value) > 0 {
-		c.Value = b[kl:]
+	rest := b[kl:]
+	cut := func(v []byte) []byte {
+		if v == nil {
+			return nil
+		}
+		n := copy(rest, v)
+		v, rest = rest[:n:n], rest[n:]
+		return v
 	}
+	c.Value = nil
+	if len(src.Value) > 0 || (src.Kind != 0 && src.Value != nil) { // an object's delta, even empty
+		c.Value = cut(src.Value)
+	}
+	c.Object = cut(src.Object)
 	f.pending[pendingKey{c.DB, unsafe.String(unsafe.SliceData(c.Key), kl)}] = c
 	f.pendingBytes += int64(len(b))
 }
+
+// opBytes is the bytes a pending op holds: its key, value (or delta) and
+// image.
+func opBytes(op *Op) int { return len(op.Key) + len(op.Value) + len(op.Object) }
 
 // notePendingLocked publishes the pending set's size to Status.
 func (f *Flusher) notePendingLocked() {
@@ -547,7 +562,7 @@ func (f *Flusher) writeLocked() error {
 			f.piece = min(f.piece*2, pieceBytes)
 			for i := range piece {
 				op := &piece[i]
-				f.pendingBytes -= int64(len(op.Key) + len(op.Value))
+				f.pendingBytes -= int64(opBytes(op))
 				delete(f.pending, pendingKey{op.DB, unsafe.String(unsafe.SliceData(op.Key), len(op.Key))})
 			}
 		}

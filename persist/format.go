@@ -40,7 +40,7 @@ func entrySize(op *Op) int {
 	case op.Window && !op.Delete:
 		return windowEntrySize(op) + dbPrefixLen(op.DB) // window.go
 	case op.Kind != 0 && !op.Delete:
-		return objectEntrySize(op) + dbPrefixLen(op.DB) // object.go
+		return objectOpSize(op) // delta.go
 	case op.Delete:
 	case op.IsTAT:
 		n += varintLen(op.ExpireAtMs) + 8
@@ -56,14 +56,14 @@ func entrySize(op *Op) int {
 
 // appendEntry appends op's encoding to b.
 func appendEntry(b []byte, op *Op) []byte {
+	if op.Kind != 0 && !op.Delete {
+		return appendObjectOp(b, op) // delta.go: its entries and their prefixes
+	}
 	b = appendDBPrefix(b, op.DB) // databases.go: nothing for database 0
 	if op.Delete {
 		b = append(b, entryDelete)
 		b = binary.AppendUvarint(b, uint64(len(op.Key)))
 		return append(b, op.Key...)
-	}
-	if op.Kind != 0 {
-		return appendObject(b, op.Key, op.Kind, op.Object, op.ExpireAtMs)
 	}
 	if op.IsTAT {
 		return appendTAT(b, op.Key, op.TAT, op.ExpireAtMs)
@@ -181,12 +181,12 @@ func decodeChunk(chunk []byte, fn entryFunc, obj ...ObjectFunc) (fnErr, formatEr
 			if err := fn(db, key, strconv.AppendUint(text[:0], tat, 10), exp, KindString, false); err != nil {
 				return err, nil
 			}
-		case entryObject:
+		case entryObject, entryObjectGen, entryDelta: // object.go, delta.go
 			var fnErr, formatErr error
 			if len(obj) == 0 {
 				obj = []ObjectFunc{nil}
 			}
-			if off, fnErr, formatErr = decodeObject(chunk, off, db, key, obj[0]); fnErr != nil || formatErr != nil {
+			if off, fnErr, formatErr = decodeObject(chunk, off, db, key, kind, obj[0]); fnErr != nil || formatErr != nil {
 				return fnErr, formatErr
 			}
 		default:

@@ -23,12 +23,6 @@ const entryObject = 'o'
 // the call.
 type ObjectFunc func(dbid uint32, key []byte, kind byte, image []byte, expireAtMs int64) error
 
-// objectEntrySize is the encoded size of an object op.
-func objectEntrySize(op *Op) int {
-	return 1 + uvarintLen(uint64(len(op.Key))) + len(op.Key) + varintLen(op.ExpireAtMs) + 1 +
-		uvarintLen(uint64(len(op.Object))) + len(op.Object)
-}
-
 // appendObject appends an object entry to b.
 func appendObject(b, key []byte, kind byte, image []byte, exp int64) []byte {
 	b = append(b, entryObject)
@@ -42,7 +36,9 @@ func appendObject(b, key []byte, kind byte, image []byte, exp int64) []byte {
 
 // decodeObject decodes the rest of an object entry for key from
 // chunk[off:] and returns the offset after it.
-func decodeObject(chunk []byte, off int, dbid uint32, key []byte, fn ObjectFunc) (next int, fnErr, formatErr error) {
+// tag is the entry's: for 'g' and 'e' (delta.go) fn gets the kind with
+// ObjectGen or ObjectDelta set.
+func decodeObject(chunk []byte, off int, dbid uint32, key []byte, tag byte, fn ObjectFunc) (next int, fnErr, formatErr error) {
 	exp, n := binary.Varint(chunk[off:])
 	if n <= 0 || off+n >= len(chunk) {
 		return 0, nil, fmt.Errorf("bad expiry of object %q", key)
@@ -51,8 +47,14 @@ func decodeObject(chunk []byte, off int, dbid uint32, key []byte, fn ObjectFunc)
 	kind := chunk[off]
 	off++
 	ilen, n := binary.Uvarint(chunk[off:])
-	if n <= 0 || ilen > uint64(len(chunk)-off-n) || kind == 0 {
+	if n <= 0 || ilen > uint64(len(chunk)-off-n) || kind == 0 || kind&^ObjectKindMask != 0 {
 		return 0, nil, fmt.Errorf("bad image of object %q", key)
+	}
+	switch tag {
+	case entryObjectGen:
+		kind |= ObjectGen
+	case entryDelta:
+		kind |= ObjectDelta
 	}
 	off += n
 	image := chunk[off : off+int(ilen) : off+int(ilen)]

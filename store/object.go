@@ -39,6 +39,12 @@ func (sh *shard) objectChangeLocked(slot uint32, key, buf []byte) (Change, []byt
 type objSlot struct {
 	obj     Object
 	charged int64
+	// Persistence (journal.go): gen is the generation last handed out,
+	// imaged whether an image of this key's object was, sealed the
+	// records a base snapshot closed that the next drain hands out.
+	gen    uint64
+	imaged bool
+	sealed []byte
 }
 
 // objCost is an object's map entry in shard.objs (slot, interface, charge
@@ -170,7 +176,11 @@ func (s *Store) LoadObject(key []byte, kind Kind, obj Object, expireAtMs int64) 
 	if sh.objs == nil {
 		sh.objs = make(map[uint32]objSlot)
 	}
-	sh.chargeLocked(slot, objSlot{obj: obj})
+	// Its image is on disk: the next change is persisted as a delta.
+	if j, ok := obj.(Journaled); ok {
+		j.StartJournal()
+	}
+	sh.chargeLocked(slot, objSlot{obj: obj, imaged: true})
 }
 
 // ScanKind is Scan with each key's kind (SCAN's TYPE option): the same

@@ -191,7 +191,8 @@ func (sh *shard) shrinkLocked() {
 // expiry. The value is TAT when IsTAT (a plain TAT, the common case: no
 // text is formatted for it), else its text; for a key of another Kind
 // (KindWindow: the window package's encoded state) Text is that kind's
-// bytes. Key and Text are owned by the receiver.
+// bytes. Key and Text are the receiver's to keep but never to modify: a
+// verbatim string's Text views the store's own immutable copy of it.
 type Change struct {
 	Key        []byte
 	Text       []byte
@@ -204,12 +205,17 @@ type Change struct {
 	// (Object.AppendImage).
 	Kind  Kind
 	Image []byte
+	// Gen is the generation of an object's Image; with Delta, Image is
+	// instead the delta's segments, Gen the last one's (journal.go).
+	Gen   uint64
+	Delta bool
 }
 
 // Drain returns every change since the previous Drain, deletions first, then
 // the current state of each written key, appended to buf. The keys and
-// texts are copied into byte blocks (see DrainFunc); the receiver owns them
-// and must not modify them. Only meaningful with Options.TrackDirty.
+// formatted texts are copied into byte blocks (see DrainFunc), verbatim
+// strings are viewed (Change); the receiver may keep them and must not
+// modify them. Only meaningful with Options.TrackDirty.
 // Plain TATs come with their text too (Text, as GET returns it).
 func (s *Store) Drain(nowMs int64, buf []Change) []Change {
 	s.DrainFunc(nowMs, nil, func(c Change) {
@@ -226,7 +232,7 @@ func (s *Store) Drain(nowMs int64, buf []Change) []Change {
 // returns block. It holds each shard lock once, for that shard's changes
 // (fn runs under it: it must only record the change).
 //
-// Keys and texts are copied into block (appending) while it has room for a
+// Keys and formatted texts (and object images) are copied into block (appending) while it has room for a
 // shard's changes, and into a block of that shard's size otherwise. A
 // caller that knows every Change of an earlier call is no longer referenced
 // may pass that call's block back as block[:0], so that a steady load
@@ -318,7 +324,7 @@ func (s *Store) DumpShard(i int, nowMs int64, fn func(Change)) {
 		if e.flags&flagUsed == 0 || !e.alive(nowMs) {
 			continue
 		}
-		c, _ := sh.changeLocked(uint32(j), sh.keyOf(e), scratch[:0])
+		c, _ := sh.snapshotChangeLocked(uint32(j), sh.keyOf(e), scratch[:0]) // journal.go
 		fn(c)
 	}
 }
@@ -333,10 +339,20 @@ func (sh *shard) changeLocked(slot uint32, key, buf []byte) (Change, []byte) {
 		if e.kind() == KindWindow {
 			return sh.kindChangeLocked(slot, key, buf) // window.go
 		}
-		return sh.objectChangeLocked(slot, key, buf) // object.go
+		return sh.drainObjectLocked(slot, key, buf) // journal.go: image or delta
 	}
 	if e.flags&(flagRaw|flagInvalid) == 0 {
 		return Change{Key: key, TAT: e.tat, IsTAT: true, ExpireAtMs: e.exp}, buf
+	}
+	if e.flags&flagRaw != 0 {
+		// A verbatim text is an immutable Go string (writeLocked keeps
+		// the string it is given, and every writer hands over a string
+		// it no longer touches): the Change views its bytes instead of
+		// copying them under the lock. An overwrite replaces the map's
+		// string, never its bytes, so the view stays valid for as long
+		// as the receiver keeps it (the GC keeps the string alive).
+		raw := sh.raw[slot]
+		return Change{Key: key, Text: unsafe.Slice(unsafe.StringData(raw), len(raw)), ExpireAtMs: e.exp}, buf
 	}
 	start := len(buf)
 	buf = sh.valueLocked(slot).AppendText(buf)

@@ -1,0 +1,257 @@
+package kinds
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+)
+
+// Journals: a value's writes recorded element by element, so that
+// persistence can write what a command changed instead of the whole value
+// (a ZADD of one member to a set of a million writes one member). The
+// store starts a value's journal once the value's image is on disk
+// (StartJournal), and from then on takes what was recorded once per flush
+// window (TakeJournal); replaying those records in order on that image
+// (ApplyJournal) gives the value back exactly. A value whose journal was
+// never started records nothing and costs nothing.
+//
+// A journal is bounded: once its records pass journalLimit bytes (or an
+// eighth of the value's Size, whichever is larger) it is abandoned, and
+// the next take reports that the whole image must be written instead, as a
+// change that large costs about as much as the image anyway. So a journal
+// never holds more than about one window's worth of changes, and never
+// much more than an eighth of its value.
+//
+// Records (each a tag byte and its operands; strings are uvarint(len)
+// bytes, numbers uvarints, scores 8-byte little-endian float64):
+//
+//	hash:  'S' field value          HSET
+//	       'D' field                HDEL
+//	zset:  'S' score member         ZADD, ZINCRBY (the new score)
+//	       'D' member               ZREM, ZREMRANGEBY*, ZPOP*
+//	list:  'L' item                 LPUSH
+//	       'R' item                 RPUSH
+//	       'l'                      LPOP (one item)
+//	       'r'                      RPOP (one item)
+//	       'T' index item           LSET
+//	       'I' index item           LINSERT (before index)
+//	       'F' count index*         LREM (the removed indices, ascending)
+//	       'M' start stop           LTRIM
+//	       'C'                      emptied
+
+// journalLimit is the smallest bound of a journal, in bytes.
+const journalLimit = 64 << 10
+
+// ErrBadJournal: records that do not apply to the value (damaged, or
+// written for another value of the same key; see ApplyJournal).
+var ErrBadJournal = errors.New("kinds: journal does not apply")
+
+// journal is the recorder embedded in each kind (its StartJournal and
+// TakeJournal are the kind's). The zero value records nothing.
+type journal struct {
+	on  bool
+	buf []byte
+}
+
+// StartJournal drops anything recorded and records every later write.
+func (j *journal) StartJournal() { j.on, j.buf = true, j.buf[:0] }
+
+// TakeJournal appends the records made since StartJournal or the previous
+// TakeJournal to b and goes on recording. ok is false (and b unchanged)
+// when there is no complete record: the journal was never started, or it
+// outgrew its bound and was abandoned; recording has stopped then, and the
+// caller must write the whole image and StartJournal again.
+func (j *journal) TakeJournal(b []byte) (_ []byte, ok bool) {
+	if !j.on {
+		return b, false
+	}
+	b = append(b, j.buf...)
+	if cap(j.buf) > 4*journalLimit {
+		j.buf = nil // a burst's buffer is not kept
+	} else {
+		j.buf = j.buf[:0]
+	}
+	return b, true
+}
+
+// recording reports whether a write must be recorded.
+func (j *journal) recording() bool { return j.on }
+
+// check abandons the journal once it passes its bound (size is the
+// value's Size).
+func (j *journal) check(size int64) {
+	if len(j.buf) > journalLimit && int64(len(j.buf)) > size/8 {
+		j.on, j.buf = false, nil
+	}
+}
+
+func (j *journal) rec1(tag byte, s string, size int64) {
+	j.buf = append(j.buf, tag)
+	j.buf = appendStr(j.buf, s)
+	j.check(size)
+}
+
+func (j *journal) rec2(tag byte, a, b string, size int64) {
+	j.buf = append(j.buf, tag)
+	j.buf = appendStr(j.buf, a)
+	j.buf = appendStr(j.buf, b)
+	j.check(size)
+}
+
+// ApplyJournal replays records taken from a journal of obj's kind (a
+// *Hash, *List or *ZSet) on obj, in order. Records that do not decode or
+// do not fit obj (an index past its end) stop it with ErrBadJournal; the
+// records before them stay applied. Replaying never records.
+func ApplyJournal(obj any, recs []byte) error {
+	r := reader{b: recs}
+	for len(r.b) > 0 && !r.bad {
+		tag := r.b[0]
+		r.b = r.b[1:]
+		var ok bool
+		switch o := obj.(type) {
+		case *Hash:
+			ok = o.apply(tag, &r)
+		case *List:
+			ok = o.apply(tag, &r)
+		case *ZSet:
+			ok = o.apply(tag, &r)
+		}
+		if !ok || r.bad {
+			return ErrBadJournal
+		}
+	}
+	return nil
+}
+
+func (r *reader) score() float64 {
+	if len(r.b) < 8 {
+		r.bad = true
+		return 0
+	}
+	s := math.Float64frombits(binary.LittleEndian.Uint64(r.b))
+	r.b = r.b[8:]
+	return s
+}
+
+// index reads a list index below n.
+func (r *reader) index(n int) (int, bool) {
+	i := r.uvarint()
+	if r.bad || i >= uint64(n) {
+		return 0, false
+	}
+	return int(i), true
+}
+
+func (h *Hash) apply(tag byte, r *reader) bool {
+	on := h.journal.on
+	h.journal.on = false
+	defer func() { h.journal.on = on }()
+	switch tag {
+	case 'S':
+		f := r.str()
+		v := r.str()
+		if !r.bad {
+			h.Set(f, v)
+		}
+	case 'D':
+		if f := r.str(); !r.bad {
+			h.Delete(f)
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+func (z *ZSet) apply(tag byte, r *reader) bool {
+	on := z.journal.on
+	z.journal.on = false
+	defer func() { z.journal.on = on }()
+	switch tag {
+	case 'S':
+		s := r.score()
+		m := r.str()
+		if r.bad || math.IsNaN(s) {
+			return false
+		}
+		z.Set(m, s)
+	case 'D':
+		if m := r.str(); !r.bad {
+			z.Remove(m)
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+func (l *List) apply(tag byte, r *reader) bool {
+	on := l.journal.on
+	l.journal.on = false
+	defer func() { l.journal.on = on }()
+	switch tag {
+	case 'L', 'R':
+		s := r.str()
+		if r.bad || l.n >= MaxElements {
+			return false
+		}
+		if tag == 'L' {
+			l.PushFront(s)
+		} else {
+			l.PushBack(s)
+		}
+	case 'l', 'r':
+		if l.n == 0 {
+			return false
+		}
+		if tag == 'l' {
+			l.PopFront()
+		} else {
+			l.PopBack()
+		}
+	case 'T':
+		i, ok := r.index(l.n)
+		s := r.str()
+		if !ok || r.bad {
+			return false
+		}
+		l.SetAt(i, s)
+	case 'I':
+		i, ok := r.index(l.n + 1)
+		s := r.str()
+		if !ok || r.bad || l.n >= MaxElements {
+			return false
+		}
+		l.InsertAt(i, s)
+	case 'F':
+		n := r.count(1)
+		idx := make([]int, 0, n)
+		for k := 0; k < n; k++ {
+			i, ok := r.index(l.n)
+			if !ok || (k > 0 && i <= idx[k-1]) {
+				return false
+			}
+			idx = append(idx, i)
+		}
+		k := 0
+		l.Filter(func(i int, _ string) bool {
+			if k < len(idx) && idx[k] == i {
+				k++
+				return false
+			}
+			return true
+		})
+	case 'M':
+		start, ok1 := r.index(l.n)
+		stop, ok2 := r.index(l.n)
+		if !ok1 || !ok2 || stop < start {
+			return false
+		}
+		l.Trim(start, stop)
+	case 'C':
+		l.Clear()
+	default:
+		return false
+	}
+	return true
+}

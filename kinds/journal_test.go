@@ -1,0 +1,202 @@
+package kinds
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+)
+
+// journaled is what the journal tests need of each kind.
+type journaled interface {
+	Len() int
+	Size() int64
+	AppendImage([]byte) []byte
+	StartJournal()
+	TakeJournal([]byte) ([]byte, bool)
+}
+
+// randomWrite makes one random write to obj through its public methods,
+// the way the data handlers do.
+func randomWrite(r *rand.Rand, obj journaled) {
+	item := "e" + strconv.Itoa(r.IntN(200))
+	switch o := obj.(type) {
+	case *Hash:
+		if r.IntN(3) == 0 {
+			o.Delete(item)
+		} else {
+			o.Set(item, "v"+strconv.Itoa(r.IntN(1000)))
+		}
+	case *ZSet:
+		switch r.IntN(6) {
+		case 0:
+			o.Remove(item)
+		case 1:
+			o.RemoveRangeByRank(r.IntN(5), r.IntN(8), nil)
+		case 2:
+			o.RemoveRangeByScore(ScoreRange{Min: float64(r.IntN(50)), Max: float64(r.IntN(60))}, nil)
+		default:
+			o.Set(item, float64(r.IntN(100)))
+		}
+	case *List:
+		n := o.Len()
+		switch k := r.IntN(10); {
+		case k < 3 || n == 0:
+			o.PushFront(item)
+		case k < 5:
+			o.PushBack(item)
+		case k == 5:
+			o.PopFront()
+		case k == 6:
+			o.PopBack()
+		case k == 7:
+			o.SetAt(r.IntN(n), item)
+		case k == 8:
+			if r.IntN(2) == 0 {
+				o.InsertAt(r.IntN(n+1), item)
+			} else {
+				o.Filter(func(i int, s string) bool { return i%3 != 0 })
+			}
+		default:
+			start := r.IntN(n)
+			if r.IntN(50) == 0 {
+				o.Clear()
+			} else {
+				o.Trim(start, start+r.IntN(n-start))
+			}
+		}
+	}
+}
+
+func decodeAny(t *testing.T, obj journaled, img []byte) journaled {
+	t.Helper()
+	var (
+		c   journaled
+		err error
+	)
+	switch obj.(type) {
+	case *Hash:
+		c, err = DecodeHash(img)
+	case *List:
+		c, err = DecodeList(img)
+	case *ZSet:
+		c, err = DecodeZSet(img)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestJournalReplaysExactly: an image, then the records taken window by
+// window and replayed in order, give back exactly the value's image after
+// every window, for every kind and every write.
+func TestJournalReplaysExactly(t *testing.T) {
+	for _, mk := range []func() journaled{
+		func() journaled { return NewHash() },
+		func() journaled { return NewList() },
+		func() journaled { return NewZSet() },
+	} {
+		r := rand.New(rand.NewPCG(7, 9))
+		obj := mk()
+		for range 100 {
+			randomWrite(r, obj)
+		}
+		if _, ok := obj.TakeJournal(nil); ok {
+			t.Fatalf("%T: a journal never started gave records", obj)
+		}
+		copyObj := decodeAny(t, obj, obj.AppendImage(nil))
+		obj.StartJournal()
+		var recs []byte
+		for w := 0; w < 300; w++ {
+			for range r.IntN(20) {
+				randomWrite(r, obj)
+			}
+			var ok bool
+			recs, ok = obj.TakeJournal(recs[:0])
+			if !ok {
+				t.Fatalf("%T window %d: journal abandoned", obj, w)
+			}
+			if err := ApplyJournal(copyObj, recs); err != nil {
+				t.Fatalf("%T window %d: %v", obj, w, err)
+			}
+			if got, want := copyObj.AppendImage(nil), obj.AppendImage(nil); !bytes.Equal(got, want) {
+				t.Fatalf("%T window %d: replayed image differs\n got %q\nwant %q", obj, w, got, want)
+			}
+			if copyObj.Size() != obj.Size() {
+				t.Fatalf("%T window %d: size %d, want %d", obj, w, copyObj.Size(), obj.Size())
+			}
+		}
+		// Replaying records never records.
+		copyObj.StartJournal()
+		if err := ApplyJournal(copyObj, recs); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := copyObj.TakeJournal(nil); len(b) != 0 {
+			t.Fatalf("%T: replay recorded %d bytes", obj, len(b))
+		}
+	}
+}
+
+// TestJournalBounded: a window that writes more than the bound (and more
+// than an eighth of the value) abandons the journal; the next take asks
+// for the image, and a new start records again.
+func TestJournalBounded(t *testing.T) {
+	h := NewHash()
+	h.StartJournal()
+	big := string(make([]byte, 1024))
+	for i := range 200 {
+		h.Set("f"+strconv.Itoa(i), big)
+	}
+	if _, ok := h.TakeJournal(nil); ok {
+		t.Fatal("a 200 KiB window was kept")
+	}
+	h.StartJournal()
+	h.Set("x", "y")
+	b, ok := h.TakeJournal(nil)
+	if !ok || len(b) == 0 {
+		t.Fatalf("after a restart: %q %v", b, ok)
+	}
+}
+
+// TestApplyJournalRefusesWhatDoesNotFit: records for another value (an
+// index past the end, a pop of an empty list) or damaged bytes stop with
+// ErrBadJournal instead of panicking.
+func TestApplyJournalRefusesWhatDoesNotFit(t *testing.T) {
+	l := NewList()
+	l.StartJournal()
+	l.PushBack("a")
+	l.PushBack("b")
+	l.SetAt(1, "c")
+	recs, _ := l.TakeJournal(nil)
+	for i := range len(recs) {
+		_ = ApplyJournal(NewList(), recs[:i]) // truncated: never a panic
+	}
+	empty := NewList()
+	if err := ApplyJournal(empty, []byte{'r'}); err != ErrBadJournal {
+		t.Fatalf("pop of an empty list: %v", err)
+	}
+	if err := ApplyJournal(empty, append([]byte{'T', 5}, appendStr(nil, "x")...)); err != ErrBadJournal {
+		t.Fatalf("LSET past the end: %v", err)
+	}
+	if err := ApplyJournal(NewHash(), []byte{'?'}); err != ErrBadJournal {
+		t.Fatalf("unknown tag: %v", err)
+	}
+}
+
+func FuzzApplyJournal(f *testing.F) {
+	f.Add([]byte("R\x01aL\x01bT\x00\x01c"), uint8(1))
+	f.Add([]byte("S\x01f\x01v"), uint8(0))
+	f.Fuzz(func(t *testing.T, recs []byte, kind uint8) {
+		var obj any
+		switch kind % 3 {
+		case 0:
+			obj = NewHash()
+		case 1:
+			obj = NewList()
+		default:
+			obj = NewZSet()
+		}
+		_ = ApplyJournal(obj, recs)
+	})
+}

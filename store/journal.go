@@ -1,0 +1,228 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+)
+
+// Per-element persistence of objects (hashes, lists, sorted sets): once a
+// key's image has been handed to persistence, the drain hands over only
+// what each window changed, the object's journal records (Journaled), as
+// a delta; the base rewrite still writes whole images. See
+// persist/delta.go for the entries on disk.
+//
+// Generations. objSlot.gen counts the images and deltas handed out for
+// the key. A drain's image is a new generation and restarts the journal; a
+// drain's delta is one segment per generation it closes. The base
+// rewrite's snapshot (DumpShard) closes the open generation first
+// ("seals" the journal: its records wait in objSlot.sealed for the next
+// drain, which hands them out under their generation), so the snapshot's
+// image is exactly the state of its generation. On replay a segment
+// applies only to an image of an older generation: records that a
+// snapshot already contains, but that reach the log after the rewrite's
+// cut, are not applied twice.
+//
+// Cost: nothing for a key whose journal was never started (persistence
+// off, or an object created since the last drain); an append per element
+// written otherwise (kinds' journal); a drain copies the records, never
+// the object, unless the journal outgrew its bound (then the image).
+
+// Journaled is an Object that can record its writes element by element
+// (kinds.Hash, kinds.List, kinds.ZSet; their StartJournal/TakeJournal
+// document the contract). Called under the key's shard lock.
+type Journaled interface {
+	Object
+	// StartJournal drops anything recorded and records every later write.
+	StartJournal()
+	// TakeJournal appends what was recorded since the last start or take
+	// to b; ok is false (b unchanged, recording stopped) when the journal
+	// was never started or was abandoned.
+	TakeJournal(b []byte) ([]byte, bool)
+}
+
+// Segments: a delta's payload (Change.Image when Change.Delta) is one or
+// more segments, each uvarint(gen) uint32-LE(len(recs)) recs, in order.
+
+// appendSegmentHead appends the header of a segment of generation gen,
+// its length left 0 for endSegment.
+func appendSegmentHead(b []byte, gen uint64) []byte {
+	return append(binary.AppendUvarint(b, gen), 0, 0, 0, 0)
+}
+
+// endSegment fills in the length of the segment whose records start at
+// b[recs:].
+func endSegment(b []byte, recs int) {
+	binary.LittleEndian.PutUint32(b[recs-4:], uint32(len(b)-recs))
+}
+
+// errBadSegments: a delta payload that does not split into segments.
+var errBadSegments = errors.New("store: malformed delta segments")
+
+// eachSegment calls fn for every segment of a delta payload, in order.
+func eachSegment(p []byte, fn func(gen uint64, recs []byte)) error {
+	for len(p) > 0 {
+		gen, n := binary.Uvarint(p)
+		if n <= 0 || len(p)-n < 4 {
+			return errBadSegments
+		}
+		p = p[n:]
+		l := binary.LittleEndian.Uint32(p)
+		p = p[4:]
+		if uint64(l) > uint64(len(p)) {
+			return errBadSegments
+		}
+		fn(gen, p[:l:l])
+		p = p[l:]
+	}
+	return nil
+}
+
+// takeSegmentLocked closes the open generation of o: the journal's
+// records since the last take become a segment of generation o.gen+1
+// appended to b (nothing when there are none). ok is false when the
+// journal holds no complete record (never started, or abandoned): the
+// caller must hand out the image instead.
+func takeSegmentLocked(o *objSlot, j Journaled, b []byte) (_ []byte, ok bool) {
+	n := len(b)
+	b = appendSegmentHead(b, o.gen+1)
+	recs := len(b)
+	b, ok = j.TakeJournal(b)
+	switch {
+	case !ok:
+		return b[:n], false
+	case len(b) == recs:
+		return b[:n], true // nothing changed element-wise (an EXPIRE)
+	}
+	endSegment(b, recs)
+	o.gen++
+	return b, true
+}
+
+// drainObjectLocked describes slot's object for the drain: a delta (the
+// sealed segments and the open generation's records) when its image was
+// handed out before and its journal is whole, else its image as a new
+// generation, restarting the journal. Requires sh.mu.
+func (sh *shard) drainObjectLocked(slot uint32, key, buf []byte) (Change, []byte) {
+	e := &sh.slab[slot]
+	c := Change{Key: key, Kind: e.kind(), ExpireAtMs: e.exp}
+	o, ok := sh.objs[slot]
+	j, journaled := o.obj.(Journaled)
+	if !ok || !journaled {
+		return sh.objectChangeLocked(slot, key, buf)
+	}
+	start := len(buf)
+	if o.imaged {
+		buf = append(buf, o.sealed...)
+		var whole bool
+		if buf, whole = takeSegmentLocked(&o, j, buf); whole {
+			o.sealed = nil // sealed only by a base snapshot: not worth keeping
+			sh.objs[slot] = o
+			c.Delta, c.Gen = true, o.gen
+			c.Image = buf[start:len(buf):len(buf)]
+			return c, buf
+		}
+		buf = buf[:start]
+	}
+	o.gen++
+	o.imaged, o.sealed = true, nil
+	j.StartJournal()
+	sh.objs[slot] = o
+	buf = o.obj.AppendImage(buf)
+	c.Gen = o.gen
+	c.Image = buf[start:len(buf):len(buf)]
+	return c, buf
+}
+
+// snapshotObjectLocked describes slot's object for a base rewrite: its
+// image, as the generation it now completes (the open generation's
+// records are sealed for the next drain first). Requires sh.mu.
+func (sh *shard) snapshotObjectLocked(slot uint32, key, buf []byte) (Change, []byte) {
+	o, ok := sh.objs[slot]
+	if j, journaled := o.obj.(Journaled); ok && journaled && o.imaged {
+		// Abandoned (not whole): the next drain hands out an image of a
+		// later generation than this one's, which supersedes it.
+		o.sealed, _ = takeSegmentLocked(&o, j, o.sealed)
+		sh.objs[slot] = o
+	}
+	c, buf := sh.objectChangeLocked(slot, key, buf)
+	c.Gen = o.gen
+	return c, buf
+}
+
+// LoadObjectGen is LoadObject for an image of generation gen (a restored
+// 'g' entry): later deltas of the key apply to it (LoadDelta), and its
+// journal starts, so the next change is persisted as a delta.
+func (s *Store) LoadObjectGen(key []byte, kind Kind, obj Object, gen uint64, expireAtMs int64) {
+	s.LoadObject(key, kind, obj, expireAtMs)
+	h := s.hashKey(key)
+	sh := s.shardFor(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if slot, _, ok := sh.findLocked(key, h); ok {
+		if o, ok := sh.objs[slot]; ok {
+			o.gen = gen
+			sh.objs[slot] = o
+		}
+	}
+}
+
+// LoadDelta applies a restored delta to key's object: each segment of a
+// generation after the object's, in order, through apply (the kinds
+// package's ApplyJournal), and then the delta's expiry; nothing is marked
+// dirty. A key that is absent or of another kind is left alone, and so are
+// records apply refuses (it returns an error): a delta is followed on disk
+// by the entries of whatever replaced the key since, so such a delta
+// belongs to a value the log goes on to replace. mismatched counts them.
+// Only a payload that does not split into segments is an error. Only for
+// restoring.
+func (s *Store) LoadDelta(key []byte, kind Kind, payload []byte, expireAtMs int64, apply func(obj Object, recs []byte) error) (mismatched int, err error) {
+	h := s.hashKey(key)
+	sh := s.shardFor(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	slot, _, ok := sh.findLocked(key, h)
+	if !ok || sh.slab[slot].kind() != kind {
+		return 0, eachSegment(payload, func(uint64, []byte) { mismatched = 1 })
+	}
+	o, ok := sh.objs[slot]
+	if !ok {
+		return 0, nil
+	}
+	err = eachSegment(payload, func(gen uint64, recs []byte) {
+		if gen <= o.gen {
+			return // the image holds it already
+		}
+		if apply(o.obj, recs) != nil {
+			mismatched++
+		}
+		o.gen = gen
+	})
+	sh.slab[slot].exp = expireAtMs
+	if j, ok := o.obj.(Journaled); ok {
+		j.StartJournal() // apply did not record, but start clean
+	}
+	if o.obj.Len() == 0 {
+		sh.removeLocked(slot, sh.posOfLocked(key, h))
+		if sh.track {
+			sh.deleted = sh.deleted[:len(sh.deleted)-1] // as Unload: the disk says so
+		}
+		return mismatched, err
+	}
+	sh.chargeLocked(slot, o)
+	return mismatched, err
+}
+
+// posOfLocked is the index position of key, which must be present.
+func (sh *shard) posOfLocked(key []byte, h uint64) int {
+	_, pos, _ := sh.findLocked(key, h)
+	return pos
+}
+
+// snapshotChangeLocked is changeLocked for DumpShard: objects are
+// described by snapshotObjectLocked. Requires sh.mu.
+func (sh *shard) snapshotChangeLocked(slot uint32, key, buf []byte) (Change, []byte) {
+	if e := &sh.slab[slot]; e.flags&kindMask != 0 && e.kind() != KindWindow {
+		return sh.snapshotObjectLocked(slot, key, buf)
+	}
+	return sh.changeLocked(slot, key, buf)
+}
