@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,6 +79,7 @@ type dialOptions struct {
 	user     string
 	tls      *tls.Config
 	resp3    bool
+	db       int // SELECTed after the hand-shake when not 0
 }
 
 // dial connects to addr, authenticates and switches protocol, all within
@@ -98,7 +100,7 @@ func dial(addr string, o dialOptions, onFail func(error)) (*muxConn, error) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	// Hand-shake synchronously: AUTH, HELLO 3, PING.
+	// Hand-shake synchronously: AUTH, HELLO 3, SELECT, PING.
 	var hs []byte
 	n := 0
 	if o.password != "" {
@@ -111,6 +113,10 @@ func dial(addr string, o dialOptions, onFail func(error)) (*muxConn, error) {
 	}
 	if o.resp3 {
 		hs = appendStrings(hs, "HELLO", "3")
+		n++
+	}
+	if o.db != 0 {
+		hs = appendStrings(hs, "SELECT", strconv.Itoa(o.db))
 		n++
 	}
 	hs = appendStrings(hs, "PING")
