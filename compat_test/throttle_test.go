@@ -63,8 +63,13 @@ func TestWorkedExamples(t *testing.T) {
 			{c("EXISTS c2"), int64(0)},
 
 			// Quantity 0 ("peek") on a fresh key: allowed, written with a 0 ms
-			// TTL, so it is gone.
+			// TTL, so it is gone once this millisecond ends (redis-cell's
+			// RedisModule_SetExpire(key, 0): checked against the module,
+			// TestRedisCellParityRandom).
 			{c("CL.THROTTLE d 15 30 60 0"), th(0, 16, 16, -1, 0)},
+			{c("EXISTS d"), int64(1)},
+			{c("PTTL d"), int64(0)},
+			advance(time.Millisecond),
 			{c("EXISTS d"), int64(0)},
 			{c("GET d"), nil},
 
@@ -192,19 +197,27 @@ func TestTTLRules(t *testing.T) {
 			{c("GET old"), tatAt(11*tick - 10*time.Second)},
 			{c("TYPE old"), "string"},
 
-			// Quantity 0 on a fresh key: ms = 0, the key is gone at once.
+			// Quantity 0 on a fresh key: ms = 0, the key expires at now's
+			// millisecond: there to its end, gone after.
 			{c("CL.THROTTLE z 15 30 60 0"), th(0, 16, 16, -1, 0)},
+			{c("EXISTS z"), int64(1)},
+			{c("PTTL z"), int64(0)},
+			advance(time.Millisecond),
 			{c("EXISTS z"), int64(0)},
 			{c("PTTL z"), int64(-2)},
 
-			// ms = 0 on an existing key deletes it too: a TAT 0.499 ms ahead
-			// is forgotten (a faithful quirk of the ms-truncated TTL).
+			// ms = 0 on an existing key: a TAT 0.499 ms ahead is rewritten
+			// with a 0 ms TTL, and still decides a call in the same
+			// millisecond (redis-cell answers the same, checked with the
+			// module's clock frozen); after the millisecond it is forgotten.
 			{c("CL.THROTTLE p0 15 1000 1"), th(0, 16, 15, -1, 1)},
 			{c("PTTL p0"), int64(1)},
 			advance(498 * time.Microsecond),
 			{c("CL.THROTTLE p0 15 1000 1 0"), th(0, 16, 15, -1, 0)},
-			{c("EXISTS p0"), int64(0)},
-			{c("CL.THROTTLE p0 15 1000 1"), th(0, 16, 15, -1, 1)},
+			{c("EXISTS p0"), int64(1)},
+			{c("CL.THROTTLE p0 15 1000 1"), th(0, 16, 14, -1, 1)},
+			advance(2 * time.Millisecond),
+			{c("CL.THROTTLE p0 15 1000 1 0"), th(0, 16, 16, -1, 0)},
 		})
 	})
 }

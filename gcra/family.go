@@ -122,8 +122,9 @@ type Group struct {
 
 // ApplyAll decides every group at the one instant now, in order, against a
 // scratch view of the state: a group whose key an earlier group shares sees
-// what that group would have stored (its NewTAT when allowed, the key gone
-// when that write has a 0 ms TTL, unchanged when denied), exactly as a run of
+// what that group would have stored (its NewTAT when allowed, even with a
+// 0 ms TTL, which keeps the key to the end of the millisecond; unchanged
+// when denied), exactly as a run of
 // CL.THROTTLE calls at one instant would. out[i] receives group i's own
 // result (len(out) >= len(gs) >= 1). It returns the binding group (Binding):
 // the call is allowed iff !out[binding].Limited, and then the caller makes
@@ -135,7 +136,7 @@ func ApplyAll(u Unit, now int64, gs []Group, out []Result) int {
 		g := &gs[i]
 		if p := g.Prev; p >= 0 {
 			if pr := &out[p]; !pr.Limited {
-				g.TAT, g.Exists = pr.NewTAT, pr.TTLms != 0
+				g.TAT, g.Exists = pr.NewTAT, true // a 0 ms TTL too: the key lives to the end of this ms
 			} else {
 				g.TAT, g.Exists = gs[p].TAT, gs[p].Exists
 			}

@@ -23,12 +23,13 @@ type simKey struct {
 	tat      uint64
 	exists   bool
 	expires  bool  // false: the key has no TTL
-	expireAt int64 // ns; the key is gone once now >= expireAt
+	expireAt int64 // Unix ms, as Redis keeps it; the key is gone once now's ms > expireAt
 }
 
-// observe drops the key if its TTL has passed at now.
+// observe drops the key if its TTL has passed at now (Redis's rule: a key
+// lives while the current millisecond is <= its expiry).
 func (k *simKey) observe(now int64) {
-	if k.exists && k.expires && now >= k.expireAt {
+	if k.exists && k.expires && now/1e6 > k.expireAt {
 		*k = simKey{}
 	}
 }
@@ -38,12 +39,12 @@ func (k *simKey) observe(now int64) {
 func (k *simKey) store(now int64, tat uint64, ttlMS int64) (expireErr bool) {
 	switch {
 	case ttlMS > 0:
-		*k = simKey{tat: tat, exists: true, expires: true, expireAt: now + ttlMS*1e6}
+		*k = simKey{tat: tat, exists: true, expires: true, expireAt: now/1e6 + ttlMS}
 		if ttlMS > (math.MaxInt64-now)/1e6 { // beyond the int64 clock: effectively never
 			k.expires = false
 		}
-	case ttlMS == 0: // expires at once: gone on the next access
-		*k = simKey{}
+	case ttlMS == 0: // expires at the end of this millisecond (RedisModule_SetExpire(key, 0))
+		*k = simKey{tat: tat, exists: true, expires: true, expireAt: now / 1e6}
 	case ttlMS == -1: // kept with no TTL
 		*k = simKey{tat: tat, exists: true}
 	default: // written without TTL, and the call replies error 4
@@ -124,7 +125,6 @@ func runSteps(t *testing.T, start simKey, steps []step) {
 			t.Errorf("step %d: expire error = %v, want %v (TTLms %d)", i, expireErr, st.expireErr, r.TTLms)
 		}
 		if w := st.after; w != nil {
-			// a 0 ms TTL was already applied by store: gone on the next access
 			switch {
 			case k.exists != w.exists:
 				t.Errorf("step %d: key exists = %v, want %v", i, k.exists, w.exists)
@@ -193,9 +193,9 @@ func TestThrottleWorkedExamples(t *testing.T) {
 			{at: 1 * us, mb: 15, count: 30, period: 60, q: 17, want: [5]int64{1, 16, 15, -1, 2}, after: present(2 * s)},
 			{at: 2 * us, mb: 15, count: 30, period: 60, q: 1, want: [5]int64{0, 16, 14, -1, 4}, after: present(4 * s)},
 		}},
-		{"quantity 0 (peek) on a fresh key: written with TTL 0, so it vanishes", simKey{}, []step{
-			{mb: 15, count: 30, period: 60, q: 0, want: [5]int64{0, 16, 16, -1, 0}, ttl: ttl(0), after: absent()},
-			{at: 1 * us, mb: 15, count: 30, period: 60, q: 0, want: [5]int64{0, 16, 16, -1, 0}, ttl: ttl(0), after: absent()},
+		{"quantity 0 (peek) on a fresh key: written with TTL 0, so it vanishes after this ms", simKey{}, []step{
+			{mb: 15, count: 30, period: 60, q: 0, want: [5]int64{0, 16, 16, -1, 0}, ttl: ttl(0), after: present(0)},
+			{at: 1 * us, mb: 15, count: 30, period: 60, q: 0, want: [5]int64{0, 16, 16, -1, 0}, ttl: ttl(0), after: present(1 * us)},
 			{at: 2 * us, mb: 15, count: 30, period: 60, q: 1, want: [5]int64{0, 16, 15, -1, 2}, ttl: ttl(2000), after: present(2*us + 2*s)},
 		}},
 		{"quantity 0 (peek) on an existing key rewrites the same TAT", simKey{}, []step{
@@ -268,8 +268,10 @@ func TestTTLRules(t *testing.T) {
 		// a denied call on that stale key reports the old TAT: reset_after
 		// is negative, remaining is above the limit (next = DVT − ttl > DVT).
 		{at: time.Hour + 5*s, mb: 9, count: 1000, period: 1, q: 11, want: [5]int64{1, 10, 5012, -1, -5}, after: present(time.Hour - 2*ms)},
-		// q 0 on the stale key rewrites it at now with TTL 0: gone.
-		{at: time.Hour + 6*s, mb: 9, count: 1000, period: 1, q: 0, want: [5]int64{0, 10, 10, -1, 0}, ttl: ttl(0), after: absent()},
+		// q 0 on the stale key rewrites it at now with TTL 0: gone after
+		// this millisecond.
+		{at: time.Hour + 6*s, mb: 9, count: 1000, period: 1, q: 0, want: [5]int64{0, 10, 10, -1, 0}, ttl: ttl(0), after: present(time.Hour + 6*s)},
+		{at: time.Hour + 6*s + 1*ms, mb: 9, count: 1000, period: 1, q: 0, want: [5]int64{0, 10, 10, -1, 0}, ttl: ttl(0)},
 		// 9 ms ahead: TTL 9 ms, and reset_after rounds the 9 ms up to 1 s.
 		{at: 2 * time.Hour, mb: 9, count: 1_000_000, period: 1000, q: 9, want: [5]int64{0, 10, 1, -1, 1}, ttl: ttl(9), after: present(2*time.Hour + 9*ms)},
 		{at: 2*time.Hour + 9*ms, mb: 9, count: 1000, period: 1, q: 1, want: [5]int64{0, 10, 9, -1, 1}, ttl: ttl(1), after: present(2*time.Hour + 10*ms)},
@@ -328,10 +330,27 @@ func TestWideTAT(t *testing.T) {
 // first call leaves trunc(14990 ns / 1000) / 1 = 14, and a peek 16.
 func TestQuirk666667(t *testing.T) {
 	runSteps(t, simKey{}, []step{
-		{at: 0, mb: 10, count: 666667, period: 1, q: 1, want: [5]int64{0, 11, 14, -1, 0}, ttl: ttl(0), after: absent()},
-		{at: 1 * us, mb: 10, count: 666667, period: 1, q: 0, want: [5]int64{0, 11, 16, -1, 0}, ttl: ttl(0), after: absent()},
-		{at: 2 * us, mb: 10, count: 666667, period: 1, q: 11, want: [5]int64{0, 11, 0, -1, 0}},
-		{at: 3 * us, mb: 10, count: 666667, period: 1, q: 12, want: [5]int64{1, 11, 16, -1, 0}},
+		// (each call 1 ms after the last: a 0 ms TTL keeps the key to the
+		// end of its millisecond, and these are fresh-key figures)
+		{at: 0, mb: 10, count: 666667, period: 1, q: 1, want: [5]int64{0, 11, 14, -1, 0}, ttl: ttl(0), after: present(1499)},
+		{at: 1 * ms, mb: 10, count: 666667, period: 1, q: 0, want: [5]int64{0, 11, 16, -1, 0}, ttl: ttl(0), after: present(1 * ms)},
+		{at: 2 * ms, mb: 10, count: 666667, period: 1, q: 11, want: [5]int64{0, 11, 0, -1, 0}},
+		{at: 3 * ms, mb: 10, count: 666667, period: 1, q: 12, want: [5]int64{1, 11, 16, -1, 0}},
+	})
+}
+
+// TestZeroTTLDecidesItsMillisecond: a TAT written with a 0 ms TTL is kept
+// to the end of the current millisecond (RedisModule_SetExpire(key, 0)
+// expires at now, and Redis keeps a key while now <= its expiry), so a
+// second call in that millisecond is decided against it: at 10000 per
+// second with no burst, redis-cell denies it (checked against the module,
+// compat_test TestRedisCellParityExamples); a millisecond later the key is
+// gone.
+func TestZeroTTLDecidesItsMillisecond(t *testing.T) {
+	runSteps(t, simKey{}, []step{
+		{at: 0, mb: 0, count: 10000, period: 1, q: 1, want: [5]int64{0, 1, 0, -1, 0}, ttl: ttl(0), after: present(100 * us)},
+		{at: 10 * us, mb: 0, count: 10000, period: 1, q: 1, want: [5]int64{1, 1, 0, 0, 0}, after: present(100 * us)},
+		{at: 1*ms + 10*us, mb: 0, count: 10000, period: 1, q: 1, want: [5]int64{0, 1, 0, -1, 0}, ttl: ttl(0), after: present(1*ms + 110*us)},
 	})
 	l, err := NewLimit(10, 666667, 1)
 	if err != nil {

@@ -59,6 +59,12 @@ func cmdSelect(s *Server, c *client, args [][]byte) {
 		c.out = appendError(c.out, errSelectClust)
 		return
 	}
+	if fc, ok := s.cfg.Forwarder.(ForwardSelectChecker); ok {
+		if e := fc.SelectError(int(n)); e != "" { // sidecar: a cluster upstream
+			c.out = appendError(c.out, e)
+			return
+		}
+	}
 	if !s.validDB(n) {
 		c.out = appendError(c.out, errDBRange)
 		return

@@ -1,5 +1,7 @@
 package server
 
+import "bytes"
+
 // Sidecar mode's seam: with Config.Forwarder set, the commands of a
 // connection whose keys live elsewhere are handed to the Forwarder (package
 // sidecar implements it; main wires it) instead of the local keyspace. The
@@ -40,6 +42,16 @@ type ForwardSession interface {
 	Close()
 }
 
+// ForwardSelectChecker is implemented by a Forwarder that cannot carry
+// some databases upstream: SELECT asks it first, and answers the error it
+// returns (a cluster upstream has database 0 only). Called from the
+// client's goroutine.
+type ForwardSelectChecker interface {
+	// SelectError returns the error text (without '-') for SELECT db, or
+	// "" when db can be used.
+	SelectError(db int) string
+}
+
 // ForwardReq is one command (or one transaction) to forward.
 type ForwardReq struct {
 	// Args is the command, name first. It aliases the connection's read
@@ -53,6 +65,9 @@ type ForwardReq struct {
 	Slot int
 	// RESP3: the client speaks RESP3 (HELLO 3); the reply must too.
 	RESP3 bool
+	// DB is the client's selected database: the command runs in that
+	// database of the owner.
+	DB int
 
 	// Reply is set by Do: the RESP bytes to relay as they are (the
 	// owner's reply, or the fallback's answer). Owned by the session;
@@ -146,9 +161,9 @@ func (s *Server) forwardBatch(c *client, st *connState) (r pumpResult, ran, stop
 			args := st.flat[pc.off : pc.off+pc.n : pc.off+pc.n]
 			act, slot := s.forwardClassify(c, pc.cmd, args)
 			if act == fwdForward {
-				f.reqs = append(f.reqs, ForwardReq{Args: args, Slot: slot, RESP3: c.resp3})
+				f.reqs = append(f.reqs, ForwardReq{Args: args, Slot: slot, RESP3: c.resp3, DB: c.db})
 			} else if act == fwdExec {
-				f.reqs = append(f.reqs, ForwardReq{Unit: c.queue, Slot: slot, RESP3: c.resp3})
+				f.reqs = append(f.reqs, ForwardReq{Unit: c.queue, Slot: slot, RESP3: c.resp3, DB: c.db})
 			} else {
 				break
 			}
@@ -167,6 +182,7 @@ func (s *Server) forwardBatch(c *client, st *connState) (r pumpResult, ran, stop
 				c.pending++
 				c.lastCmd.Store(pc.cmd)
 				if req.Unit != nil {
+					s.selectAfterExec(c, req.Unit, req.Reply)
 					c.discardMulti()
 					s.watch.unwatchAll(c)
 				}
@@ -204,6 +220,31 @@ func (s *Server) forwardBatch(c *client, st *connState) (r pumpResult, ran, stop
 		s.execute(c, pc.cmd, args)
 	}
 	return 0, ran, false
+}
+
+// selectAfterExec applies a SELECT that ran inside a forwarded transaction
+// to the client, as Redis's EXEC leaves the client in the database the
+// transaction selected: the last SELECT of a valid index, when EXEC ran
+// (its reply is an array, not an error or a null). The owner then ran that
+// SELECT as well; an owner with fewer databases than this server would
+// have refused it, which only its element of EXEC's reply shows.
+func (s *Server) selectAfterExec(c *client, unit [][][]byte, reply []byte) {
+	if len(reply) < 2 || reply[0] != '*' || reply[1] == '-' {
+		return
+	}
+	for i := len(unit) - 1; i >= 0; i-- {
+		q := unit[i]
+		if len(q) != 2 || !bytes.EqualFold(q[0], []byte("select")) {
+			continue
+		}
+		fc, _ := s.cfg.Forwarder.(ForwardSelectChecker)
+		if n, ok := parseRedisInt(q[1]); ok && s.validDB(n) && (fc == nil || fc.SelectError(int(n)) == "") {
+			c.mu.Lock()
+			c.db = int(n)
+			c.mu.Unlock()
+		}
+		return
+	}
 }
 
 // infoUpstream is INFO's Upstream section (sidecar mode only).

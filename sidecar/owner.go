@@ -16,8 +16,11 @@ type owner struct {
 	lat  histogram
 	next atomic.Uint32
 
-	mu    sync.Mutex    // guards conns
-	conns [2][]*muxConn // [resp3], PoolSize each, nil until first used
+	mu    sync.Mutex    // guards conns and dbConns
+	conns [2][]*muxConn // database 0: [resp3], PoolSize each, nil until first used
+	// dbConns are the pools of the other databases a client SELECTed
+	// (a plain upstream only), created on first use.
+	dbConns map[int]*[2][]*muxConn
 }
 
 // errOverload: every connection to the owner has MaxInFlight replies
@@ -27,15 +30,16 @@ var errOverload = errors.New("sidecar: upstream connections full")
 // errDown: the owner went down while a session waited to use it.
 var errDown = errors.New("sidecar: upstream owner down")
 
-// conn returns a live connection of the pool, dialling it if needed. It
-// waits at most until deadline for one with room (MaxInFlight).
-func (o *owner) conn(resp3 bool, deadline time.Time) (*muxConn, error) {
+// conn returns a live connection of the pool of database db, dialling it
+// if needed. It waits at most until deadline for one with room
+// (MaxInFlight).
+func (o *owner) conn(resp3 bool, db int, deadline time.Time) (*muxConn, error) {
 	p := 0
 	if resp3 {
 		p = 1
 	}
 	for {
-		i := int(o.next.Add(1)) % len(o.conns[p])
+		i := int(o.next.Add(1)) % o.sc.cfg.PoolSize
 		o.mu.Lock()
 		if !o.br.isUp() {
 			// Another session's dial failed while this one waited for
@@ -44,15 +48,21 @@ func (o *owner) conn(resp3 bool, deadline time.Time) (*muxConn, error) {
 			o.mu.Unlock()
 			return nil, errDown
 		}
-		m := o.conns[p][i]
+		pool := &o.conns
+		if db != 0 {
+			pool = o.dbPoolLocked(db)
+		}
+		m := pool[p][i]
 		if m == nil || m.broken() {
 			var err error
-			m, err = dial(o.addr, o.sc.dialOpts(resp3), o.failed)
+			opts := o.sc.dialOpts(resp3)
+			opts.db = db
+			m, err = dial(o.addr, opts, o.failed)
 			if err != nil {
 				o.mu.Unlock()
 				return nil, err
 			}
-			o.conns[p][i] = m
+			pool[p][i] = m
 		}
 		o.mu.Unlock()
 		if m.inFlight() < o.sc.cfg.MaxInFlight { // a broken m fails the send: the caller falls back
@@ -111,16 +121,35 @@ func (o *owner) probe() {
 	}
 }
 
+// dbPoolLocked returns database db's pools, creating them.
+func (o *owner) dbPoolLocked(db int) *[2][]*muxConn {
+	pool := o.dbConns[db]
+	if pool == nil {
+		if o.dbConns == nil {
+			o.dbConns = map[int]*[2][]*muxConn{}
+		}
+		pool = &[2][]*muxConn{make([]*muxConn, o.sc.cfg.PoolSize), make([]*muxConn, o.sc.cfg.PoolSize)}
+		o.dbConns[db] = pool
+	}
+	return pool
+}
+
 func (o *owner) closeConns() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for p := range o.conns {
-		for i, m := range o.conns[p] {
-			if m != nil {
-				m.close()
-				o.conns[p][i] = nil
+	closeAll := func(pool *[2][]*muxConn) {
+		for p := range pool {
+			for i, m := range pool[p] {
+				if m != nil {
+					m.close()
+					pool[p][i] = nil
+				}
 			}
 		}
+	}
+	closeAll(&o.conns)
+	for _, pool := range o.dbConns {
+		closeAll(pool)
 	}
 }
 

@@ -27,6 +27,7 @@ type session struct {
 	// transaction that follows it (or UNWATCH, DISCARD, RESET).
 	pin      *muxConn
 	pinOwner *owner
+	pinKey   [2]int // resp3 (0/1) and database the pin was dialled for
 }
 
 // group is one owner's share of a pipeline.
@@ -70,6 +71,13 @@ func (s *session) Do(reqs []server.ForwardReq) {
 	for i := range reqs {
 		o := t.slots[reqs[i].Slot]
 		s.route[i] = o
+		if reqs[i].DB != 0 && t.cluster {
+			// SELECTed before the topology said "cluster" (SELECT asks
+			// SelectError): a cluster has database 0 only.
+			s.route[i] = nil
+			reqs[i].Reply = appendError(nil, errSelectCluster)
+			continue
+		}
 		if !o.br.isUp() {
 			s.route[i] = nil
 			s.fallback(&reqs[i], o)
@@ -108,9 +116,9 @@ func (s *session) Do(reqs []server.ForwardReq) {
 		}
 		var err error
 		if pinned {
-			g.m, err = s.pinned(o)
+			g.m, err = s.pinned(o, reqs[i].RESP3, reqs[i].DB)
 		} else {
-			g.m, err = o.conn(reqs[i].RESP3, deadline)
+			g.m, err = o.conn(reqs[i].RESP3, reqs[i].DB, deadline)
 		}
 		if err == nil {
 			err = g.m.send(s.data, s.ptrs)
@@ -189,25 +197,44 @@ func isWatch(req *server.ForwardReq) bool {
 }
 
 // usesPin reports whether req must run on the session's pinned
-// connection: a WATCH (which pins it), or the transaction after one.
+// connection: a WATCH (which pins it), the transaction after one, or a
+// transaction that SELECTs (it would change the database of a shared
+// connection; the pin is closed after its EXEC).
 func (s *session) usesPin(req *server.ForwardReq, o *owner) bool {
-	return isWatch(req) || (req.Unit != nil && s.pin != nil)
+	return isWatch(req) || (req.Unit != nil && (s.pin != nil || unitSelects(req.Unit)))
 }
 
-// pinned returns the session's pinned connection to o, dialling it; a
-// pin to another owner (WATCH on one owner, a transaction on another) is
-// dropped first: that transaction then runs without the other owner's
-// WATCH, as the keys of one transaction live on one owner.
-func (s *session) pinned(o *owner) (*muxConn, error) {
-	if s.pin != nil && (s.pinOwner != o || s.pin.broken()) {
+// unitSelects reports whether a transaction has a SELECT.
+func unitSelects(unit [][][]byte) bool {
+	for _, q := range unit {
+		if len(q) > 0 && bytes.EqualFold(q[0], []byte("select")) {
+			return true
+		}
+	}
+	return false
+}
+
+// pinned returns the session's pinned connection to o in database db,
+// dialling it; a pin to another owner (WATCH on one owner, a transaction
+// on another) or another database is dropped first: that transaction then
+// runs without the other WATCH, as the keys of one transaction live on
+// one owner and a WATCH watches the keys of its own database.
+func (s *session) pinned(o *owner, resp3 bool, db int) (*muxConn, error) {
+	key := [2]int{0, db}
+	if resp3 {
+		key[0] = 1
+	}
+	if s.pin != nil && (s.pinOwner != o || s.pinKey != key || s.pin.broken()) {
 		s.Unwatch()
 	}
 	if s.pin == nil {
-		m, err := dial(o.addr, s.sc.dialOpts(false), nil)
+		opts := s.sc.dialOpts(resp3)
+		opts.db = db
+		m, err := dial(o.addr, opts, nil)
 		if err != nil {
 			return nil, err
 		}
-		s.pin, s.pinOwner = m, o
+		s.pin, s.pinOwner, s.pinKey = m, o, key
 	}
 	return s.pin, nil
 }
@@ -246,7 +273,7 @@ func (s *session) follow(req *server.ForwardReq, r *request, o *owner, ask bool)
 		return
 	}
 	deadline := time.Now().Add(s.sc.cfg.Timeout)
-	m, err := o.conn(req.RESP3, deadline)
+	m, err := o.conn(req.RESP3, req.DB, deadline)
 	if err != nil {
 		s.fallback(req, o)
 		return

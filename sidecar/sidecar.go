@@ -357,6 +357,22 @@ func (s *Sidecar) triggerRefresh() {
 	}()
 }
 
+// errSelectCluster is Redis Cluster's answer to SELECT of a database
+// other than 0.
+const errSelectCluster = "ERR SELECT is not allowed in cluster mode"
+
+// SelectError implements server.ForwardSelectChecker: with a cluster
+// upstream, SELECT of any database but 0 is refused as a cluster node
+// refuses it (a cluster has database 0 only); with a plain upstream every
+// database the sidecar has is carried to the owner (each forwarded command
+// runs in the client's database there, on connections of that database).
+func (s *Sidecar) SelectError(db int) string {
+	if db != 0 && s.topo.Load().cluster {
+		return errSelectCluster
+	}
+	return ""
+}
+
 // Owner implements server.Forwarder.
 func (s *Sidecar) Owner(slot int) string {
 	if o := s.topo.Load().slots[slot]; o != nil {

@@ -50,9 +50,11 @@ func (s *Store) ThrottleIn(u gcra.Unit, key []byte, lim gcra.Limit, q int64, now
 		} else {
 			sh.putLocked(key, h, r.NewTAT, nowMs+ms, 0, "")
 		}
-	case ms == 0: // written with a 0 ms TTL: gone at once
+	case ms == 0: // a 0 ms TTL: live to the end of this millisecond (zeroTTLExpiry)
 		if ok {
-			sh.deleteSlotLocked(slot)
+			sh.writeLocked(slot, r.NewTAT, zeroTTLExpiry(nowMs), 0, "")
+		} else {
+			sh.putLocked(key, h, r.NewTAT, zeroTTLExpiry(nowMs), 0, "")
 		}
 	default: // −1: no TTL; below −1: no TTL and an error
 		sh.putLocked(key, h, r.NewTAT, 0, 0, "")
@@ -194,10 +196,11 @@ func (s *Store) ThrottleAll(u gcra.Unit, keys [][]byte, gs []gcra.Group, out []g
 			sh.writeLocked(slots[i], r.NewTAT, nowMs+ms, 0, "")
 		case ms > 0:
 			sh.putLocked(key, h, r.NewTAT, nowMs+ms, 0, "")
-		case ms == 0: // a 0 ms TTL: gone at once
-			if slot, pos, ok := sh.findLocked(key, h); ok {
-				sh.removeLocked(slot, pos)
-			}
+		case ms == 0 && i < smallMulti && found&(1<<i) != 0:
+			sh.writeLocked(slots[i], r.NewTAT, zeroTTLExpiry(nowMs), 0, "")
+		case ms == 0 && oom == nil: // a 0 ms TTL: live to the end of this millisecond (zeroTTLExpiry)
+			sh.putLocked(key, h, r.NewTAT, zeroTTLExpiry(nowMs), 0, "")
+		case ms == 0: // at the memory bound: a key that would live < 1 ms is not created
 		default: // −1: no TTL; below −1: no TTL and an error
 			sh.putLocked(key, h, r.NewTAT, 0, 0, "")
 			if ms < -1 {

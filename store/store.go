@@ -445,9 +445,11 @@ func (s *Store) Throttle(key []byte, lim gcra.Limit, q int64, nowNs int64) (gcra
 		} else {
 			sh.putLocked(key, h, r.NewTAT, nowMs+ms, lruFlags(nowMs), "")
 		}
-	case ms == 0: // written with a 0 ms TTL: gone at once
+	case ms == 0: // a 0 ms TTL: live to the end of this millisecond
 		if ok {
-			sh.deleteSlotLocked(slot)
+			sh.writeLocked(slot, r.NewTAT, zeroTTLExpiry(nowMs), lruFlags(nowMs), "")
+		} else if oom == nil { // at the memory bound, a key that would live < 1 ms is not created
+			sh.putLocked(key, h, r.NewTAT, zeroTTLExpiry(nowMs), lruFlags(nowMs), "")
 		}
 	default: // −1: no TTL; below −1: no TTL and an error
 		sh.putLocked(key, h, r.NewTAT, 0, lruFlags(nowMs), "")
@@ -458,6 +460,14 @@ func (s *Store) Throttle(key []byte, lim gcra.Limit, q int64, nowNs int64) (gcra
 	sh.mu.Unlock()
 	return r, err
 }
+
+// zeroTTLExpiry is the expiry (Unix ms) of a TAT written with a 0 ms TTL at
+// nowMs. redis-cell sets it with RedisModule_SetExpire(key, 0), which
+// makes the key expire at nowMs; Redis keeps a key while now <= its expiry,
+// so it stays readable, and decides later calls, to the end of the current
+// millisecond (checked against the module, TestRedisCellParityRandom). 0
+// is "no expiry" in an entry, hence the 1 for a clock at the epoch.
+func zeroTTLExpiry(nowMs int64) int64 { return max(nowMs, 1) }
 
 // Get returns key's live value.
 func (s *Store) Get(key []byte, nowMs int64) (Value, bool) {

@@ -102,10 +102,20 @@ func TestThrottleStoresAndUpdates(t *testing.T) {
 	}
 }
 
-func TestThrottleTTLZeroDeletes(t *testing.T) {
+// TestThrottleTTLZero: a write with a 0 ms TTL keeps the key to the end of
+// the current millisecond (expiry = now's ms, as redis-cell's
+// RedisModule_SetExpire(key, 0) leaves it), then it is gone.
+func TestThrottleTTLZero(t *testing.T) {
 	s := New(Options{})
 	lim := mustLimit(t, 4, 1, 1)
 	key := []byte("k")
+	live := func(key string, nowMs int64, tat uint64) {
+		t.Helper()
+		v, ok := s.Get([]byte(key), nowMs)
+		if !ok || v.TAT != tat || v.ExpireAtMs != t0ms {
+			t.Fatalf("Get(%q) at %d = %+v, %v; want TAT %d expiring at %d", key, nowMs, v, ok, tat, t0ms)
+		}
+	}
 
 	// A TAT in the past with quantity 0: the new TAT is now, TTL 0 ms.
 	putValue(s, "k", t0ms, Value{TAT: uint64(t0 - 5e9)})
@@ -113,26 +123,28 @@ func TestThrottleTTLZeroDeletes(t *testing.T) {
 	if err != nil || r.Limited || r.TTLms != 0 {
 		t.Fatalf("q=0: %+v, %v", r, err)
 	}
-	mustMissing(t, s, "k", t0ms)
-	if n := s.Len(); n != 0 {
-		t.Fatalf("Len = %d after a 0 ms write", n)
-	}
+	live("k", t0ms, uint64(t0))
+	mustMissing(t, s, "k", t0ms+1)
 
-	// On a missing key nothing is created.
+	// On a missing key it is created, for the rest of the millisecond.
 	r, err = s.Throttle([]byte("fresh"), lim, 0, t0)
 	if err != nil || r.Limited || r.TTLms != 0 {
 		t.Fatalf("fresh q=0: %+v, %v", r, err)
 	}
-	if n := s.Len(); n != 0 {
-		t.Fatalf("Len = %d after a 0 ms write to a fresh key", n)
-	}
+	live("fresh", t0ms, uint64(t0))
+	mustMissing(t, s, "fresh", t0ms+1)
 
-	// A TAT less than 1 ms ahead also truncates to 0 ms.
+	// A TAT less than 1 ms ahead also truncates to 0 ms, and decides the
+	// next call in the same millisecond.
 	putValue(s, "k", t0ms, Value{TAT: uint64(t0 + 999_999)})
 	if r, _ := s.Throttle(key, lim, 0, t0); r.TTLms != 0 {
 		t.Fatalf("TTLms = %d", r.TTLms)
 	}
-	mustMissing(t, s, "k", t0ms)
+	live("k", t0ms, uint64(t0+999_999))
+	if r, _ := s.Throttle(key, lim, 0, t0+500_000); r.NewTAT != uint64(t0+999_999) {
+		t.Fatalf("second 0 ms call in the same ms: NewTAT %d, want the stored %d", r.NewTAT, t0+999_999)
+	}
+	mustMissing(t, s, "k", t0ms+1)
 }
 
 func TestThrottleNoTTL(t *testing.T) {
@@ -342,13 +354,11 @@ func TestVersionChangesOnEveryWriteAndDelete(t *testing.T) {
 	s.Update(key, t0ms, func(Value, bool) (Value, Action) { return Value{}, Delete })
 	putValue(s, "w", t0ms, Value{TAT: 3})
 	check("recreate after Update Delete")
-	// 0 ms Throttle deletes it; re-create.
+	// 0 ms Throttle rewrites it (live to the end of the ms): a change.
 	putValue(s, "w", t0ms, Value{TAT: 1})
 	check("put past TAT")
 	s.Throttle(key, lim, 0, t0)
-	if _, ok := s.Version(key, t0ms); ok {
-		t.Fatal("0 ms throttle left the key")
-	}
+	check("0 ms throttle")
 	putValue(s, "w", t0ms, Value{TAT: 3})
 	check("recreate after 0 ms throttle")
 	// Flush, then re-create.
