@@ -88,7 +88,7 @@ type Node struct {
 	gate atomic.Int32
 	// refused counts writes the gate refused while leading (lag).
 	refused atomic.Int64
-	lead atomic.Pointer[leader] // the current leader role, nil when not leading
+	lead    atomic.Pointer[leader] // the current leader role, nil when not leading
 
 	mu     sync.Mutex // guards the fields below and role changes
 	shard  int

@@ -308,6 +308,9 @@ func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 		}
 		if ran || len(c.out) > 0 {
 			c.publishCommands()
+			if c.replWrote && !s.replBarrier(c) { // replgate.go
+				return pumpDone
+			}
 			if s.writeOut(c, st.pc, true) != nil {
 				return pumpDone
 			}
@@ -363,6 +366,9 @@ func (s *Server) runBatch(c *client, st *connState) (r pumpResult, ran, stop boo
 		if len(c.out) > maxBatchOut && !c.closed {
 			s.releaseIso(c)
 			c.publishCommands()
+			if c.replWrote && !s.replBarrier(c) { // replgate.go
+				return pumpDone, ran, true
+			}
 			if s.writeOut(c, st.pc, false) != nil {
 				return pumpDone, ran, true
 			}
