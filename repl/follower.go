@@ -185,6 +185,9 @@ func (f *follower) session(c net.Conn) error {
 			}
 		case framePing:
 			ack = f.applied.Load()
+			f.mu.Lock()
+			f.rate.rate(time.Now(), f.recv.Load())
+			f.mu.Unlock()
 		case frameRefusal:
 			return fmt.Errorf("leader refused: %s", p)
 		default:
@@ -244,6 +247,6 @@ func (f *follower) status(st *Status) {
 	st.Synced = f.synced.Load()
 	st.BytesRecv = f.recv.Load()
 	f.mu.Lock()
-	st.BytesPerS = f.rate.rate(time.Now(), st.BytesRecv)
+	st.BytesPerS = f.rate.last // updated on every ping
 	f.mu.Unlock()
 }

@@ -80,7 +80,10 @@ func (l *leader) run() {
 		case <-t.C:
 		case <-l.kick:
 		case <-ping.C:
-			l.broadcast(frame(nil, framePing, nil), false)
+			l.broadcast(frame(nil, framePing, nil))
+			l.mu.Lock()
+			l.rate.rate(time.Now(), l.bytes.Load())
+			l.mu.Unlock()
 			continue
 		}
 		start := time.Now()
@@ -212,7 +215,7 @@ func (l *leader) barrier(timeout time.Duration) error {
 	}
 }
 
-func (l *leader) broadcast(msg []byte, _ bool) {
+func (l *leader) broadcast(msg []byte) {
 	l.mu.Lock()
 	for p := range l.followers {
 		p.send(msg)
@@ -240,7 +243,7 @@ func (l *leader) status(st *Status) {
 		st.LagP50, st.LagP99 = s[n/2], s[min(n-1, n*99/100)]
 	}
 	st.BytesSent = l.bytes.Load()
-	st.BytesPerS = l.rate.rate(now, st.BytesSent)
+	st.BytesPerS = l.rate.last // updated by the sender every 100 ms
 }
 
 // serveFollower runs one follower's connection: handshake, registration
