@@ -96,6 +96,7 @@ type shard struct {
 	seq      uint32       // write sequence, source of entry.ver
 	sweep    uint32       // next slot the expiry sweep looks at
 	track    bool         // dirty and deleted are kept (set once by New)
+	rl       *replLog     // replication's effect log (repl.go); nil when off
 	expired  int64        // keys removed because their TTL passed (stats.go)
 	seed     maphash.Seed // the store's seed, for rehashing
 
@@ -109,7 +110,6 @@ type shard struct {
 	ownUsed                   *atomic.Int64 // the store's own share (Store.own), for eviction's choice of database
 
 	win windowHeap // window keys' states (window.go); guarded by mu
-	rl  *replLog   // replication's effect log (repl.go); nil when off
 	_   [64]byte   // keep neighbouring shards' locks off one cache line
 }
 
