@@ -3,8 +3,9 @@
 # no key reaches, so every call writes its key) with replication off,
 # async and sync (each leader with one follower process on loopback), and
 # redis-server 7's SET with a `replicaof` replica on loopback as the
-# reference. Rows: P1 latency (c=50, pipeline 1) and P16 throughput (c=50,
-# pipeline 16). Each row alternates the four servers ROUNDS times and
+# reference (and a redis-server without one, for Redis's own cost). Rows:
+# P1 latency (c=50, pipeline 1) and P16 throughput (c=50, pipeline 16).
+# Each row alternates the five servers ROUNDS times and
 # prints medians (req/s, p50 and p99 medianed separately).
 #
 # Persistence is off on every server (celld --persist no; redis --save ''
@@ -32,9 +33,9 @@ LAG=${LAG:-10ms}
 ROUNDS=${ROUNDS:-3}
 KEYS=${KEYS:-100000}
 BASE=${BASE:-$((20000 + RANDOM % 2000))} # ports BASE..BASE+7, repl ports +10000
-OFF=$BASE ASYNC=$((BASE + 1)) ASYNCF=$((BASE + 2)) SYNC=$((BASE + 3)) SYNCF=$((BASE + 4)) REDIS=$((BASE + 5)) REDISR=$((BASE + 6))
+OFF=$BASE ASYNC=$((BASE + 1)) ASYNCF=$((BASE + 2)) SYNC=$((BASE + 3)) SYNCF=$((BASE + 4)) REDIS=$((BASE + 5)) REDISR=$((BASE + 6)) REDIS0=$((BASE + 7))
 work=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; for p in $REDIS $REDISR; do redis-cli -p $p shutdown nosave >/dev/null 2>&1 || true; done; rm -rf "$work"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; for p in $REDIS $REDISR $REDIS0; do redis-cli -p $p shutdown nosave >/dev/null 2>&1 || true; done; rm -rf "$work"' EXIT
 
 go build -o "$work/celld" .
 celld() { # port dir args...
@@ -49,7 +50,8 @@ celld $ASYNCF asyncf --replicate-from 127.0.0.1:$((ASYNC + 10000)) --replica-ack
 celld $SYNCF syncf --replicate-from 127.0.0.1:$((SYNC + 10000)) --replica-ack sync
 redis-server --port $REDIS --save '' --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
 redis-server --port $REDISR --save '' --appendonly no --daemonize no --replicaof 127.0.0.1 $REDIS >"$work/redisr.log" 2>&1 &
-for p in $OFF $ASYNC $ASYNCF $SYNC $SYNCF $REDIS $REDISR; do
+redis-server --port $REDIS0 --save '' --appendonly no --daemonize no >"$work/redis0.log" 2>&1 &
+for p in $OFF $ASYNC $ASYNCF $SYNC $SYNCF $REDIS $REDISR $REDIS0; do
   for _ in $(seq 50); do redis-cli -p $p ping >/dev/null 2>&1 && break; sleep 0.1; done
   redis-cli -p $p ping 2>/dev/null | grep -q PONG ||
     { echo "no server answering on port $p (see $work/*.log)" >&2; tail -3 "$work"/*.log >&2; exit 1; }
@@ -72,17 +74,18 @@ THR=(CL.THROTTLE ok:__rand_int__ 1000000 1 1)
 SET=(SET key:__rand_int__ 1796012296590996844)
 # Warm every server with the key set (then every row overwrites).
 for p in $OFF $ASYNC $SYNC; do redis-benchmark -p $p -c 50 -P 16 -n $((KEYS * 2)) -r "$KEYS" "${THR[@]}" >/dev/null 2>&1 || true; done
-redis-benchmark -p $REDIS -c 50 -P 16 -n $((KEYS * 2)) -r "$KEYS" "${SET[@]}" >/dev/null 2>&1
+for p in $REDIS $REDIS0; do redis-benchmark -p $p -c 50 -P 16 -n $((KEYS * 2)) -r "$KEYS" "${SET[@]}" >/dev/null 2>&1; done
 
 printf '%-8s %-9s %12s %8s %8s %9s %8s\n' row server "req/s" "p50 ms" "p99 ms" refused aborted
 row() { # label clients pipeline
-  local label=$1 c=$2 p=$3 off="" asy="" syn="" red="" r0a r0s l
+  local label=$1 c=$2 p=$3 off="" asy="" syn="" red="" red0="" r0a r0s l
   r0a=$(refused $ASYNC) r0s=$(refused $SYNC)
   for _ in $(seq "$ROUNDS"); do
     l=$(bench $OFF "$c" "$p" "${THR[@]}"); [ -n "$l" ] && off+="$l"$'\n'
     l=$(bench $ASYNC "$c" "$p" "${THR[@]}"); [ -n "$l" ] && asy+="$l"$'\n'
     l=$(bench $SYNC "$c" "$p" "${THR[@]}"); [ -n "$l" ] && syn+="$l"$'\n'
     l=$(bench $REDIS "$c" "$p" "${SET[@]}"); [ -n "$l" ] && red+="$l"$'\n'
+    l=$(bench $REDIS0 "$c" "$p" "${SET[@]}"); [ -n "$l" ] && red0+="$l"$'\n'
   done
   line() { # server lines refused
     local n
@@ -93,6 +96,7 @@ row() { # label clients pipeline
   line async "$asy" $(($(refused $ASYNC) - r0a))
   line sync "$syn" $(($(refused $SYNC) - r0s))
   line redis+rep "$red" -
+  line redis "$red0" -
 }
 row P1 50 1
 row P16 50 16

@@ -21,6 +21,7 @@ type follower struct {
 	epoch uint64
 	addr  string
 	done  chan struct{}
+	gone  chan struct{} // closed when run has returned: nothing more is applied
 	once  sync.Once
 
 	applied atomic.Uint64 // the last seq applied
@@ -33,9 +34,12 @@ type follower struct {
 }
 
 func newFollower(n *Node, epoch uint64, addr string) *follower {
-	return &follower{n: n, epoch: epoch, addr: addr, done: make(chan struct{})}
+	return &follower{n: n, epoch: epoch, addr: addr, done: make(chan struct{}), gone: make(chan struct{})}
 }
 
+// stop ends the term and returns once nothing more will be applied, so
+// that a promotion (Lead) never has an old leader's change land after its
+// own writes began.
 func (f *follower) stop() {
 	f.once.Do(func() {
 		close(f.done)
@@ -45,6 +49,7 @@ func (f *follower) stop() {
 		}
 		f.mu.Unlock()
 	})
+	<-f.gone
 }
 
 func (f *follower) stopped() bool {
@@ -61,6 +66,7 @@ func (f *follower) stopped() bool {
 const linkTimeout = time.Second
 
 func (f *follower) run() {
+	defer close(f.gone)
 	backoff := 10 * time.Millisecond
 	for !f.stopped() {
 		c, err := net.DialTimeout("tcp", f.addr, time.Second)
