@@ -213,6 +213,7 @@ func (n *Node) Fence() {
 	n.gate.Store(gateFenced)
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.gate.Store(gateFenced) // again: a Lead that held mu may have opened it
 	if n.role == "follower" {
 		n.gate.Store(gateFollower)
 		return
