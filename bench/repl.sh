@@ -11,12 +11,14 @@
 # Persistence is off on every server (celld --persist no; redis --save ''
 # --appendonly no), so the rows differ by replication alone.
 #
-# redis-benchmark stops at the first error reply, and a leader refuses
-# writes (-TRYAGAIN) while its replication lags more than LAG (celld's
-# --max-replica-lag, default 10ms): such a run is dropped from the medians
-# and counted in "aborted"; "refused" is the leader's count of refused
-# writes over the row. On a loaded machine, LAG=1s measures the stream's
-# cost without the refusals.
+# The load comes from bench/replload (redis-benchmark's shape: C
+# connections, pipelines of P, random keys), because redis-benchmark stops
+# at the first error reply and a leader refuses writes (-TRYAGAIN) while
+# its replication lags more than LAG (celld's --max-replica-lag, default
+# 10ms). "errors" is the median count of error replies in a run (they are
+# counted in req/s like any reply); "refused" is the leader's own count of
+# refused writes over the row. LAG=1s measures the stream's cost without
+# refusals.
 #
 #   bash bench/repl.sh                   # ~3 minutes
 #   N=100000 ROUNDS=1 bash bench/repl.sh # quick look
@@ -24,7 +26,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
 
-for tool in redis-server redis-benchmark redis-cli go; do
+for tool in redis-server redis-cli go; do
   command -v "$tool" >/dev/null || { echo "missing $tool (apt-get install redis-server redis-tools)" >&2; exit 1; }
 done
 
@@ -38,6 +40,7 @@ work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; for p in $REDIS $REDISR $REDIS0; do redis-cli -p $p shutdown nosave >/dev/null 2>&1 || true; done; rm -rf "$work"' EXIT
 
 go build -o "$work/celld" .
+go build -o "$work/replload" ./bench/replload
 celld() { # port dir args...
   local port=$1 dir=$2; shift 2
   "$work/celld" --addr 127.0.0.1:$port --persist no --dir "$work/$dir" "$@" 2>"$work/$dir.log" &
@@ -61,11 +64,10 @@ for p in $ASYNCF $SYNCF; do
 done
 for _ in $(seq 100); do redis-cli -p $REDISR info replication | grep -q 'master_link_status:up' && break; sleep 0.1; done
 
-# bench PORT CLIENTS PIPELINE ARGS... -> "rps p50 p99"
+# bench PORT CLIENTS PIPELINE ARGS... -> "rps p50 p99 errors"
 bench() {
   local port=$1 c=$2 p=$3; shift 3
-  redis-benchmark -p "$port" -c "$c" -P "$p" -n "$N" -r "$KEYS" --csv "$@" 2>/dev/null |
-    awk -F, 'NR==2 { gsub(/"/, ""); print $2, $5, $7 }' || true
+  "$work/replload" -addr 127.0.0.1:"$port" -c "$c" -P "$p" -n "$N" -r "$KEYS" "$@" 2>/dev/null || true
 }
 refused() { redis-cli -p "$1" celld.repl status | tr -d '\r' | awk -F: '$1 == "refused_writes" { print $2 }'; }
 lagline() { redis-cli -p "$1" celld.repl status | tr -d '\r' | awk -F: '$1 ~ /lag_p(50|99)_us|bytes_per_sec/ { printf "%s=%s ", $1, $2 }'; }
@@ -73,10 +75,10 @@ lagline() { redis-cli -p "$1" celld.repl status | tr -d '\r' | awk -F: '$1 ~ /la
 THR=(CL.THROTTLE ok:__rand_int__ 1000000 1 1)
 SET=(SET key:__rand_int__ 1796012296590996844)
 # Warm every server with the key set (then every row overwrites).
-for p in $OFF $ASYNC $SYNC; do redis-benchmark -p $p -c 50 -P 16 -n $((KEYS * 2)) -r "$KEYS" "${THR[@]}" >/dev/null 2>&1 || true; done
-for p in $REDIS $REDIS0; do redis-benchmark -p $p -c 50 -P 16 -n $((KEYS * 2)) -r "$KEYS" "${SET[@]}" >/dev/null 2>&1; done
+for p in $OFF $ASYNC $SYNC; do "$work/replload" -addr 127.0.0.1:$p -c 50 -P 16 -n $((KEYS * 2)) -r "$KEYS" "${THR[@]}" >/dev/null 2>&1 || true; done
+for p in $REDIS $REDIS0; do "$work/replload" -addr 127.0.0.1:$p -c 50 -P 16 -n $((KEYS * 2)) -r "$KEYS" "${SET[@]}" >/dev/null 2>&1; done
 
-printf '%-8s %-9s %12s %8s %8s %9s %8s\n' row server "req/s" "p50 ms" "p99 ms" refused aborted
+printf '%-8s %-9s %12s %8s %8s %8s %9s %8s\n' row server "req/s" "p50 ms" "p99 ms" errors refused failed
 row() { # label clients pipeline
   local label=$1 c=$2 p=$3 off="" asy="" syn="" red="" red0="" r0a r0s l
   r0a=$(refused $ASYNC) r0s=$(refused $SYNC)
@@ -90,7 +92,7 @@ row() { # label clients pipeline
   line() { # server lines refused
     local n
     n=$(printf '%s' "$2" | grep -c . || true)
-    printf '%-8s %-9s %12s %8s %8s %9s %8s\n' "$label" "$1" $( ([ "$n" -gt 0 ] && printf '%s' "$2" | medians) || echo "- - -") "$3" $((ROUNDS - n))
+    printf '%-8s %-9s %12s %8s %8s %8s %9s %8s\n' "$label" "$1" $( ([ "$n" -gt 0 ] && printf '%s' "$2" | medians) || echo "- - - -") "$3" $((ROUNDS - n))
   }
   line off "$off" -
   line async "$asy" $(($(refused $ASYNC) - r0a))
