@@ -48,6 +48,28 @@ func newReplication(cfg *config.Config, st *store.Store, srvCfg *server.Config, 
 	if !cfg.Replication && cfg.ReplicateFrom == "" {
 		return nil, nil
 	}
+	n, err := newReplNode(cfg, st, srvCfg, log)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.ReplicateFrom != "" {
+		n.Follow(0, 1, cfg.ReplicateFrom)
+	} else {
+		n.Lead(0, 1)
+		if n.ReplAddr() == "" {
+			n.Close()
+			return nil, fmt.Errorf("--repl-addr: cannot listen on %s", n.Options().Addr)
+		}
+	}
+	return n, nil
+}
+
+// newReplNode builds the node's replication with no role yet (writes are
+// refused until Lead) and hooks it into srvCfg: the write gate, and the
+// reply barrier in sync mode. The HA layer's wiring calls it and hands the
+// node (its Lead, Follow and Fence) to the elections; newReplication does
+// the static roles. Call it after the restore.
+func newReplNode(cfg *config.Config, st *store.Store, srvCfg *server.Config, log *slog.Logger) (*repl.Node, error) {
 	dbs, err := store.Group(st, cfg.Databases)
 	if err != nil {
 		return nil, err
@@ -64,15 +86,6 @@ func newReplication(cfg *config.Config, st *store.Store, srvCfg *server.Config, 
 	srvCfg.WriteGate = n.Gate
 	if ack == repl.Sync {
 		srvCfg.ReplyBarrier = n.Barrier
-	}
-	if cfg.ReplicateFrom != "" {
-		n.Follow(0, 1, cfg.ReplicateFrom)
-	} else {
-		n.Lead(0, 1)
-		if n.ReplAddr() == "" {
-			n.Close()
-			return nil, fmt.Errorf("--repl-addr: cannot listen on %s", addr)
-		}
 	}
 	replNode.Store(n)
 	return n, nil

@@ -256,6 +256,9 @@ func (n *Node) Close() {
 	}
 }
 
+// Options returns the options the node was made with (defaults filled).
+func (n *Node) Options() Options { return n.opts }
+
 // ReplAddr is the address the node listens on for followers ("" before
 // Lead).
 func (n *Node) ReplAddr() string {
@@ -331,3 +334,11 @@ func (n *Node) Status() Status {
 	}
 	return st
 }
+
+// Node has the HA layer's Replicator method set (package ha declares the
+// interface; repl does not import it).
+var _ interface {
+	Lead(shard int, epoch uint64)
+	Follow(shard int, epoch uint64, leaderReplAddr string)
+	Fence()
+} = (*Node)(nil)
