@@ -104,7 +104,12 @@ func (s *Store) DrainRepl(fn func(Change)) int {
 		l.dels = l.dels[:0]
 		writes := l.writes
 		l.writes = l.spare[:0]
-		for _, w := range writes {
+		for j, w := range writes {
+			if j+drainAhead < len(writes) {
+				// Written slots are in no useful order: start the
+				// miss of an entry a few ahead (as DrainFunc does).
+				sh.prefetchEntryLocked(uint32(writes[j+drainAhead] >> 32))
+			}
 			slot, ver := uint32(w>>32), uint32(w)
 			if int(slot) >= len(sh.slab) {
 				continue
