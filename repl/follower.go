@@ -31,6 +31,11 @@ type follower struct {
 	mu   sync.Mutex
 	conn net.Conn
 	rate rateMeter
+
+	// apply's scratch (the session goroutine's)
+	ents []dbChange
+	keys [][]byte
+	hs   [32]uint64
 }
 
 func newFollower(n *Node, epoch uint64, addr string) *follower {
@@ -218,10 +223,13 @@ func (f *follower) session(c net.Conn) error {
 var errBadDB = errors.New("repl: entry for a database this node does not have")
 
 // apply applies a payload of entries (a snapshot's, merged by largest
-// TAT, or a batch's, in order), striking snapshot keys off left.
+// TAT, or a batch's, in order), striking snapshot keys off left. Entries
+// go in chunks whose keys are prefetched first (store.Prefetch), so that
+// the index and slab misses of a chunk overlap.
 func (f *follower) apply(p []byte, snapshot bool, left []map[string]struct{}) error {
 	nowMs := time.Now().UnixMilli()
 	d := decoder{b: p}
+	f.ents = f.ents[:0]
 	for len(d.b) > 0 {
 		db, c := d.entry()
 		if d.err != nil {
@@ -230,21 +238,44 @@ func (f *follower) apply(p []byte, snapshot bool, left []map[string]struct{}) er
 		if db >= f.n.dbs.Len() {
 			return errBadDB
 		}
-		var obj store.Object
-		if !c.Deleted && c.Kind != store.KindString && c.Kind != store.KindWindow {
-			var err error
-			if obj, err = decodeObject(c.Kind, c.Image); err != nil {
-				return err
+		f.ents = append(f.ents, dbChange{db, c})
+	}
+	const chunk = 32
+	for i := 0; i < len(f.ents); i += chunk {
+		part := f.ents[i:min(i+chunk, len(f.ents))]
+		f.keys = f.keys[:0]
+		for _, e := range part {
+			if e.db == part[0].db {
+				f.keys = append(f.keys, e.c.Key)
 			}
 		}
-		if err := f.n.dbs.DB(db).ApplyChange(c, obj, snapshot, nowMs); err != nil {
-			return fmt.Errorf("applying %q: %w", c.Key, err)
-		}
-		if left != nil && left[db] != nil {
-			delete(left[db], string(c.Key))
+		f.n.dbs.DB(part[0].db).Prefetch(f.keys, f.hs[:len(f.keys)])
+		for _, e := range part {
+			c := e.c
+			var obj store.Object
+			if !c.Deleted && c.Kind != store.KindString && c.Kind != store.KindWindow {
+				var err error
+				if obj, err = decodeObject(c.Kind, c.Image); err != nil {
+					return err
+				}
+			}
+			if err := f.n.dbs.DB(e.db).ApplyChange(c, obj, snapshot, nowMs); err != nil {
+				return fmt.Errorf("applying %q: %w", c.Key, err)
+			}
+			if left != nil && left[e.db] != nil {
+				delete(left[e.db], string(c.Key))
+			}
 		}
 	}
+	clear(f.ents) // drop references to the frame buffer's bytes
+	clear(f.keys)
 	return nil
+}
+
+// dbChange is a decoded entry: a change of database db.
+type dbChange struct {
+	db int
+	c  store.Change
 }
 
 func (f *follower) status(st *Status) {
