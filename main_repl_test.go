@@ -48,7 +48,7 @@ type admission struct {
 
 // TestProcessReplicationFailover runs a leader and a follower as
 // processes, loads the leader with CL.THROTTLE from 8 clients on 10 keys
-// (burst 4, 10 per second: τ = 100 ms), kills the leader with -9,
+// (burst 9, 10 per second: τ = 100 ms), kills the leader with -9,
 // promotes the follower (CELLD.REPL LEAD 2), restarts the old leader as
 // its follower, and loads the new leader. Every client logs its answered
 // admissions; per key, the admissions may not exceed what GCRA allows over
@@ -65,7 +65,7 @@ func TestProcessReplicationFailover(t *testing.T) {
 
 func testFailover(t *testing.T, mode string) {
 	const (
-		burst, count, period = 4, 10, 1 // τ = 100 ms
+		burst, count, period = 9, 10, 1 // τ = 100 ms; a burst of 10 makes a lost state plain
 		tau                  = time.Second / count
 		lag                  = 10 * time.Millisecond
 		keys, clients        = 10, 8
