@@ -51,9 +51,10 @@ celld $SYNC sync --replication yes --replica-ack sync --max-replica-lag "$LAG"
 sleep 0.3
 celld $ASYNCF asyncf --replicate-from 127.0.0.1:$((ASYNC + 10000)) --replica-ack async
 celld $SYNCF syncf --replicate-from 127.0.0.1:$((SYNC + 10000)) --replica-ack sync
-redis-server --port $REDIS --save '' --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
-redis-server --port $REDISR --save '' --appendonly no --daemonize no --replicaof 127.0.0.1 $REDIS >"$work/redisr.log" 2>&1 &
-redis-server --port $REDIS0 --save '' --appendonly no --daemonize no >"$work/redis0.log" 2>&1 &
+mkdir -p "$work/r" "$work/rr" "$work/r0" # a full sync writes dump.rdb into --dir
+redis-server --port $REDIS --dir "$work/r" --save '' --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
+redis-server --port $REDISR --dir "$work/rr" --save '' --appendonly no --daemonize no --replicaof 127.0.0.1 $REDIS >"$work/redisr.log" 2>&1 &
+redis-server --port $REDIS0 --dir "$work/r0" --save '' --appendonly no --daemonize no >"$work/redis0.log" 2>&1 &
 for p in $OFF $ASYNC $ASYNCF $SYNC $SYNCF $REDIS $REDISR $REDIS0; do
   for _ in $(seq 50); do redis-cli -p $p ping >/dev/null 2>&1 && break; sleep 0.1; done
   redis-cli -p $p ping 2>/dev/null | grep -q PONG ||
