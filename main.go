@@ -146,6 +146,18 @@ func run(args []string) int {
 	if p != nil {
 		srvCfg.Persister = p
 	}
+	rn, err := newReplication(cfg, st, &srvCfg, log) // main_repl.go
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		closeListeners()
+		if p != nil {
+			p.Close()
+		}
+		return 2
+	}
+	if rn != nil {
+		defer rn.Close()
+	}
 	// SHUTDOWN asks for the same ordered stop as SIGTERM; the signal channel
 	// exists only later, so the hook reaches it through shutdownCmd.
 	shutdownCmd := make(chan chan os.Signal, 1)

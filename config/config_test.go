@@ -58,6 +58,7 @@ func TestDefaults(t *testing.T) {
 	want.UpstreamFallback, want.UpstreamTimeout = "local", 250*time.Millisecond // sidecar mode
 	want.LimiterSeparator, want.MetricsMaxLimiters = ":", 100                   // docs/limiter-metrics.md
 	want.Databases = 16
+	want.ReplicaAck, want.MaxReplicaLag = "async", 10*time.Millisecond // docs/replication.md
 	if *c != want {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", *c, want)
 	}
@@ -368,6 +369,28 @@ func TestRequestLimits(t *testing.T) {
 	} {
 		if _, err := parse(t, env{}, args...); err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(args[len(args)-2], "")) {
 			t.Errorf("%q: %v, want an error naming %s", args, err, args[len(args)-2])
+		}
+	}
+}
+
+// The replication settings: parsed from flags and CELLD_*, bad values
+// refused.
+func TestReplicationSettings(t *testing.T) {
+	c := mustParse(t, env{"CELLD_REPLICA_ACK": "sync"}, "--replicate-from", "10.0.0.1:16379",
+		"--repl-addr", "0.0.0.0:16380", "--max-replica-lag", "25ms", "--replication", "yes")
+	if !c.Replication || c.ReplicateFrom != "10.0.0.1:16379" || c.ReplAddr != "0.0.0.0:16380" ||
+		c.ReplicaAck != "sync" || c.MaxReplicaLag != 25*time.Millisecond {
+		t.Fatalf("parsed %+v", c)
+	}
+	for _, bad := range [][]string{
+		{"--replica-ack", "quorum"},
+		{"--max-replica-lag", "0"},
+		{"--max-replica-lag", "2m"},
+		{"--replicate-from", "nohostport"},
+		{"--repl-addr", "x"},
+	} {
+		if _, err := Parse(bad, func(string) (string, bool) { return "", false }); err == nil {
+			t.Errorf("%v accepted", bad)
 		}
 	}
 }

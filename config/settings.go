@@ -55,6 +55,14 @@ type Config struct {
 	ClusterNodes    string
 	ClusterAnnounce string
 
+	// Replication (docs/replication.md).
+
+	Replication   bool          // stream effects to followers (or follow ReplicateFrom)
+	ReplicateFrom string        // the leader's replication address; "" = lead
+	ReplAddr      string        // this node's replication address; "" = client port + 10000
+	ReplicaAck    string        // "async" or "sync"
+	MaxReplicaLag time.Duration // async: refuse writes past this lag
+
 	// Sidecar mode (docs/sidecar.md): forward keyed commands to their
 	// owner upstream.
 
@@ -217,6 +225,23 @@ var table = []setting{
 		Usage: "this node's entry in --cluster-nodes, when --addr is not it (e.g. --addr 0.0.0.0:6379)",
 		bind: func(c *Config) value {
 			return stringValue{p: &c.ClusterAnnounce, m: "HOST:PORT", check: hostPort(true)}
+		}},
+	{Name: "replication", Group: Cluster, Default: "no",
+		Usage: "replicate: lead (stream every change to followers at epoch 1) or, with --replicate-from, follow a fixed leader (docs/replication.md)",
+		bind:  func(c *Config) value { return boolValue{&c.Replication} }},
+	{Name: "replicate-from", Group: Cluster, Default: "",
+		Usage: "follow the leader whose replication address this is (implies --replication yes); '' = lead",
+		bind:  func(c *Config) value { return stringValue{p: &c.ReplicateFrom, m: "HOST:PORT", check: hostPort(true)} }},
+	{Name: "repl-addr", Group: Cluster, Default: "",
+		Usage: "where a leader accepts followers; '' = the client port + 10000 on --addr's host",
+		bind:  func(c *Config) value { return stringValue{p: &c.ReplAddr, m: "HOST:PORT", check: hostPort(true)} }},
+	{Name: "replica-ack", Group: Cluster, Default: "async",
+		Usage: "async: answer at once, refuse writes (-TRYAGAIN) while the oldest unacknowledged change is older than --max-replica-lag; sync: answer a batch of writes once a follower acknowledged it",
+		bind:  func(c *Config) value { return enumValue{&c.ReplicaAck, []string{"async", "sync"}} }},
+	{Name: "max-replica-lag", Group: Cluster, Default: "10ms",
+		Usage: "oldest change a leader lets go unacknowledged before it refuses writes",
+		bind: func(c *Config) value {
+			return durationValue{p: &c.MaxReplicaLag, min: time.Millisecond, max: time.Minute}
 		}},
 	{Name: "upstream", Group: Cluster, Default: "",
 		Usage: "sidecar mode: forward every keyed command to its owner in this celld cluster or Redis (seed addresses, comma-separated; the topology comes from CLUSTER SLOTS of any of them); '' = off (docs/sidecar.md)",

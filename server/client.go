@@ -67,6 +67,9 @@ type client struct {
 	// shadowed: the command running answered a denial as allowed in
 	// shadow mode and wrote nothing (decisions.go); call clears it.
 	shadowed bool
+	// replWrote: a write passed the replication gate since the client's
+	// replies were last written (replgate.go).
+	replWrote bool
 	// limiter is the limiter this client's last decision was counted
 	// under (decisions.go: lookupFor).
 	limiter *limiterSlot

@@ -139,6 +139,9 @@ func (cmd *command) initMeta() {
 // write command changed. Every path that executes a command (dispatch, EXEC,
 // scripts, subcommands) goes through here.
 func (s *Server) call(c *client, cmd *command, args [][]byte) {
+	if cmd.meta.write && s.cfg.WriteGate != nil && !s.replGate(c) {
+		return // replgate.go: refused by replication
+	}
 	if c.trk != nil && cmd.meta.readonly {
 		s.trackRead(c, cmd, args) // before the read: see tracking.go
 	}

@@ -222,6 +222,7 @@ type pumpResult uint8
 const (
 	pumpDone pumpResult = iota // the connection ends: close it
 	pumpRead                   // its socket to be readable (event loop only)
+	pumpHold                   // its replies wait for the replication barrier (replgate.go; event loop only)
 )
 
 // serveConn serves c's connection until it is closed, Shutdown's read
@@ -308,6 +309,14 @@ func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 		}
 		if ran || len(c.out) > 0 {
 			c.publishCommands()
+			if c.replWrote { // replgate.go
+				if st.lc != nil && s.cfg.ReplyBarrier != nil {
+					return pumpHold // the loop waits once for all its held connections
+				}
+				if !s.replBarrier(c) {
+					return pumpDone
+				}
+			}
 			if s.writeOut(c, st.pc, true) != nil {
 				return pumpDone
 			}
@@ -363,6 +372,9 @@ func (s *Server) runBatch(c *client, st *connState) (r pumpResult, ran, stop boo
 		if len(c.out) > maxBatchOut && !c.closed {
 			s.releaseIso(c)
 			c.publishCommands()
+			if c.replWrote && !s.replBarrier(c) { // replgate.go
+				return pumpDone, ran, true
+			}
 			if s.writeOut(c, st.pc, false) != nil {
 				return pumpDone, ran, true
 			}

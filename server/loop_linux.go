@@ -102,6 +102,7 @@ type loopConn struct {
 	st      *connState
 	closing bool // flush pending, then close
 	done    bool // closed and unregistered
+	held    bool // its replies wait for the replication barrier (replgate.go)
 }
 
 // detach takes the socket over from Go's poller: it duplicates the file
@@ -409,6 +410,10 @@ type eventLoop struct {
 
 	conns fdTable  // the loop goroutine's
 	poll  busyPoll // the loop goroutine's
+	// held are connections whose replies wait for the replication
+	// barrier (sync acks, replgate.go): released together after the
+	// events of one wait, behind one barrier. The loop goroutine's.
+	held, heldSpare []*loopConn
 
 	// polls counts waits that busy-polled first, pollHits those of them
 	// that found events by polling (INFO stats). Written by the loop.
@@ -532,11 +537,15 @@ func (l *eventLoop) run() {
 	idleFrom := lastCheck
 	for {
 		n, err := 0, error(nil)
-		if l.poll.spinning() {
-			n = l.busyWait(events, idleFrom)
-		}
-		if n == 0 {
-			n, err = unix.EpollWait(l.epfd, events, 1000)
+		if len(l.held) > 0 {
+			n, err = unix.EpollWait(l.epfd, events, 0) // gather what is ready, then release
+		} else {
+			if l.poll.spinning() {
+				n = l.busyWait(events, idleFrom)
+			}
+			if n == 0 {
+				n, err = unix.EpollWait(l.epfd, events, 1000)
+			}
 		}
 		if err != nil && err != unix.EINTR {
 			l.s.log.Error("event loop: epoll_wait failed", "err", err)
@@ -552,7 +561,7 @@ func (l *eventLoop) run() {
 				continue
 			}
 			lc := l.conns.get(fd)
-			if lc == nil || lc.done {
+			if lc == nil || lc.done || lc.held {
 				continue
 			}
 			ev := events[i].Events
@@ -565,6 +574,9 @@ func (l *eventLoop) run() {
 			if ev&^uint32(unix.EPOLLOUT) != 0 {
 				l.serve(lc, true)
 			}
+		}
+		if len(l.held) > 0 {
+			l.release()
 		}
 		now := time.Now()
 		l.poll.observe(now.Sub(busyFrom), busyFrom.Sub(idleFrom))
@@ -661,10 +673,40 @@ func (l *eventLoop) serve(lc *loopConn, read bool) {
 	switch res {
 	case pumpDone:
 		l.end(lc)
+	case pumpHold:
+		lc.held = true
+		l.held = append(l.held, lc)
 	default: // pumpRead
 		lc.mu.Lock()
 		lc.rearmLocked()
 		lc.mu.Unlock()
+	}
+}
+
+// release waits once on the replication barrier for every held
+// connection (a group commit: one wait covers the writes of all of them),
+// then writes their replies and serves them on; when the barrier fails,
+// their replies are dropped and the connections closed (replgate.go).
+func (l *eventLoop) release() {
+	held := l.held
+	l.held, l.heldSpare = l.heldSpare[:0], held
+	err := l.s.cfg.ReplyBarrier()
+	if err != nil {
+		l.s.log.Warn("replication: replies withheld, closing connections", "n", len(held), "err", err)
+	}
+	for i, lc := range held {
+		held[i] = nil
+		lc.held = false
+		if lc.done {
+			continue
+		}
+		lc.c.replWrote = false
+		if err != nil {
+			lc.c.out = lc.c.out[:0]
+			l.finish(lc)
+			continue
+		}
+		l.serve(lc, false)
 	}
 }
 

@@ -101,6 +101,10 @@ type Config struct {
 	// keys live on an upstream owner are forwarded there. nil (the
 	// default) serves every key from the local keyspace.
 	Forwarder Forwarder
+	// WriteGate and ReplyBarrier are replication's hooks (replgate.go);
+	// nil (the default) costs a write one nil check.
+	WriteGate    func() error
+	ReplyBarrier func() error
 	// LimiterSeparator ends a key's limiter name, the label its decisions
 	// are counted under (decisions.go). Default ":".
 	LimiterSeparator string

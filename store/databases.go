@@ -39,6 +39,7 @@ type Databases struct {
 	mu    sync.Mutex    // guards perm and the replacing of tab
 	perm  []uint32      // perm[i]: the id of database i's store
 	swaps atomic.Uint64 // bumped by every Swap and SetPerm
+	repl  bool          // new stores log effects for replication (repl.go); guarded by mu
 	sweep atomic.Uint32 // the database the next SweepStep starts at
 }
 
@@ -99,6 +100,9 @@ func (d *Databases) create(i int) *Store {
 	}
 	st := newStore(d.acct, d.track, d.perm[i])
 	st.group = d
+	if d.repl {
+		st.SetRepl(true)
+	}
 	d.replaceLocked(func(tab []*Store) { tab[i] = st })
 	return st
 }

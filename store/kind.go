@@ -77,6 +77,9 @@ func (sh *shard) retimeLocked(slot uint32, exp int64, nowMs int64) {
 		e.flags |= flagDirty
 		sh.dirty = append(sh.dirty, slot)
 	}
+	if sh.rl != nil {
+		sh.rl.noteWrite(slot, e.ver)
+	}
 }
 
 // dropKindLocked releases whatever a key of a non-string kind keeps beside

@@ -96,6 +96,7 @@ type shard struct {
 	seq      uint32       // write sequence, source of entry.ver
 	sweep    uint32       // next slot the expiry sweep looks at
 	track    bool         // dirty and deleted are kept (set once by New)
+	rl       *replLog     // replication's effect log (repl.go); nil when off
 	expired  int64        // keys removed because their TTL passed (stats.go)
 	seed     maphash.Seed // the store's seed, for rehashing
 
@@ -288,6 +289,9 @@ func (sh *shard) removeLocked(slot uint32, pos int) {
 	if sh.track {
 		sh.noteDeletedLocked(sh.keyOf(e))
 	}
+	if sh.rl != nil {
+		sh.rl.noteDelete(sh.keyOf(e))
+	}
 	sh.indexRemoveLocked(pos)
 	if e.klen > inlineKey {
 		sh.garbage += int(e.klen)
@@ -352,6 +356,9 @@ func (sh *shard) writeLocked(slot uint32, tat uint64, exp int64, flags uint32, r
 	if sh.track && e.flags&flagDirty == 0 {
 		e.flags |= flagDirty
 		sh.dirty = append(sh.dirty, slot)
+	}
+	if sh.rl != nil {
+		sh.rl.noteWrite(slot, e.ver)
 	}
 }
 
@@ -668,6 +675,9 @@ func (s *Store) Flush() {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
+		if sh.rl != nil {
+			sh.rl.noteFlushLocked(sh)
+		}
 		if s.track {
 			for j := range sh.slab {
 				if e := &sh.slab[j]; e.flags&flagUsed != 0 {

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Replication's cost, side by side in one run: celld's CL.THROTTLE (a limit
+# no key reaches, so every call writes its key) with replication off,
+# async and sync (each leader with one follower process on loopback), and
+# redis-server 7's SET with a `replicaof` replica on loopback as the
+# reference (and a redis-server without one, for Redis's own cost). Rows:
+# P1 latency (c=50, pipeline 1) and P16 throughput (c=50, pipeline 16).
+# Each row alternates the five servers ROUNDS times and
+# prints medians (req/s, p50 and p99 medianed separately).
+#
+# Persistence is off on every server (celld --persist no; redis --save ''
+# --appendonly no), so the rows differ by replication alone.
+#
+# The load comes from bench/replload (redis-benchmark's shape: C
+# connections, pipelines of P, random keys), because redis-benchmark stops
+# at the first error reply and a leader refuses writes (-TRYAGAIN) while
+# its replication lags more than LAG (celld's --max-replica-lag, default
+# 10ms). "errors" is the median count of error replies in a run (they are
+# counted in req/s like any reply); "refused" is the leader's own count of
+# refused writes over the row. LAG=1s measures the stream's cost without
+# refusals.
+#
+#   bash bench/repl.sh                   # ~3 minutes
+#   N=100000 ROUNDS=1 bash bench/repl.sh # quick look
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+
+for tool in redis-server redis-cli go; do
+  command -v "$tool" >/dev/null || { echo "missing $tool (apt-get install redis-server redis-tools)" >&2; exit 1; }
+done
+
+N=${N:-200000}
+LAG=${LAG:-10ms}
+ROUNDS=${ROUNDS:-3}
+KEYS=${KEYS:-100000}
+BASE=${BASE:-$((20000 + RANDOM % 2000))} # ports BASE..BASE+7, repl ports +10000
+OFF=$BASE ASYNC=$((BASE + 1)) ASYNCF=$((BASE + 2)) SYNC=$((BASE + 3)) SYNCF=$((BASE + 4)) REDIS=$((BASE + 5)) REDISR=$((BASE + 6)) REDIS0=$((BASE + 7))
+work=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; for p in $REDIS $REDISR $REDIS0; do redis-cli -p $p shutdown nosave >/dev/null 2>&1 || true; done; rm -rf "$work"' EXIT
+
+go build -o "$work/celld" .
+go build -o "$work/replload" ./bench/replload
+celld() { # port dir args...
+  local port=$1 dir=$2; shift 2
+  "$work/celld" --addr 127.0.0.1:$port --persist no --dir "$work/$dir" "$@" 2>"$work/$dir.log" &
+}
+celld $OFF off
+celld $ASYNC async --replication yes --replica-ack async --max-replica-lag "$LAG"
+celld $SYNC sync --replication yes --replica-ack sync --max-replica-lag "$LAG"
+sleep 0.3
+celld $ASYNCF asyncf --replicate-from 127.0.0.1:$((ASYNC + 10000)) --replica-ack async
+celld $SYNCF syncf --replicate-from 127.0.0.1:$((SYNC + 10000)) --replica-ack sync
+mkdir -p "$work/r" "$work/rr" "$work/r0" # a full sync writes dump.rdb into --dir
+redis-server --port $REDIS --dir "$work/r" --save '' --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
+redis-server --port $REDISR --dir "$work/rr" --save '' --appendonly no --daemonize no --replicaof 127.0.0.1 $REDIS >"$work/redisr.log" 2>&1 &
+redis-server --port $REDIS0 --dir "$work/r0" --save '' --appendonly no --daemonize no >"$work/redis0.log" 2>&1 &
+for p in $OFF $ASYNC $ASYNCF $SYNC $SYNCF $REDIS $REDISR $REDIS0; do
+  for _ in $(seq 50); do redis-cli -p $p ping >/dev/null 2>&1 && break; sleep 0.1; done
+  redis-cli -p $p ping 2>/dev/null | grep -q PONG ||
+    { echo "no server answering on port $p (see $work/*.log)" >&2; tail -3 "$work"/*.log >&2; exit 1; }
+done
+for p in $ASYNCF $SYNCF; do
+  for _ in $(seq 100); do redis-cli -p $p celld.repl status | grep -q 'synced:true' && break; sleep 0.1; done
+done
+for _ in $(seq 100); do redis-cli -p $REDISR info replication | grep -q 'master_link_status:up' && break; sleep 0.1; done
+
+# bench PORT CLIENTS PIPELINE ARGS... -> "rps p50 p99 errors"
+bench() {
+  local port=$1 c=$2 p=$3; shift 3
+  "$work/replload" -addr 127.0.0.1:"$port" -c "$c" -P "$p" -n "$N" -r "$KEYS" "$@" 2>/dev/null || true
+}
+refused() { redis-cli -p "$1" celld.repl status | tr -d '\r' | awk -F: '$1 == "refused_writes" { print $2 }'; }
+lagline() { redis-cli -p "$1" celld.repl status | tr -d '\r' | awk -F: '$1 ~ /lag_p(50|99)_us|bytes_per_sec/ { printf "%s=%s ", $1, $2 }'; }
+
+THR=(CL.THROTTLE ok:__rand_int__ 1000000 1 1)
+SET=(SET key:__rand_int__ 1796012296590996844)
+# Warm every server with the key set (then every row overwrites).
+for p in $OFF $ASYNC $SYNC; do "$work/replload" -addr 127.0.0.1:$p -c 50 -P 16 -n $((KEYS * 2)) -r "$KEYS" "${THR[@]}" >/dev/null 2>&1 || true; done
+for p in $REDIS $REDIS0; do "$work/replload" -addr 127.0.0.1:$p -c 50 -P 16 -n $((KEYS * 2)) -r "$KEYS" "${SET[@]}" >/dev/null 2>&1; done
+
+printf '%-8s %-9s %12s %8s %8s %8s %9s %8s\n' row server "req/s" "p50 ms" "p99 ms" errors refused failed
+row() { # label clients pipeline
+  local label=$1 c=$2 p=$3 off="" asy="" syn="" red="" red0="" r0a r0s l
+  r0a=$(refused $ASYNC) r0s=$(refused $SYNC)
+  for _ in $(seq "$ROUNDS"); do
+    l=$(bench $OFF "$c" "$p" "${THR[@]}"); [ -n "$l" ] && off+="$l"$'\n'
+    l=$(bench $ASYNC "$c" "$p" "${THR[@]}"); [ -n "$l" ] && asy+="$l"$'\n'
+    l=$(bench $SYNC "$c" "$p" "${THR[@]}"); [ -n "$l" ] && syn+="$l"$'\n'
+    l=$(bench $REDIS "$c" "$p" "${SET[@]}"); [ -n "$l" ] && red+="$l"$'\n'
+    l=$(bench $REDIS0 "$c" "$p" "${SET[@]}"); [ -n "$l" ] && red0+="$l"$'\n'
+  done
+  line() { # server lines refused
+    local n
+    n=$(printf '%s' "$2" | grep -c . || true)
+    printf '%-8s %-9s %12s %8s %8s %8s %9s %8s\n' "$label" "$1" $( ([ "$n" -gt 0 ] && printf '%s' "$2" | medians) || echo "- - - -") "$3" $((ROUNDS - n))
+  }
+  line off "$off" -
+  line async "$asy" $(($(refused $ASYNC) - r0a))
+  line sync "$syn" $(($(refused $SYNC) - r0s))
+  line redis+rep "$red" -
+  line redis "$red0" -
+}
+row P1 50 1
+row P16 50 16
+echo "async leader: $(lagline $ASYNC)"
+echo "sync leader:  $(lagline $SYNC)"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -1,0 +1,289 @@
+package repl
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/celld/celld/store"
+)
+
+// follower is one term of following: a goroutine that connects to the
+// leader, merges its snapshot, applies its stream and acknowledges it,
+// reconnecting (and resyncing) after any failure until stop.
+type follower struct {
+	n     *Node
+	epoch uint64
+	addr  string
+	done  chan struct{}
+	gone  chan struct{} // closed when run has returned: nothing more is applied
+	once  sync.Once
+
+	applied atomic.Uint64 // the last seq applied
+	recv    atomic.Int64  // bytes read from leaders
+	synced  atomic.Bool
+
+	mu   sync.Mutex
+	conn net.Conn
+	rate rateMeter
+
+	// apply's scratch (the session goroutine's)
+	ents []dbChange
+	keys [][]byte
+	hs   [32]uint64
+}
+
+func newFollower(n *Node, epoch uint64, addr string) *follower {
+	return &follower{n: n, epoch: epoch, addr: addr, done: make(chan struct{}), gone: make(chan struct{})}
+}
+
+// stop ends the term and returns once nothing more will be applied, so
+// that a promotion (Lead) never has an old leader's change land after its
+// own writes began.
+func (f *follower) stop() {
+	f.once.Do(func() {
+		close(f.done)
+		f.mu.Lock()
+		if f.conn != nil {
+			f.conn.Close()
+		}
+		f.mu.Unlock()
+	})
+	<-f.gone
+}
+
+func (f *follower) stopped() bool {
+	select {
+	case <-f.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// linkTimeout is how long a follower waits for any frame (the leader
+// pings every 100 ms) before it reconnects.
+const linkTimeout = time.Second
+
+func (f *follower) run() {
+	defer close(f.gone)
+	backoff := 10 * time.Millisecond
+	for !f.stopped() {
+		c, err := net.DialTimeout("tcp", f.addr, time.Second)
+		if err == nil {
+			start := time.Now()
+			err = f.session(c)
+			if time.Since(start) > time.Second {
+				backoff = 10 * time.Millisecond
+			}
+		}
+		f.synced.Store(false)
+		if f.stopped() {
+			return
+		}
+		f.n.log.Warn("replication: link to leader lost; retrying", "leader", f.addr, "err", err, "in", backoff)
+		select {
+		case <-f.done:
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// session is one connection's life: handshake, snapshot, stream.
+func (f *follower) session(c net.Conn) error {
+	f.mu.Lock()
+	if f.stopped() {
+		f.mu.Unlock()
+		c.Close()
+		return nil
+	}
+	f.conn = c
+	f.mu.Unlock()
+	defer c.Close()
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	w := bufio.NewWriter(c)
+	hello := binary.AppendUvarint([]byte(magic), f.epoch)
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write(frame(nil, frameHello, hello)); err != nil {
+		return err
+	}
+	r := bufio.NewReaderSize(c, 256<<10)
+	t, p, buf, err := readFrame(r, nil)
+	if err != nil {
+		return err
+	}
+	switch t {
+	case frameRefusal:
+		return fmt.Errorf("leader refused: %s", p)
+	case frameWelcome:
+	default:
+		return errProtocol
+	}
+	d := decoder{b: p}
+	if theirs := d.uvarint(); d.err != nil || theirs != f.epoch {
+		return fmt.Errorf("leader at epoch %d, following epoch %d: refused", theirs, f.epoch)
+	}
+	c.SetWriteDeadline(time.Time{})
+
+	// Keys held before the sync that the snapshot does not name are
+	// deleted at its end: the leader of the newer epoch is authoritative.
+	var left []map[string]struct{}
+	if f.n.dbs.Keys() > 0 {
+		nowMs := time.Now().UnixMilli()
+		left = make([]map[string]struct{}, f.n.dbs.Len())
+		f.n.dbs.Each(func(i int, st *store.Store) {
+			left[i] = map[string]struct{}{}
+			st.EachKey(nowMs, func(k []byte) bool {
+				left[i][string(k)] = struct{}{}
+				return true
+			})
+		})
+	}
+	synced := false
+	for {
+		c.SetReadDeadline(time.Now().Add(linkTimeout))
+		t, p, buf, err = readFrame(r, buf)
+		if err != nil {
+			return err
+		}
+		f.recv.Add(int64(len(p)) + 2)
+		var ack uint64
+		switch t {
+		case frameSnapshot:
+			if synced {
+				return errProtocol
+			}
+			if err := f.apply(p, true, left); err != nil {
+				return err
+			}
+			continue
+		case frameSynced:
+			d := decoder{b: p}
+			ack = d.uvarint()
+			if d.err != nil {
+				return d.err
+			}
+			for i, keys := range left {
+				if st := f.n.dbs.Existing(i); st != nil {
+					for k := range keys {
+						st.ApplyChange(store.Change{Key: []byte(k), Deleted: true}, nil, false, 0)
+					}
+				}
+			}
+			left, synced = nil, true
+			f.synced.Store(true)
+			f.n.log.Info("replication: synced from leader", "leader", f.addr, "seq", ack)
+		case frameBatch:
+			if !synced {
+				return errProtocol
+			}
+			d := decoder{b: p}
+			ack = d.uvarint()
+			if d.err != nil {
+				return d.err
+			}
+			if err := f.apply(d.b, false, nil); err != nil {
+				return err
+			}
+		case framePing:
+			ack = f.applied.Load()
+			f.mu.Lock()
+			f.rate.rate(time.Now(), f.recv.Load())
+			f.mu.Unlock()
+		case frameRefusal:
+			return fmt.Errorf("leader refused: %s", p)
+		default:
+			return errProtocol
+		}
+		if ack > f.applied.Load() {
+			f.applied.Store(ack)
+		}
+		if !synced {
+			continue
+		}
+		w.Write(frame(nil, frameAck, binary.AppendUvarint(nil, ack)))
+		if r.Buffered() == 0 { // group the acks of what arrived together
+			c.SetWriteDeadline(time.Now().Add(linkTimeout))
+			if err := w.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+var errBadDB = errors.New("repl: entry for a database this node does not have")
+
+// apply applies a payload of entries (a snapshot's, merged by largest
+// TAT, or a batch's, in order), striking snapshot keys off left. Entries
+// go in chunks whose keys are prefetched first (store.Prefetch), so that
+// the index and slab misses of a chunk overlap.
+func (f *follower) apply(p []byte, snapshot bool, left []map[string]struct{}) error {
+	nowMs := time.Now().UnixMilli()
+	d := decoder{b: p}
+	f.ents = f.ents[:0]
+	for len(d.b) > 0 {
+		db, c := d.entry()
+		if d.err != nil {
+			return d.err
+		}
+		if db >= f.n.dbs.Len() {
+			return errBadDB
+		}
+		f.ents = append(f.ents, dbChange{db, c})
+	}
+	const chunk = 32
+	for i := 0; i < len(f.ents); i += chunk {
+		part := f.ents[i:min(i+chunk, len(f.ents))]
+		f.keys = f.keys[:0]
+		for _, e := range part {
+			if e.db == part[0].db {
+				f.keys = append(f.keys, e.c.Key)
+			}
+		}
+		f.n.dbs.DB(part[0].db).Prefetch(f.keys, f.hs[:len(f.keys)])
+		for _, e := range part {
+			c := e.c
+			var obj store.Object
+			if !c.Deleted && c.Kind != store.KindString && c.Kind != store.KindWindow {
+				var err error
+				if obj, err = decodeObject(c.Kind, c.Image); err != nil {
+					return err
+				}
+			}
+			if err := f.n.dbs.DB(e.db).ApplyChange(c, obj, snapshot, nowMs); err != nil {
+				return fmt.Errorf("applying %q: %w", c.Key, err)
+			}
+			if left != nil && left[e.db] != nil {
+				delete(left[e.db], string(c.Key))
+			}
+		}
+	}
+	clear(f.ents) // drop references to the frame buffer's bytes
+	clear(f.keys)
+	return nil
+}
+
+// dbChange is a decoded entry: a change of database db.
+type dbChange struct {
+	db int
+	c  store.Change
+}
+
+func (f *follower) status(st *Status) {
+	st.Leader = f.addr
+	st.Acked = f.applied.Load()
+	st.Synced = f.synced.Load()
+	st.BytesRecv = f.recv.Load()
+	f.mu.Lock()
+	st.BytesPerS = f.rate.last // updated on every ping
+	f.mu.Unlock()
+}

@@ -1,0 +1,458 @@
+package repl
+
+import (
+	"bufio"
+	"encoding/binary"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/celld/celld/store"
+)
+
+// leader is one term of leading: the sender goroutine that drains the
+// store's effects every tick into a batch per round, the followers it
+// sends them to, and the bookkeeping of what is not acknowledged yet.
+type leader struct {
+	n     *Node
+	epoch uint64
+	done  chan struct{}
+	kick  chan struct{} // a Barrier asks for a round now
+	once  sync.Once
+
+	round atomic.Uint64 // rounds started (a round's number is its batch's seq)
+	bytes atomic.Int64  // bytes queued to followers
+
+	mu        sync.Mutex
+	followers map[*peer]struct{}
+	pending   []pend        // batches sent, not acknowledged by any follower, oldest first
+	lastRound uint64        // the last round finished
+	acked     uint64        // highest seq a follower acknowledged
+	changed   chan struct{} // closed (and replaced) when lastRound or acked moves
+	lags      [1024]time.Duration
+	nlags     int
+	rate      rateMeter
+}
+
+// pend is a batch not yet acknowledged: its seq and the earliest time one
+// of its effects can have been made (the start of the round before).
+type pend struct {
+	seq    uint64
+	origin time.Time
+}
+
+func newLeader(n *Node, epoch uint64) *leader {
+	return &leader{n: n, epoch: epoch, done: make(chan struct{}), kick: make(chan struct{}, 1),
+		followers: map[*peer]struct{}{}, changed: make(chan struct{})}
+}
+
+func (l *leader) stop() {
+	l.once.Do(func() {
+		close(l.done)
+		l.mu.Lock()
+		for p := range l.followers {
+			p.close()
+		}
+		l.mu.Unlock()
+	})
+}
+
+// maxPending bounds the unacknowledged batches remembered; past it two
+// neighbours merge into one (the later seq with the earlier origin), so
+// lag is never under-stated.
+const maxPending = 4096
+
+// run is the sender: a round per tick (or per kick), until stop.
+func (l *leader) run() {
+	t := time.NewTicker(l.n.opts.Tick)
+	defer t.Stop()
+	ping := time.NewTicker(100 * time.Millisecond)
+	defer ping.Stop()
+	prev := time.Now()
+	swaps := l.n.dbs.Swaps()
+	var buf []byte
+	for {
+		select {
+		case <-l.done:
+			return
+		case <-t.C:
+		case <-l.kick:
+		case <-ping.C:
+			l.broadcast(frame(nil, framePing, nil))
+			l.mu.Lock()
+			l.rate.rate(time.Now(), l.bytes.Load())
+			l.mu.Unlock()
+			continue
+		}
+		start := time.Now()
+		seq := l.round.Add(1)
+		var at int
+		buf, at = startFrame(buf[:0], frameBatch)
+		buf = binary.AppendUvarint(buf, seq)
+		n := 0
+		l.n.dbs.Each(func(db int, st *store.Store) {
+			n += st.DrainRepl(func(c store.Change) { buf = appendEntry(buf, db, c) })
+		})
+		if sw := l.n.dbs.Swaps(); sw != swaps {
+			// SWAPDB moved whole databases: followers resync.
+			swaps = sw
+			l.mu.Lock()
+			for p := range l.followers {
+				p.close()
+			}
+			l.mu.Unlock()
+		}
+		l.mu.Lock()
+		if n > 0 {
+			buf = finishFrame(buf, at)
+			l.pending = append(l.pending, pend{seq, prev})
+			if len(l.pending) > maxPending {
+				l.pending[1].origin = l.pending[0].origin
+				l.pending = l.pending[1:]
+			}
+			msg := slices.Clone(buf)
+			for p := range l.followers {
+				p.send(msg)
+				l.bytes.Add(int64(len(msg)))
+			}
+		}
+		l.lastRound = seq
+		l.updateGateLocked(start)
+		l.notifyLocked()
+		l.mu.Unlock()
+		prev = start
+		if cap(buf) > 1<<20 {
+			buf = nil
+		}
+	}
+}
+
+// updateGateLocked closes the gate while the oldest unacknowledged effect
+// is older than MaxLag, and opens it again once acks catch up. It only
+// moves the gate between open and lagging (the compare-and-swap from the
+// other of the two), never out of fenced or follower.
+func (l *leader) updateGateLocked(now time.Time) {
+	g := int32(gateOpen)
+	if len(l.pending) > 0 && now.Sub(l.pending[0].origin) > l.n.opts.MaxLag {
+		g = gateLagging
+	}
+	if l.n.lead.Load() == l {
+		l.n.gate.CompareAndSwap(gateOpen+gateLagging-g, g)
+	}
+}
+
+func (l *leader) notifyLocked() {
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// confirmedLocked is the highest round whose effects, and all before
+// them, a follower has.
+func (l *leader) confirmedLocked() uint64 {
+	if len(l.pending) == 0 {
+		return l.lastRound
+	}
+	return l.pending[0].seq - 1
+}
+
+// onAck records that a follower applied everything up to seq.
+func (l *leader) onAck(seq uint64) {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if seq > l.acked {
+		l.acked = seq
+	}
+	i := 0
+	for i < len(l.pending) && l.pending[i].seq <= seq {
+		l.lags[l.nlags%len(l.lags)] = now.Sub(l.pending[i].origin)
+		l.nlags++
+		i++
+	}
+	if i == 0 {
+		return
+	}
+	l.pending = l.pending[i:]
+	if len(l.pending) == 0 {
+		l.pending = nil
+	}
+	l.updateGateLocked(now)
+	l.notifyLocked()
+}
+
+// barrier waits until every effect made before the call is acknowledged.
+func (l *leader) barrier(timeout time.Duration) error {
+	target := l.round.Load() + 1 // the next round to start drains our writes
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+	var timer *time.Timer
+	for {
+		l.mu.Lock()
+		ok := l.confirmedLocked() >= target
+		ch := l.changed
+		l.mu.Unlock()
+		if ok {
+			if timer != nil {
+				timer.Stop()
+			}
+			return nil
+		}
+		if timer == nil {
+			timer = time.NewTimer(timeout)
+		}
+		select {
+		case <-ch:
+		case <-l.done:
+			timer.Stop()
+			return ErrFenced
+		case <-timer.C:
+			return ErrNoAck
+		}
+	}
+}
+
+func (l *leader) broadcast(msg []byte) {
+	l.mu.Lock()
+	for p := range l.followers {
+		p.send(msg)
+	}
+	l.mu.Unlock()
+}
+
+func (l *leader) status(st *Status) {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for p := range l.followers {
+		if p.synced.Load() {
+			st.Followers++
+		}
+	}
+	st.Seq, st.Acked = l.lastRound, l.acked
+	if len(l.pending) > 0 {
+		st.Lag = now.Sub(l.pending[0].origin)
+	}
+	n := min(l.nlags, len(l.lags))
+	if n > 0 {
+		s := slices.Clone(l.lags[:n])
+		slices.Sort(s)
+		st.LagP50, st.LagP99 = s[n/2], s[min(n-1, n*99/100)]
+	}
+	st.BytesSent = l.bytes.Load()
+	st.BytesPerS = l.rate.last // updated by the sender every 100 ms
+}
+
+// serveFollower runs one follower's connection: handshake, registration
+// at a round boundary, snapshot, then the stream and its acks.
+func (l *leader) serveFollower(c net.Conn) {
+	defer c.Close()
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	r := bufio.NewReader(c)
+	t, payload, _, err := readFrame(r, nil)
+	if err != nil || t != frameHello || len(payload) < len(magic) || string(payload[:len(magic)]) != magic {
+		refuse(c, "expected a celld-repl/1 hello")
+		return
+	}
+	d := decoder{b: payload[len(magic):]}
+	theirs := d.uvarint()
+	if d.err != nil {
+		refuse(c, "bad hello")
+		return
+	}
+	switch {
+	case theirs < l.epoch:
+		refuse(c, "stale epoch: the leader is at a newer one")
+		return
+	case theirs > l.epoch:
+		refuse(c, "stale leader: the follower knows a newer epoch")
+		go l.n.fenceStale(l, theirs)
+		return
+	}
+	c.SetDeadline(time.Time{})
+	p := &peer{conn: c, wake: make(chan struct{}, 1)}
+	l.mu.Lock()
+	select {
+	case <-l.done:
+		l.mu.Unlock()
+		return
+	default:
+	}
+	from := l.lastRound // the snapshot covers every round up to here
+	l.followers[p] = struct{}{}
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		delete(l.followers, p)
+		l.mu.Unlock()
+		p.close()
+	}()
+	go func() { // acks
+		defer p.close()
+		for {
+			c.SetReadDeadline(time.Now().Add(30 * time.Second)) // no ack during a long snapshot
+			t, payload, _, err := readFrame(r, payload[:0])
+			if err != nil || t != frameAck {
+				return
+			}
+			d := decoder{b: payload}
+			seq := d.uvarint()
+			if d.err != nil {
+				return
+			}
+			if seq >= from {
+				p.synced.Store(true)
+			}
+			l.onAck(seq)
+		}
+	}()
+	w := bufio.NewWriterSize(c, 256<<10)
+	hello := binary.AppendUvarint(nil, l.epoch)
+	if _, err := w.Write(frame(nil, frameWelcome, hello)); err != nil {
+		return
+	}
+	if err := l.snapshot(w); err != nil {
+		l.n.log.Warn("replication: snapshot to follower failed", "follower", c.RemoteAddr().String(), "err", err)
+		return
+	}
+	if _, err := w.Write(frame(nil, frameSynced, binary.AppendUvarint(nil, from))); err != nil {
+		return
+	}
+	if w.Flush() != nil {
+		return
+	}
+	l.n.log.Info("replication: follower synced", "follower", c.RemoteAddr().String(), "seq", from)
+	p.pump(w, l.done)
+}
+
+// snapshot writes every live key of every database as 'S' frames, one
+// shard at a time (each shard lock held while its keys are encoded).
+func (l *leader) snapshot(w *bufio.Writer) error {
+	nowMs := time.Now().UnixMilli()
+	var buf []byte
+	var err error
+	l.n.dbs.Each(func(db int, st *store.Store) {
+		for i := 0; i < store.NumShards && err == nil; i++ {
+			var at int
+			buf, at = startFrame(buf[:0], frameSnapshot)
+			n := 0
+			st.DumpShard(i, nowMs, func(c store.Change) {
+				buf = appendEntry(buf, db, c)
+				n++
+			})
+			if n == 0 {
+				continue
+			}
+			buf = finishFrame(buf, at)
+			l.bytes.Add(int64(len(buf)))
+			_, err = w.Write(buf)
+		}
+	})
+	return err
+}
+
+// peer is a follower's connection as the leader sees it: a queue of frames
+// its writer goroutine sends in order.
+type peer struct {
+	conn   net.Conn
+	wake   chan struct{}
+	synced atomic.Bool
+
+	mu     sync.Mutex
+	q      [][]byte
+	qbytes int
+	closed bool
+}
+
+// maxQueue bounds what waits for a slow follower: past it the follower is
+// dropped (it reconnects and resyncs from a snapshot).
+const maxQueue = 64 << 20
+
+func (p *peer) send(msg []byte) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	if p.qbytes+len(msg) > maxQueue {
+		p.mu.Unlock()
+		p.close()
+		return
+	}
+	p.q = append(p.q, msg)
+	p.qbytes += len(msg)
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (p *peer) close() {
+	p.mu.Lock()
+	if !p.closed {
+		p.closed = true
+		p.q = nil
+		p.conn.Close()
+	}
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pump writes queued frames until the peer closes or the term ends.
+func (p *peer) pump(w *bufio.Writer, done <-chan struct{}) {
+	for {
+		p.mu.Lock()
+		q, closed := p.q, p.closed
+		p.q, p.qbytes = nil, 0
+		p.mu.Unlock()
+		if closed {
+			return
+		}
+		for _, m := range q {
+			if _, err := w.Write(m); err != nil {
+				return
+			}
+		}
+		if len(q) > 0 {
+			p.conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+			if w.Flush() != nil {
+				return
+			}
+		}
+		select {
+		case <-p.wake:
+		case <-done:
+			return
+		}
+	}
+}
+
+// rateMeter turns a running byte count into bytes per second over the
+// last second or so.
+type rateMeter struct {
+	at    time.Time
+	count int64
+	last  float64
+}
+
+func (m *rateMeter) rate(now time.Time, count int64) float64 {
+	if m.at.IsZero() {
+		m.at, m.count = now, count
+		return 0
+	}
+	if d := now.Sub(m.at); d >= time.Second {
+		m.last = float64(count-m.count) / d.Seconds()
+		m.at, m.count = now, count
+	}
+	return m.last
+}

@@ -1,0 +1,203 @@
+package repl
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/celld/celld/gcra"
+	"github.com/celld/celld/kinds"
+	"github.com/celld/celld/store"
+)
+
+func newDBs(t *testing.T) *store.Databases {
+	t.Helper()
+	d, err := store.Group(store.New(store.Options{}), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func newNode(t *testing.T, d *store.Databases, ack Ack) *Node {
+	t.Helper()
+	n := New(d, Options{Addr: "127.0.0.1:0", Ack: ack, MaxLag: 20 * time.Millisecond,
+		BarrierTimeout: 200 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	t.Cleanup(n.Close)
+	return n
+}
+
+// dump is every live key of every database as sorted text lines.
+func dump(d *store.Databases) []string {
+	var out []string
+	nowMs := time.Now().UnixMilli()
+	d.Each(func(db int, st *store.Store) {
+		for i := 0; i < store.NumShards; i++ {
+			st.DumpShard(i, nowMs, func(c store.Change) {
+				out = append(out, fmt.Sprintf("%d %q %s %d %q %x %d", db, c.Key, c.Kind, c.TAT, c.Text, c.Image, c.ExpireAtMs))
+			})
+		}
+	})
+	sort.Strings(out)
+	return out
+}
+
+// eventually polls cond until it holds or 5 s pass (a liveness bound for
+// a loaded machine, not a speed assertion).
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func throttle(t *testing.T, st *store.Store, key string) gcra.Result {
+	t.Helper()
+	lim, _ := gcra.NewLimit(4, 10, 60)
+	r, err := st.Throttle([]byte(key), lim, 1, time.Now().UnixNano())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestSnapshotThenStream: a follower that joins late gets the leader's
+// keys of every kind and database (snapshot), then every later change
+// (stream), including deletes; its own writes are refused READONLY; keys
+// it held that the leader lacks are dropped, and a TAT it held further
+// ahead than the leader's is kept (merge by max).
+func TestSnapshotThenStream(t *testing.T) {
+	ld, fd := newDBs(t), newDBs(t)
+	leader, follower := newNode(t, ld, Async), newNode(t, fd, Async)
+	leader.Lead(0, 7)
+	nowMs := time.Now().UnixMilli()
+	throttle(t, ld.DB(0), "tat")
+	ld.DB(2).Update([]byte("str"), nowMs, func(store.Value, bool) (store.Value, store.Action) {
+		return store.Value{Raw: "hello", Invalid: true}, store.Put
+	})
+	ld.DB(1).WriteObject([]byte("h"), store.KindHash, nowMs, func() store.Object { return kinds.NewHash() },
+		func(o store.Object) bool { o.(*kinds.Hash).Set("f", "v"); return true })
+	// The follower's own past: a stray key, and a TAT further ahead.
+	fd.DB(0).ApplyChange(store.Change{Key: []byte("stray"), TAT: 1, IsTAT: true}, nil, false, nowMs)
+	far := uint64(time.Now().Add(time.Minute).UnixNano())
+	fd.DB(3).ApplyChange(store.Change{Key: []byte("ahead"), TAT: far, IsTAT: true, ExpireAtMs: nowMs + 120_000}, nil, false, nowMs)
+	ld.DB(3).ApplyChange(store.Change{Key: []byte("ahead"), TAT: far - 1e9, IsTAT: true, ExpireAtMs: nowMs + 120_000}, nil, false, nowMs)
+
+	// Let a whole round drain these first, so that the follower meets
+	// them in the snapshot (merged), not in the stream (applied in order).
+	s0 := leader.Status().Seq
+	eventually(t, "a round drains", func() bool { return leader.Status().Seq > s0+1 })
+	follower.Follow(0, 7, leader.ReplAddr())
+	eventually(t, "follower synced", func() bool { return follower.Status().Synced })
+	if err := follower.Gate(); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("follower's gate: %v", err)
+	}
+	if v, ok := fd.DB(3).Get([]byte("ahead"), nowMs); !ok || v.TAT != far {
+		t.Fatalf("merge by max: follower's TAT %d, want its own larger %d", v.TAT, far)
+	}
+	if _, ok := fd.DB(0).Get([]byte("stray"), nowMs); ok {
+		t.Fatal("a key the leader does not hold survived the sync")
+	}
+	ld.DB(3).Delete([]byte("ahead"), nowMs) // now the stream: the delete wins
+	for i := 0; i < 50; i++ {
+		throttle(t, ld.DB(i%4), fmt.Sprintf("k%d", i%7))
+	}
+	ld.DB(0).Delete([]byte("k0"), nowMs)
+	eventually(t, "follower mirrors leader", func() bool { return fmt.Sprint(dump(fd)) == fmt.Sprint(dump(ld)) })
+	st := leader.Status()
+	if st.Role != "leader" || st.Followers != 1 || st.Acked == 0 || st.BytesSent == 0 || st.LagP99 == 0 {
+		t.Fatalf("leader status %+v", st)
+	}
+}
+
+// TestEpochFencing: a follower of an older epoch is refused and never
+// syncs; one of a newer epoch makes the leader fence itself.
+func TestEpochFencing(t *testing.T) {
+	ld, fd := newDBs(t), newDBs(t)
+	leader, follower := newNode(t, ld, Async), newNode(t, fd, Async)
+	leader.Lead(0, 5)
+	throttle(t, ld.DB(0), "k")
+	follower.Follow(0, 4, leader.ReplAddr())
+	time.Sleep(100 * time.Millisecond)
+	if follower.Status().Synced || fd.Keys() != 0 {
+		t.Fatal("a follower of an older epoch synced")
+	}
+	follower.Follow(0, 6, leader.ReplAddr())
+	eventually(t, "leader fenced", func() bool { return errors.Is(leader.Gate(), ErrFenced) })
+	if fd.Keys() != 0 {
+		t.Fatal("a follower took state from a stale leader")
+	}
+}
+
+// TestAsyncGate: a leader with no follower acknowledging refuses writes
+// once its oldest effect is older than MaxLag, and accepts them again once
+// a follower has caught up.
+func TestAsyncGate(t *testing.T) {
+	ld, fd := newDBs(t), newDBs(t)
+	leader, follower := newNode(t, ld, Async), newNode(t, fd, Async)
+	leader.Lead(0, 1)
+	if err := leader.Gate(); err != nil {
+		t.Fatalf("fresh leader's gate: %v", err)
+	}
+	throttle(t, ld.DB(0), "k")
+	eventually(t, "gate closes for lag", func() bool { return errors.Is(leader.Gate(), ErrLagging) })
+	follower.Follow(0, 1, leader.ReplAddr())
+	eventually(t, "gate opens once acked", func() bool { return leader.Gate() == nil })
+	if leader.Status().Refused == 0 {
+		t.Fatal("refusals not counted")
+	}
+}
+
+// TestSyncBarrier: in sync mode, once Barrier returns, the follower holds
+// the write made before it; with no follower Barrier fails.
+func TestSyncBarrier(t *testing.T) {
+	ld, fd := newDBs(t), newDBs(t)
+	leader, follower := newNode(t, ld, Sync), newNode(t, fd, Sync)
+	leader.Lead(0, 1)
+	throttle(t, ld.DB(0), "lonely")
+	if err := leader.Barrier(); !errors.Is(err, ErrNoAck) {
+		t.Fatalf("barrier with no follower: %v", err)
+	}
+	follower.Follow(0, 1, leader.ReplAddr())
+	eventually(t, "follower synced", func() bool { return follower.Status().Synced })
+	for i := 0; i < 200; i++ {
+		key := fmt.Sprintf("k%d", i%13)
+		r := throttle(t, ld.DB(i%2), key)
+		if err := leader.Barrier(); err != nil {
+			t.Fatalf("call %d: barrier: %v", i, err)
+		}
+		v, ok := fd.DB(i%2).Get([]byte(key), time.Now().UnixMilli())
+		lv, _ := ld.DB(i%2).Get([]byte(key), time.Now().UnixMilli())
+		if !r.Limited && (!ok || v.TAT < lv.TAT) {
+			t.Fatalf("call %d: after the barrier the follower has %v %v, leader %v", i, v, ok, lv)
+		}
+	}
+}
+
+// TestPromotion: a follower promoted (Lead at a newer epoch) serves writes
+// from the state it replicated, and the old leader, now following it,
+// catches up.
+func TestPromotion(t *testing.T) {
+	ad, bd := newDBs(t), newDBs(t)
+	a, b := newNode(t, ad, Async), newNode(t, bd, Async)
+	a.Lead(0, 1)
+	b.Follow(0, 1, a.ReplAddr())
+	for i := 0; i < 5; i++ {
+		throttle(t, ad.DB(0), "k")
+	}
+	eventually(t, "b mirrors a", func() bool { return fmt.Sprint(dump(bd)) == fmt.Sprint(dump(ad)) })
+	b.Lead(0, 2)
+	if r := throttle(t, bd.DB(0), "k"); !r.Limited || r.Remaining != 0 {
+		t.Fatalf("promoted follower forgot the spent burst: %+v", r)
+	}
+	a.Follow(0, 2, b.ReplAddr())
+	throttle(t, bd.DB(0), "other")
+	eventually(t, "a mirrors b", func() bool { return fmt.Sprint(dump(ad)) == fmt.Sprint(dump(bd)) })
+}

@@ -1,0 +1,175 @@
+package store
+
+import (
+	"fmt"
+	"math/rand"
+	"sort"
+	"testing"
+
+	"github.com/celld/celld/gcra"
+	"github.com/celld/celld/window"
+)
+
+// dumpAll is every live key of s as "key kind value exp" lines, sorted.
+func dumpAll(s *Store, nowMs int64) []string {
+	var out []string
+	for i := 0; i < NumShards; i++ {
+		s.DumpShard(i, nowMs, func(c Change) {
+			v := string(c.Text)
+			if c.IsTAT {
+				v = fmt.Sprint(c.TAT)
+			}
+			if c.Image != nil {
+				v = fmt.Sprintf("%x", c.Image)
+			}
+			out = append(out, fmt.Sprintf("%q %s %s %d", c.Key, c.Kind, v, c.ExpireAtMs))
+		})
+	}
+	sort.Strings(out)
+	return out
+}
+
+// shipRepl drains src's effects into dst as a follower applies the live
+// stream, and returns how many there were.
+func shipRepl(t *testing.T, src, dst *Store, nowMs int64) int {
+	t.Helper()
+	return src.DrainRepl(func(c Change) {
+		var obj Object
+		if c.Kind != KindString && c.Kind != KindWindow && !c.Deleted {
+			obj = &testObj{n: int(c.Image[0])}
+		}
+		c.Key = append([]byte(nil), c.Key...) // as a wire would
+		if err := dst.ApplyChange(c, obj, false, nowMs); err != nil {
+			t.Fatalf("apply %q: %v", c.Key, err)
+		}
+	})
+}
+
+// TestReplFeedMirrorsEveryKind: every kind of change on a leader's store
+// (TATs, strings, raw and invalid texts, windows, objects, TTL changes,
+// deletes, expiry, overwrites by another kind, FLUSH) reaches a follower's
+// store through DrainRepl/ApplyChange, which then holds exactly the same
+// keys, values and expiries, after every round of a random workload.
+func TestReplFeedMirrorsEveryKind(t *testing.T) {
+	leader, follower := New(Options{}), New(Options{})
+	leader.SetRepl(true)
+	rng := rand.New(rand.NewSource(1))
+	now := int64(1_700_000_000_000)
+	lim, err := gcra.NewLimit(5, 10, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for round := 0; round < 200; round++ {
+		for op := 0; op < 50; op++ {
+			k := []byte(fmt.Sprintf("k%d", rng.Intn(40)))
+			switch rng.Intn(9) {
+			case 0, 1:
+				leader.Throttle(k, lim, 1, now*1e6)
+			case 2:
+				leader.Update(k, now, func(old Value, ok bool) (Value, Action) {
+					v, _ := NewValue([]byte(fmt.Sprintf("+%d", rng.Intn(9))))
+					return v, Put
+				})
+			case 3:
+				leader.Update(k, now, func(old Value, ok bool) (Value, Action) {
+					return Value{Raw: "not a number", Invalid: true, ExpireAtMs: now + 500}, Put
+				})
+			case 4:
+				leader.Delete(k, now)
+			case 5:
+				leader.Window(k, winLimit(window.Log, 3, 1000), 1, now)
+			case 6:
+				leader.WriteObject(k, KindHash, now, newTestObj, func(o Object) bool {
+					o.(*testObj).n = (o.(*testObj).n + 1) % 4
+					return true
+				})
+			case 7: // EXPIRE on whatever kind is there
+				leader.Update(k, now, func(old Value, ok bool) (Value, Action) {
+					if !ok {
+						return old, Keep
+					}
+					old.ExpireAtMs = now + int64(rng.Intn(300))
+					return old, Put
+				})
+			case 8:
+				if rng.Intn(20) == 0 {
+					leader.Flush()
+				}
+			}
+			now += int64(rng.Intn(3))
+		}
+		if rng.Intn(4) == 0 {
+			leader.SweepStep(now, 1e6)
+		}
+		total += shipRepl(t, leader, follower, now)
+		got, want := dumpAll(follower, now), dumpAll(leader, now)
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("round %d: follower\n%v\nleader\n%v", round, got, want)
+		}
+	}
+	if total == 0 {
+		t.Fatal("no effects drained")
+	}
+}
+
+// TestReplApplyMergeRules: a snapshot merge keeps the larger TAT; the live
+// stream applies a refund (a TAT going down) and a delete.
+func TestReplApplyMergeRules(t *testing.T) {
+	s := New(Options{})
+	const now = 1000
+	k := []byte("k")
+	apply := func(c Change, maxTAT bool) {
+		t.Helper()
+		c.Key = k
+		if err := s.ApplyChange(c, nil, maxTAT, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tat := func() uint64 { v, _ := s.Get(k, now); return v.TAT }
+	apply(Change{TAT: 50, IsTAT: true, ExpireAtMs: now + 10}, true)
+	apply(Change{TAT: 40, IsTAT: true, ExpireAtMs: now + 5}, true)
+	if tat() != 50 {
+		t.Fatalf("snapshot merge kept %d, want the larger 50", tat())
+	}
+	apply(Change{TAT: 40, IsTAT: true, ExpireAtMs: now + 5}, false)
+	if tat() != 40 {
+		t.Fatalf("stream refund left %d, want 40", tat())
+	}
+	apply(Change{Deleted: true}, false)
+	if _, ok := s.Get(k, now); ok {
+		t.Fatal("stream delete left the key")
+	}
+	apply(Change{TAT: 40, IsTAT: true, ExpireAtMs: now}, false)
+	if _, ok := s.Get(k, now); ok {
+		t.Fatal("a change expiring now created the key")
+	}
+	if err := s.ApplyChange(Change{Key: k, Kind: KindHash}, nil, false, now); err != ErrBadChange {
+		t.Fatalf("object change without object: %v", err)
+	}
+}
+
+// TestReplOffCostsNothing: without SetRepl nothing is logged, and a
+// CL.THROTTLE on an existing key still allocates nothing with it on.
+func TestReplOffCostsNothing(t *testing.T) {
+	s := New(Options{})
+	lim, _ := gcra.NewLimit(5, 1000, 1)
+	s.Throttle([]byte("k"), lim, 1, 1e15)
+	if n := s.DrainRepl(func(Change) {}); n != 0 {
+		t.Fatalf("drained %d effects with replication off", n)
+	}
+	s.SetRepl(true)
+	s.Throttle([]byte("k"), lim, 1, 1e15)
+	s.DrainRepl(func(Change) {})
+	now := int64(1e15)
+	allocs := testing.AllocsPerRun(1000, func() {
+		now += 1e9
+		s.Throttle([]byte("k"), lim, 1, now)
+		if now%64 == 0 {
+			s.DrainRepl(func(Change) {})
+		}
+	})
+	if allocs > 0.01 {
+		t.Fatalf("%.2f allocations per Throttle with replication on", allocs)
+	}
+}
