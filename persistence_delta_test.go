@@ -139,11 +139,23 @@ func randomKindWrite(r *rand.Rand, kind store.Kind, o store.Object) {
 // are not idempotent (LPUSH twice is two items), so a record the base
 // already holds being replayed again shows up as a difference: the
 // generations must skip it.
-func TestPersistKindsDeltasExact(t *testing.T) {
+func TestPersistKindsDeltasExact(t *testing.T) { testPersistKindsDeltasExact(t, false) }
+
+// TestPersistKindsDeltasExactWithReplication: the same, with replication's
+// feed on and drained (DrainRepl, SnapshotShard) at random moments between
+// the writes: replication reads whole images and must neither take
+// persistence's deltas nor seal its generations.
+func TestPersistKindsDeltasExactWithReplication(t *testing.T) { testPersistKindsDeltasExact(t, true) }
+
+func testPersistKindsDeltasExact(t *testing.T, repl bool) {
 	for seed := uint64(1); seed <= 4; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			h := newKindsHarness(t)
 			r := rand.New(rand.NewPCG(seed, 99))
+			replDrained := 0
+			if repl {
+				h.st.SetRepl(true)
+			}
 			keys := []string{"h1", "h2", "l1", "l2", "z1", "z2"}
 			kindOf := func(k string) store.Kind {
 				switch k[0] {
@@ -158,6 +170,12 @@ func TestPersistKindsDeltasExact(t *testing.T) {
 				for range n {
 					k := keys[r.IntN(len(keys))]
 					h.write(k, kindOf(k), func(o store.Object) { randomKindWrite(r, kindOf(k), o) })
+					if repl && r.IntN(4) == 0 {
+						replDrained += h.st.DrainRepl(func(store.Change) {})
+					}
+					if repl && r.IntN(40) == 0 {
+						h.st.SnapshotShard(r.IntN(store.NumShards), h.nowMs, func(store.Change) {})
+					}
 				}
 			}
 			for step := range 60 {
@@ -184,6 +202,9 @@ func TestPersistKindsDeltasExact(t *testing.T) {
 			got := dumpKinds(t, h.restart(), h.nowMs, keys)
 			if fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Fatalf("after restart:\n got %v\nwant %v", got, want)
+			}
+			if repl && replDrained == 0 {
+				t.Fatal("replication's feed drained nothing")
 			}
 		})
 	}

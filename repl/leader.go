@@ -342,7 +342,7 @@ func (l *leader) snapshot(w *bufio.Writer) error {
 			var at int
 			buf, at = startFrame(buf[:0], frameSnapshot)
 			n := 0
-			st.DumpShard(i, nowMs, func(c store.Change) {
+			st.SnapshotShard(i, nowMs, func(c store.Change) {
 				buf = appendEntry(buf, db, c)
 				n++
 			})

@@ -37,7 +37,7 @@ func dump(d *store.Databases) []string {
 	nowMs := time.Now().UnixMilli()
 	d.Each(func(db int, st *store.Store) {
 		for i := 0; i < store.NumShards; i++ {
-			st.DumpShard(i, nowMs, func(c store.Change) {
+			st.SnapshotShard(i, nowMs, func(c store.Change) {
 				out = append(out, fmt.Sprintf("%d %q %s %d %q %x %d", db, c.Key, c.Kind, c.TAT, c.Text, c.Image, c.ExpireAtMs))
 			})
 		}

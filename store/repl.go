@@ -53,7 +53,7 @@ func (l *replLog) noteFlushLocked(sh *shard) {
 }
 
 // SetRepl turns the store's effect log on or off. Turning it on starts
-// an empty log (what happened before is a snapshot's business: DumpShard);
+// an empty log (what happened before is a snapshot's business: SnapshotShard);
 // turning it off drops what was not drained. Safe for concurrent use;
 // takes every shard lock in turn.
 func (s *Store) SetRepl(on bool) {
@@ -80,7 +80,7 @@ func (d *Databases) SetRepl(on bool) {
 
 // DrainRepl calls fn with every effect logged since the previous DrainRepl,
 // shard by shard: the keys deleted first (Change.Deleted), then the current
-// state of each key written (as DumpShard describes it; an expired key
+// state of each key written (as SnapshotShard describes it; an expired key
 // comes with its past expiry, which the receiver treats as a deletion),
 // and reports how many effects it passed. fn runs under the shard's lock:
 // it must only encode the change; the Change's bytes are valid only during
@@ -119,7 +119,7 @@ func (s *Store) DrainRepl(fn func(Change)) int {
 				continue
 			}
 			var c Change
-			c, scratch = sh.changeLocked(slot, sh.keyOf(e), scratch[:0])
+			c, scratch = sh.replChangeLocked(slot, sh.keyOf(e), scratch[:0])
 			fn(c)
 			n++
 		}
@@ -132,12 +132,46 @@ func (s *Store) DrainRepl(fn func(Change)) int {
 	return n
 }
 
+// replChangeLocked is the slot's whole current state for the stream: as
+// changeLocked, except that a hash, list or sorted set is its whole image
+// (objectChangeLocked). changeLocked hands an object out as persistence's
+// next delta (journal.go), which consumes the journal: the stream must
+// neither take persistence's deltas nor carry them. Requires sh.mu.
+func (sh *shard) replChangeLocked(slot uint32, key, buf []byte) (Change, []byte) {
+	if e := &sh.slab[slot]; e.flags&kindMask != 0 && e.kind() != KindWindow {
+		return sh.objectChangeLocked(slot, key, buf)
+	}
+	return sh.changeLocked(slot, key, buf)
+}
+
+// SnapshotShard is DumpShard for replication's snapshot: every live key of
+// shard i with its whole current state (objects as whole images), under
+// that shard's lock, leaving persistence's state alone (DumpShard seals
+// an object's open generation for the next base, which only a base
+// rewrite may do). Key and the Change's bytes are valid only during fn.
+// O(shard size).
+func (s *Store) SnapshotShard(i int, nowMs int64, fn func(Change)) {
+	sh := &s.shards[i]
+	var scratch []byte
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for j := range sh.slab {
+		e := &sh.slab[j]
+		if e.flags&flagUsed == 0 || !e.alive(nowMs) {
+			continue
+		}
+		var c Change
+		c, scratch = sh.replChangeLocked(uint32(j), sh.keyOf(e), scratch[:0])
+		fn(c)
+	}
+}
+
 // ErrBadChange: a replicated change that cannot be applied (a kind the
 // store does not know, or an object change without its object).
 var ErrBadChange = errors.New("store: replicated change cannot be applied")
 
 // ApplyChange writes a replicated change (a follower's side of DrainRepl
-// and DumpShard) as a write of its own: it bumps the key's version (WATCH),
+// and SnapshotShard) as a write of its own: it bumps the key's version (WATCH),
 // is marked for persistence and expires as any key. obj is the decoded
 // object of a hash, list or sorted set change (the caller decodes
 // c.Image with the kinds package), nil otherwise.

@@ -14,7 +14,7 @@ import (
 func dumpAll(s *Store, nowMs int64) []string {
 	var out []string
 	for i := 0; i < NumShards; i++ {
-		s.DumpShard(i, nowMs, func(c Change) {
+		s.SnapshotShard(i, nowMs, func(c Change) {
 			v := string(c.Text)
 			if c.IsTAT {
 				v = fmt.Sprint(c.TAT)
