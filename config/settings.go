@@ -55,6 +55,14 @@ type Config struct {
 	ClusterNodes    string
 	ClusterAnnounce string
 
+	// HA mode (docs/ha.md): leadership and topology in etcd.
+
+	Etcd       string        // etcd endpoints, comma-separated; "" = off
+	HACluster  string        // the cluster's name in etcd (/celld/<name>/...)
+	NodeID     string        // this node's id in the topology document
+	HALeaseTTL time.Duration // leadership lease TTL (whole seconds, 2..60)
+	ReplAddr   string        // replication address; "" = client port + 10000
+
 	// Sidecar mode (docs/sidecar.md): forward keyed commands to their
 	// owner upstream.
 
@@ -218,6 +226,23 @@ var table = []setting{
 		bind: func(c *Config) value {
 			return stringValue{p: &c.ClusterAnnounce, m: "HOST:PORT", check: hostPort(true)}
 		}},
+	{Name: "etcd", Group: Cluster, Default: "",
+		Usage: "HA mode: etcd endpoints (URL[,URL]) holding the topology and the shards' leadership; needs --cluster and --node-id; '' = off (docs/ha.md)",
+		bind:  func(c *Config) value { return stringValue{p: &c.Etcd, m: "URL,..."} }},
+	{Name: "cluster", Group: Cluster, Default: "",
+		Usage: "HA mode: the cluster's name; its keys in etcd are under /celld/<name>/",
+		bind:  func(c *Config) value { return stringValue{p: &c.HACluster, m: "NAME"} }},
+	{Name: "node-id", Group: Cluster, Default: "",
+		Usage: "HA mode: this node's id in the topology document (celld cluster init/add-node)",
+		bind:  func(c *Config) value { return stringValue{p: &c.NodeID, m: "ID"} }},
+	{Name: "ha-lease-ttl", Group: Cluster, Default: "2s",
+		Usage: "HA mode: leadership lease TTL (whole seconds); a leader cut off from etcd stops answering before it ends, a new one is elected after it",
+		bind: func(c *Config) value {
+			return durationValue{p: &c.HALeaseTTL, min: 2 * time.Second, max: time.Minute}
+		}},
+	{Name: "repl-addr", Group: Cluster, Default: "",
+		Usage: "HA mode: the address replicas reach this node's replication stream at; '' = the client port + 10000 on the announced host",
+		bind:  func(c *Config) value { return stringValue{p: &c.ReplAddr, m: "HOST:PORT", check: hostPort(true)} }},
 	{Name: "upstream", Group: Cluster, Default: "",
 		Usage: "sidecar mode: forward every keyed command to its owner in this celld cluster or Redis (seed addresses, comma-separated; the topology comes from CLUSTER SLOTS of any of them); '' = off (docs/sidecar.md)",
 		bind:  func(c *Config) value { return stringValue{p: &c.Upstream, m: "HOST:PORT,...", check: hostPortList} }},
