@@ -1,7 +1,10 @@
 package config
 
 import (
+	"errors"
+	"fmt"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -317,4 +320,27 @@ var table = []setting{
 	{Name: "databases", Group: Tuning, Default: "16",
 		Usage: "number of databases (SELECT 0 to N-1), as Redis's; a database costs memory only once used; cluster mode serves database 0 only (docs/databases.md)",
 		bind:  func(c *Config) value { return intValue{p: &c.Databases, min: 1, max: 1 << 16} }},
+}
+
+// validateHA checks the HA mode's settings against each other.
+func (c *Config) validateHA() error {
+	if c.Etcd == "" {
+		if c.HACluster != "" || c.NodeID != "" || c.ReplAddr != "" {
+			return errors.New("--cluster, --node-id and --repl-addr (env CELLD_CLUSTER, CELLD_NODE_ID, CELLD_REPL_ADDR) need --etcd (env CELLD_ETCD)")
+		}
+		return nil
+	}
+	switch {
+	case c.HACluster == "" || c.NodeID == "":
+		return errors.New("--etcd (env CELLD_ETCD) needs --cluster and --node-id (env CELLD_CLUSTER, CELLD_NODE_ID)")
+	case strings.Contains(c.HACluster, "/") || strings.ContainsAny(c.NodeID, "/ \t\r\n"):
+		return errors.New("--cluster and --node-id may not contain '/' or spaces")
+	case c.ClusterNodes != "":
+		return errors.New("--etcd and --cluster-nodes exclude each other (HA or static cluster mode)")
+	case c.Upstream != "":
+		return errors.New("--etcd and --upstream exclude each other (a sidecar reaches an HA cluster through --upstream)")
+	case c.HALeaseTTL%time.Second != 0:
+		return fmt.Errorf("--ha-lease-ttl %v: whole seconds (etcd's leases are)", c.HALeaseTTL)
+	}
+	return nil
 }

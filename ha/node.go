@@ -407,6 +407,13 @@ func (n *Node) session(ctx context.Context, r *roles) error {
 		case leading:
 			n.apply(topo.WithDeadline(deadline).AsFenced())
 			r.fence()
+		case len(topo.Self().Slots) > 0:
+			// etcd names this node leader, but not in this session's
+			// election as far as this goroutine knows yet (its campaign's
+			// result is on its way, or the key is a previous session's,
+			// about to expire): serve nothing until it is confirmed.
+			n.apply(topo.AsFenced())
+			r.fence()
 		default:
 			if rm := topo.ReplicaOf(); rm != nil && myShard >= 0 {
 				r.fence()

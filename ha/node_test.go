@@ -3,6 +3,7 @@ package ha
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -25,11 +26,19 @@ type recorder struct {
 	mu     sync.Mutex
 	topos  []applied
 	events []string
+	log    strings.Builder // the node's slog output and timed events
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.log.Write(p)
 }
 
 func (r *recorder) apply(t *cluster.Topology) {
 	r.mu.Lock()
 	r.topos = append(r.topos, applied{time.Now(), t})
+	fmt.Fprintf(&r.log, "%s apply %v deadline=%s\n", time.Now().Format(time.StampMicro), t, t.Deadline().Format(time.StampMicro))
 	r.mu.Unlock()
 }
 func (r *recorder) Lead(shard int, epoch uint64) {
@@ -42,6 +51,7 @@ func (r *recorder) Fence() { r.event("fence") }
 func (r *recorder) event(e string) {
 	r.mu.Lock()
 	r.events = append(r.events, e)
+	fmt.Fprintf(&r.log, "%s event %s\n", time.Now().Format(time.StampMicro), e)
 	r.mu.Unlock()
 }
 
@@ -93,13 +103,20 @@ func startNodes(t *testing.T, e *etcdtest.Etcd, clusterName string, members []Me
 		cli := newClient(t, e)
 		rec := &recorder{}
 		n, err := Start(Config{Client: cli, Cluster: clusterName, NodeID: m.ID, Addr: m.Addr, TTL: ttl,
-			Apply: rec.apply, Replicator: rec})
+			Apply: rec.apply, Replicator: rec, Log: slog.New(slog.NewTextHandler(rec, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 		if err != nil {
 			t.Fatal(err)
 		}
 		tn := &testNode{m.ID, cli, n, rec}
 		nodes[m.ID] = tn
-		t.Cleanup(func() { tn.n.Close() })
+		t.Cleanup(func() {
+			tn.n.Close()
+			if t.Failed() {
+				rec.mu.Lock()
+				t.Logf("node %s:\n%s", tn.id, rec.log.String())
+				rec.mu.Unlock()
+			}
+		})
 	}
 	return nodes
 }
