@@ -27,8 +27,9 @@ Commands change the cluster's topology document by compare-and-swap:
   remove-node ID
         remove a member (not the last one of a shard that holds slots)
   move-slots FIRST-LAST --to SHARD
-        give the slots to SHARD (ownership flips at once; keys are not
-        streamed: the new owner starts them from a full bucket)
+        give the slots to SHARD: taken from their shard first, given once
+        every live node has seen that (keys are not streamed: the new
+        owner starts them from a full bucket)
   show  print the document, the live nodes and each shard's leader
 
 Flags of every command:
@@ -168,12 +169,14 @@ func CLI(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		if err != nil {
 			return bad("%v", err)
 		}
-		change = func(d *Doc) error {
-			if len(d.Shards[min(*to, len(d.Shards)-1)].Members) == 0 {
-				return fmt.Errorf("shard %d has no members", *to)
+		return withEtcd(*etcd, stderr, func(ctx context.Context, cli *clientv3.Client) error {
+			d, err := MoveSlots(ctx, cli, *name, first, last, *to)
+			if err != nil {
+				return err
 			}
-			return d.MoveSlots(first, last, *to)
-		}
+			stdout.Write(append(d.Marshal(), '\n'))
+			return nil
+		})
 	case "show":
 		if len(pos) != 0 {
 			return bad("usage: show")

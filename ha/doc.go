@@ -205,6 +205,14 @@ func (d *Doc) MoveSlots(first, last, to int) error {
 	if first < 0 || last >= cluster.SlotCount || first > last {
 		return fmt.Errorf("%w: slot range %d-%d", ErrBadCommand, first, last)
 	}
+	d.Unassign(first, last)
+	d.Shards[to].Slots = mergeRanges(append(d.Shards[to].Slots, cluster.SlotRange{First: first, Last: last}))
+	return d.Validate()
+}
+
+// Unassign takes the slots first..last from whichever shards hold them:
+// no node serves them (CLUSTERDOWN) until a shard is given them.
+func (d *Doc) Unassign(first, last int) {
 	for i := range d.Shards {
 		var keep []cluster.SlotRange
 		for _, r := range d.Shards[i].Slots {
@@ -221,8 +229,6 @@ func (d *Doc) MoveSlots(first, last, to int) error {
 		}
 		d.Shards[i].Slots = keep
 	}
-	d.Shards[to].Slots = mergeRanges(append(d.Shards[to].Slots, cluster.SlotRange{First: first, Last: last}))
-	return d.Validate()
 }
 
 // mergeRanges sorts ranges and joins adjacent ones.

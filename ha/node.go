@@ -191,6 +191,7 @@ func (r *roles) fence() {
 // view is what a node knows of etcd at one revision.
 type view struct {
 	doc     *Doc
+	docRev  int64             // the document's mod revision
 	leaders map[int]leaderKey // shard → its leader
 	rev     int64
 }
@@ -204,6 +205,12 @@ type leaderKey struct {
 type registration struct {
 	Addr     string `json:"addr"`
 	ReplAddr string `json:"repl_addr"`
+	TTLMs    int64  `json:"ttl_ms"`
+	// DocRev is the mod revision of the topology document this node
+	// routes by: `celld cluster move-slots` waits for every live node to
+	// report the document that takes the slots away from their old shard
+	// before it gives them to the new one.
+	DocRev int64 `json:"doc_rev"`
 }
 
 // session is one lease's life: grant, register, watch, campaign, keep the
@@ -249,11 +256,21 @@ func (n *Node) session(ctx context.Context, r *roles) error {
 		cli.Revoke(cctx, grant.ID)
 		cancel()
 	}()
-	reg, _ := json.Marshal(registration{Addr: cfg.Addr, ReplAddr: cfg.ReplAddr})
-	pctx, pcancel := context.WithTimeout(ctx, opTimeout)
-	_, err = cli.Put(pctx, nodeKey(cfg.Cluster, cfg.NodeID), string(reg), clientv3.WithLease(grant.ID))
-	pcancel()
-	if err != nil {
+	reported := int64(-1)
+	register := func(docRev int64) error {
+		if docRev == reported {
+			return nil
+		}
+		reg, _ := json.Marshal(registration{Addr: cfg.Addr, ReplAddr: cfg.ReplAddr, TTLMs: ttl.Milliseconds(), DocRev: docRev})
+		pctx, pcancel := context.WithTimeout(ctx, opTimeout)
+		_, err := cli.Put(pctx, nodeKey(cfg.Cluster, cfg.NodeID), string(reg), clientv3.WithLease(grant.ID))
+		pcancel()
+		if err == nil {
+			reported = docRev
+		}
+		return err
+	}
+	if err := register(0); err != nil {
 		return fmt.Errorf("register: %w", err)
 	}
 
@@ -423,6 +440,9 @@ func (n *Node) session(ctx context.Context, r *roles) error {
 			}
 			n.apply(topo)
 		}
+		if err := register(v.docRev); err != nil {
+			cfg.Log.Debug("ha: report the document applied", "err", err)
+		}
 	}
 }
 
@@ -443,7 +463,7 @@ func (n *Node) read(ctx context.Context) (*view, error) {
 			if err != nil {
 				return nil, err
 			}
-			v.doc = d
+			v.doc, v.docRev = d, kv.ModRevision
 		case strings.HasPrefix(k, lp):
 			shardStr, _, _ := strings.Cut(k[len(lp):], "/")
 			shard, err := strconv.Atoi(shardStr)

@@ -2,6 +2,7 @@ package ha
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -333,5 +334,47 @@ func TestLeaderFencesWhenEtcdStops(t *testing.T) {
 	nodes[leader].rec.mu.Unlock()
 	if !contains(evs, "fence") {
 		t.Errorf("leader's events %s: no fence", evs)
+	}
+}
+
+// TestMoveSlotsLive: move-slots on a running cluster takes the slots from
+// their shard, waits for every node to confirm, then gives them to the new
+// one: the new leader serves them, and at no instant did both leaders.
+func TestMoveSlotsLive(t *testing.T) {
+	e := etcdtest.Start(t)
+	ms := members("a", "b")
+	doc, _ := InitDoc(2, 0, ms)
+	cli := newClient(t, e)
+	if err := CreateDoc(context.Background(), cli, "t3", doc); err != nil {
+		t.Fatal(err)
+	}
+	nodes := startNodes(t, e, "t3", ms, 2*time.Second)
+	waitFor(t, "leaders", 15*time.Second, func() bool {
+		a, ok1 := leaderOf(nodes, 0, nil)
+		b, ok2 := leaderOf(nodes, 16383, nil)
+		return ok1 && ok2 && a == "a" && b == "b"
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	d, err := MoveSlots(ctx, cli, "t3", 0, 99, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("move-slots 0-99 took %v", time.Since(start))
+	if s := d.Shards[1].Slots; len(s) != 2 || s[0] != (cluster.SlotRange{First: 0, Last: 99}) {
+		t.Fatalf("document: %s", d.Marshal())
+	}
+	waitFor(t, "b serves slot 0", 5*time.Second, func() bool {
+		l, ok := leaderOf(nodes, 0, nil)
+		return ok && l == "b"
+	})
+	if l, ok := leaderOf(nodes, 100, nil); !ok || l != "a" {
+		t.Errorf("slot 100: %s %v", l, ok)
+	}
+	checkNoOverlap(t, nodes, 0)
+	checkNoOverlap(t, nodes, 99)
+	if _, err := MoveSlots(ctx, cli, "t3", 0, 99, 5); !errors.Is(err, ErrBadCommand) {
+		t.Errorf("move to shard 5: %v", err)
 	}
 }
