@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -187,5 +188,81 @@ func TestSetTopologyNeedsClusterMode(t *testing.T) {
 			}()
 			tc.s.SetTopology(tc.topo)
 		}()
+	}
+}
+
+// haLeaderFixture is newDispatchFixture in HA mode: this node leads every
+// slot, under a lease deadline an hour away (the leader's hot path: one
+// atomic load and one clock read per batch, one compare per command).
+func haLeaderFixture(tb testing.TB) (*Server, *client) {
+	s, c := newDispatchFixture(tb)
+	topo, err := cluster.New([]cluster.Node{{ID: cluster.DeriveID("x"), Host: "127.0.0.1", Port: 7000,
+		Slots: []cluster.SlotRange{{First: 0, Last: cluster.SlotCount - 1}}, Epoch: 1}}, 0, 1)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s.topo.Store(topo.WithDeadline(time.Now().Add(time.Hour)))
+	return s, c
+}
+
+// BenchmarkBatchThrottleHALeader is BenchmarkBatchThrottle on an HA leader:
+// the routing check and the per-batch deadline check included.
+func BenchmarkBatchThrottleHALeader(b *testing.B) {
+	s, c := haLeaderFixture(b)
+	const depth, nkeys = 16, 100_000
+	var pipes [][]byte
+	for p := 0; p < 64; p++ {
+		var buf []byte
+		for i := 0; i < depth; i++ {
+			key := fmt.Sprintf("ok:%012d", (p*depth+i)*7919%nkeys)
+			buf = fmt.Appendf(buf, "*5\r\n$11\r\nCL.THROTTLE\r\n$%d\r\n%s\r\n$2\r\n15\r\n$2\r\n30\r\n$2\r\n60\r\n", len(key), key)
+		}
+		pipes = append(pipes, buf)
+	}
+	for k := 0; k < nkeys; k++ { // fill the keyspace, as BenchmarkBatchThrottle does
+		c.out = c.out[:0]
+		s.dispatchLookup(c, bargs("CL.THROTTLE", fmt.Sprintf("ok:%012d", k), "15", "30", "60"))
+	}
+	st := &connState{hashes: make([]uint64, maxBatchCmds)}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i += depth {
+		st.buf = pipes[(i/depth)%len(pipes)]
+		st.start, st.end = 0, len(st.buf)
+		c.out = c.out[:0]
+		if err := st.parseBatch(); err != nil || len(st.cmds) != depth {
+			b.Fatalf("parsed %d commands, err %v", len(st.cmds), err)
+		}
+		s.store.Prefetch(st.keys, st.hashes[:len(st.keys)])
+		if _, ran, _ := s.runBatch(c, st); !ran {
+			b.Fatal("nothing ran")
+		}
+	}
+	b.StopTimer()
+	if c.out[0] != '*' {
+		b.Fatalf("reply %q (routed away?)", c.out)
+	}
+}
+
+// TestHALeaderRoutingAllocatesNothing: a batch on an HA leader (routing,
+// deadline check, CL.THROTTLE) allocates nothing.
+func TestHALeaderRoutingAllocatesNothing(t *testing.T) {
+	s, c := haLeaderFixture(t)
+	buf := []byte("*5\r\n$11\r\nCL.THROTTLE\r\n$3\r\nabc\r\n$2\r\n15\r\n$2\r\n30\r\n$2\r\n60\r\n")
+	st := &connState{hashes: make([]uint64, maxBatchCmds)}
+	run := func() {
+		st.buf, st.start, st.end = buf, 0, len(buf)
+		c.out = c.out[:0]
+		if err := st.parseBatch(); err != nil {
+			t.Fatal(err)
+		}
+		s.runBatch(c, st)
+	}
+	run()
+	if c.out[0] != '*' {
+		t.Fatalf("reply %q", c.out)
+	}
+	if n := testing.AllocsPerRun(2000, run); n != 0 {
+		t.Errorf("%v allocations per batch", n)
 	}
 }
