@@ -53,8 +53,11 @@ func recordClusterID(cfg *config.Config, topo *cluster.Topology, log *slog.Logge
 				"previous_id", prev, "id", me.ID, "announce", me.Addr())
 		}
 	}
-	r := me.Slots[0]
+	slots := "none yet (HA: from etcd)"
+	if len(me.Slots) > 0 {
+		slots = fmt.Sprintf("%d-%d", me.Slots[0].First, me.Slots[0].Last)
+	}
 	log.Info("cluster mode", "nodes", len(topo.Nodes()), "self", topo.SelfIndex(), "announce", me.Addr(), "id", me.ID,
-		"slots", fmt.Sprintf("%d-%d", r.First, r.Last))
+		"slots", slots)
 	return nil
 }

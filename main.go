@@ -31,6 +31,9 @@ func main() {
 }
 
 func run(args []string) int {
+	if code, ok := haSubcommand(args); ok { // main_ha.go: celld cluster ...
+		return code
+	}
 	// Signals are caught from the start: one that arrives during start-up
 	// or the restore ends the process cleanly (exit 0, like Redis while it
 	// loads) instead of by the default action (143, without a word).
@@ -62,7 +65,7 @@ func run(args []string) int {
 	// checked first: the cluster list (exit 2, like a bad flag), then the
 	// password and TLS files, then every port is bound, so that a port in
 	// use fails start-up before a restore that may take seconds.
-	topo, err := clusterTopology(cfg)
+	topo, err := clusterOrHATopology(cfg) // main_ha.go
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "celld:", err)
 		return 2
@@ -179,6 +182,15 @@ func run(args []string) int {
 		return 1
 	}
 	mx.attach(srv, p)
+	haNode, err := startHA(cfg, srv, log) // main_ha.go
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		closeListeners()
+		if p != nil {
+			p.Close()
+		}
+		return 1
+	}
 	if sc != nil {
 		sc.Start()
 		defer sc.Close()
@@ -206,6 +218,7 @@ func run(args []string) int {
 		code = 1
 	}
 	mx.shuttingDown()
+	stopHA(haNode) // fence and hand leadership over before draining
 	deadline := time.Now().Add(cfg.ShutdownGrace)
 	drainConnections(srv, deadline, cfg.ShutdownGrace, log)
 	if p != nil {

@@ -33,9 +33,14 @@ type Node struct {
 	Port int
 	// Slots are the node's slot ranges, ascending.
 	Slots []SlotRange
-	// Epoch is the node's config epoch (its position in the list, from 1),
-	// reported by CLUSTER NODES and CLUSTER INFO.
+	// Epoch is the node's config epoch (its position in the list, from 1,
+	// in a static topology; its shard leader's epoch under HA), reported by
+	// CLUSTER NODES and CLUSTER INFO.
 	Epoch int
+	// Role is primary (the zero value: every node of a static topology) or
+	// replica; a replica has no Slots and names its primary in MasterID.
+	Role     Role
+	MasterID string
 }
 
 // Addr is the node's announced address as Redis prints it in MOVED and
@@ -50,7 +55,12 @@ func (n *Node) Addr() string { return n.Host + ":" + strconv.Itoa(n.Port) }
 type Topology struct {
 	nodes []Node
 	self  int
-	owner []uint16 // slot → index into nodes
+	owner []uint16 // slot → index into nodes; unowned (replicas.go) when no node serves it
+	// route is the index routing compares owner with: self, or -1 when this
+	// node is fenced (replicas.go). master is the index of the primary this
+	// node replicates (-1 when it is none).
+	route, master int
+	ha            // replicas.go: epoch, fencing, deadline; zero in a static topology
 }
 
 // Static returns the topology of a fixed node list: node i of N owns the
@@ -67,7 +77,7 @@ func Static(addrs []string, self int) (*Topology, error) {
 	case self < 0 || self >= n:
 		return nil, ErrNoSelf
 	}
-	t := &Topology{nodes: make([]Node, n), self: self, owner: make([]uint16, SlotCount)}
+	t := &Topology{nodes: make([]Node, n), self: self, owner: make([]uint16, SlotCount), route: self, master: -1}
 	seen := make(map[string]bool, n)
 	for i, a := range addrs {
 		host, port, err := splitNodeAddr(a)
@@ -104,15 +114,28 @@ func (t *Topology) SelfIndex() int { return t.self }
 // Self is this node.
 func (t *Topology) Self() *Node { return &t.nodes[t.self] }
 
-// Owner returns the node that owns slot, which must be in [0, SlotCount).
-func (t *Topology) Owner(slot int) *Node { return &t.nodes[t.owner[slot]] }
+// Owner returns the node that owns slot, which must be in [0, SlotCount),
+// or nil when no node serves it (possible only under HA, while its shard
+// has no leader).
+func (t *Topology) Owner(slot int) *Node {
+	if o := t.owner[slot]; o != unowned {
+		return &t.nodes[o]
+	}
+	return nil
+}
 
-// Owns reports whether this node owns slot.
-func (t *Topology) Owns(slot int) bool { return int(t.owner[slot]) == t.self }
+// Owns reports whether this node serves slot (as its primary, and not
+// fenced). It is the routing check of every keyed command: one compare.
+func (t *Topology) Owns(slot int) bool { return int(t.owner[slot]) == t.route }
 
 // SlotsAssigned is the number of slots some node owns (all of them, in a
 // static topology).
-func (t *Topology) SlotsAssigned() int { return SlotCount }
+func (t *Topology) SlotsAssigned() int {
+	if t.assigned == 0 && !t.isHA {
+		return SlotCount
+	}
+	return t.assigned
+}
 
 // DeriveID returns the node id of the node announced at addr: the first 40
 // hex digits of SHA-1 over a fixed prefix and the address. Every node of a

@@ -275,8 +275,11 @@ func (c *Config) Validate() error {
 	if err := c.validateUpstream(); err != nil {
 		return err
 	}
-	if c.ClusterAnnounce != "" && c.ClusterNodes == "" {
-		return errors.New("--cluster-announce (env CELLD_CLUSTER_ANNOUNCE) needs --cluster-nodes (env CELLD_CLUSTER_NODES)")
+	if c.ClusterAnnounce != "" && c.ClusterNodes == "" && c.Etcd == "" {
+		return errors.New("--cluster-announce (env CELLD_CLUSTER_ANNOUNCE) needs --cluster-nodes (env CELLD_CLUSTER_NODES) or --etcd")
+	}
+	if err := c.validateHA(); err != nil {
+		return err
 	}
 	return nil
 }

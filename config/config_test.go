@@ -54,7 +54,7 @@ func TestDefaults(t *testing.T) {
 	want := Config{Addr: "127.0.0.1:6379", TLSPort: 0, MaxClients: 10000, MaxBulk: 512 << 10, MaxMultibulk: 1 << 20,
 		Dir: "./data", Persist: true, FlushInterval: 100 * time.Millisecond, Recover: "fail", FoldMinBytes: 32 << 20,
 		ProtectedMode: true, LogFormat: "text", LogLevel: "info", IOLoops: 1, BusyPoll: 50 * time.Microsecond,
-		ShutdownGrace: 10 * time.Second, MaxMemoryPolicy: "noeviction"}
+		ShutdownGrace: 10 * time.Second, MaxMemoryPolicy: "noeviction", HALeaseTTL: 2 * time.Second}
 	want.UpstreamFallback, want.UpstreamTimeout = "local", 250*time.Millisecond // sidecar mode
 	want.LimiterSeparator, want.MetricsMaxLimiters = ":", 100                   // docs/limiter-metrics.md
 	want.Databases = 16
@@ -94,6 +94,14 @@ func TestBadValuesNamed(t *testing.T) {
 		{nil, []string{"--addr", ""}, []string{"nothing to listen on"}},
 		{nil, []string{"--addr", "0.0.0.0:0"}, []string{"nothing to listen on"}},
 		{nil, []string{"--cluster-announce", "10.0.0.1:6379"}, []string{"--cluster-nodes"}},
+		{nil, []string{"--etcd", "http://e:2379"}, []string{"--etcd", "--cluster", "--node-id"}},
+		{nil, []string{"--etcd", "http://e:2379", "--cluster", "c"}, []string{"--node-id"}},
+		{nil, []string{"--node-id", "a"}, []string{"need --etcd"}},
+		{nil, []string{"--etcd", "http://e:2379", "--cluster", "c/d", "--node-id", "a"}, []string{"'/'"}},
+		{nil, []string{"--etcd", "http://e:2379", "--cluster", "c", "--node-id", "a", "--cluster-nodes", "h:1"}, []string{"exclude"}},
+		{nil, []string{"--etcd", "http://e:2379", "--cluster", "c", "--node-id", "a", "--ha-lease-ttl", "2500ms"}, []string{"whole seconds"}},
+		{nil, []string{"--etcd", "http://e:2379", "--cluster", "c", "--node-id", "a", "--ha-lease-ttl", "1s"}, []string{"--ha-lease-ttl"}},
+		{nil, []string{"--etcd", "http://e:2379", "--cluster", "c", "--node-id", "a", "--cluster-announce", "10.0.0.1:6379", "--ha-lease-ttl", "3s"}, nil},
 		{nil, []string{"--requirepass", "x"}, []string{"CELLD_REQUIREPASS", "--requirepass-file"}},
 		{nil, []string{"--no-such-flag"}, []string{"unknown flag --no-such-flag"}},
 		{nil, []string{"--addr"}, []string{"--addr needs a value", "CELLD_ADDR"}},

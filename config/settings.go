@@ -1,7 +1,10 @@
 package config
 
 import (
+	"errors"
+	"fmt"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -62,6 +65,12 @@ type Config struct {
 	ReplAddr      string        // this node's replication address; "" = client port + 10000
 	ReplicaAck    string        // "async" or "sync"
 	MaxReplicaLag time.Duration // async: refuse writes past this lag
+	// HA mode (docs/ha.md): leadership and topology in etcd.
+
+	Etcd       string        // etcd endpoints, comma-separated; "" = off
+	HACluster  string        // the cluster's name in etcd (/celld/<name>/...)
+	NodeID     string        // this node's id in the topology document
+	HALeaseTTL time.Duration // leadership lease TTL (whole seconds, 2..60); ReplAddr (above) is where replicas reach a leader
 
 	// Sidecar mode (docs/sidecar.md): forward keyed commands to their
 	// owner upstream.
@@ -233,7 +242,7 @@ var table = []setting{
 		Usage: "follow the leader whose replication address this is (implies --replication yes); '' = lead",
 		bind:  func(c *Config) value { return stringValue{p: &c.ReplicateFrom, m: "HOST:PORT", check: hostPort(true)} }},
 	{Name: "repl-addr", Group: Cluster, Default: "",
-		Usage: "where a leader accepts followers; '' = the client port + 10000 on --addr's host",
+		Usage: "where a leader accepts followers (HA mode: published in the topology document); '' = the client port + 10000 on --addr's host",
 		bind:  func(c *Config) value { return stringValue{p: &c.ReplAddr, m: "HOST:PORT", check: hostPort(true)} }},
 	{Name: "replica-ack", Group: Cluster, Default: "async",
 		Usage: "async: answer at once, refuse writes (-TRYAGAIN) while the oldest unacknowledged change is older than --max-replica-lag; sync: answer a batch of writes once a follower acknowledged it",
@@ -242,6 +251,20 @@ var table = []setting{
 		Usage: "oldest change a leader lets go unacknowledged before it refuses writes",
 		bind: func(c *Config) value {
 			return durationValue{p: &c.MaxReplicaLag, min: time.Millisecond, max: time.Minute}
+		}},
+	{Name: "etcd", Group: Cluster, Default: "",
+		Usage: "HA mode: etcd endpoints (URL[,URL]) holding the topology and the shards' leadership; needs --cluster and --node-id; '' = off (docs/ha.md)",
+		bind:  func(c *Config) value { return stringValue{p: &c.Etcd, m: "URL,..."} }},
+	{Name: "cluster", Group: Cluster, Default: "",
+		Usage: "HA mode: the cluster's name; its keys in etcd are under /celld/<name>/",
+		bind:  func(c *Config) value { return stringValue{p: &c.HACluster, m: "NAME"} }},
+	{Name: "node-id", Group: Cluster, Default: "",
+		Usage: "HA mode: this node's id in the topology document (celld cluster init/add-node)",
+		bind:  func(c *Config) value { return stringValue{p: &c.NodeID, m: "ID"} }},
+	{Name: "ha-lease-ttl", Group: Cluster, Default: "2s",
+		Usage: "HA mode: leadership lease TTL (whole seconds); a leader cut off from etcd stops answering before it ends, a new one is elected after it",
+		bind: func(c *Config) value {
+			return durationValue{p: &c.HALeaseTTL, min: 2 * time.Second, max: time.Minute}
 		}},
 	{Name: "upstream", Group: Cluster, Default: "",
 		Usage: "sidecar mode: forward every keyed command to its owner in this celld cluster or Redis (seed addresses, comma-separated; the topology comes from CLUSTER SLOTS of any of them); '' = off (docs/sidecar.md)",
@@ -317,4 +340,27 @@ var table = []setting{
 	{Name: "databases", Group: Tuning, Default: "16",
 		Usage: "number of databases (SELECT 0 to N-1), as Redis's; a database costs memory only once used; cluster mode serves database 0 only (docs/databases.md)",
 		bind:  func(c *Config) value { return intValue{p: &c.Databases, min: 1, max: 1 << 16} }},
+}
+
+// validateHA checks the HA mode's settings against each other.
+func (c *Config) validateHA() error {
+	if c.Etcd == "" {
+		if c.HACluster != "" || c.NodeID != "" || c.ReplAddr != "" {
+			return errors.New("--cluster, --node-id and --repl-addr (env CELLD_CLUSTER, CELLD_NODE_ID, CELLD_REPL_ADDR) need --etcd (env CELLD_ETCD)")
+		}
+		return nil
+	}
+	switch {
+	case c.HACluster == "" || c.NodeID == "":
+		return errors.New("--etcd (env CELLD_ETCD) needs --cluster and --node-id (env CELLD_CLUSTER, CELLD_NODE_ID)")
+	case strings.Contains(c.HACluster, "/") || strings.ContainsAny(c.NodeID, "/ \t\r\n"):
+		return errors.New("--cluster and --node-id may not contain '/' or spaces")
+	case c.ClusterNodes != "":
+		return errors.New("--etcd and --cluster-nodes exclude each other (HA or static cluster mode)")
+	case c.Upstream != "":
+		return errors.New("--etcd and --upstream exclude each other (a sidecar reaches an HA cluster through --upstream)")
+	case c.HALeaseTTL%time.Second != 0:
+		return fmt.Errorf("--ha-lease-ttl %v: whole seconds (etcd's leases are)", c.HALeaseTTL)
+	}
+	return nil
 }

@@ -23,6 +23,9 @@ type client struct {
 	hctx Ctx // a registered command's Ctx, reused: no allocation per call (handlerapi.go)
 
 	authed bool // AUTH done, or no password configured
+	// readonly: READONLY was sent (cluster mode): a replica serves this
+	// connection's reads of its primary's slots (cmd_cluster.go).
+	readonly bool
 	// unauthed is !authed for the output buffer's check (obuf.go), which
 	// may run on other goroutines (pushes).
 	unauthed atomic.Bool
@@ -143,6 +146,7 @@ func (c *client) reset() {
 	c.name = ""
 	c.db = 0
 	c.mu.Unlock()
+	c.readonly = false
 }
 
 func (c *client) discardMulti() {

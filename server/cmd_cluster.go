@@ -27,7 +27,17 @@ const (
 type clusterStats struct {
 	moved     atomic.Int64 // -MOVED replies sent
 	crossSlot atomic.Int64 // -CROSSSLOT replies sent
+	down      atomic.Int64 // -TRYAGAIN (fenced) and -CLUSTERDOWN (slot not served) replies sent
 }
+
+// Replies of a node that must not decide (HA mode): fenced, it still lists
+// the slot as its own but its lease is not confirmed; or no node serves
+// the slot while its shard elects a leader. Clients retry both (go-redis,
+// redis-py and ioredis treat TRYAGAIN and CLUSTERDOWN as retryable).
+const (
+	errFenced      = "TRYAGAIN this node's leadership of the slot is not confirmed (fenced); retry"
+	errSlotUnowned = "CLUSTERDOWN Hash slot not served"
+)
 
 // movableKeys reports whether name is an EVAL-style command whose keys are
 // "numkeys key ..." from args[2] rather than fixed positions; a scripting
@@ -89,8 +99,11 @@ func foldKeySlot(cmd *command, args [][]byte, slot int) (int, bool) {
 // command flags the transaction (EXEC then answers EXECABORT); EXEC itself
 // checks the keys of every queued command together, and when they span
 // slots or belong elsewhere it discards the transaction (and its WATCHes)
-// and answers the error instead.
-func (s *Server) clusterRoute(c *client, cmd *command, args [][]byte) bool {
+// and answers the error instead. Under HA (topo has replicas), a replica
+// serves a read-only command of a READONLY connection for its primary's
+// slots; a fenced node answers -TRYAGAIN for its own slots, and a slot
+// without a leader answers -CLUSTERDOWN.
+func (s *Server) clusterRoute(c *client, topo *cluster.Topology, cmd *command, args [][]byte) bool {
 	slot, ok := -1, true
 	isExec := cmd.name == "exec"
 	switch {
@@ -110,8 +123,10 @@ func (s *Server) clusterRoute(c *client, cmd *command, args [][]byte) bool {
 	default:
 		slot, ok = foldKeySlot(cmd, args, -1)
 	}
-	topo := s.cfg.Cluster
 	if ok && (slot < 0 || topo.Owns(slot)) {
+		return true
+	}
+	if ok && c.readonly && !isExec && topo.ServesReplica(slot) && has(cmd.flags, "readonly") {
 		return true
 	}
 	if isExec {
@@ -125,8 +140,18 @@ func (s *Server) clusterRoute(c *client, cmd *command, args [][]byte) bool {
 		c.out = appendError(c.out, errCrossSlot)
 		return false
 	}
-	s.clusterStats.moved.Add(1)
-	c.out = appendError(c.out, "MOVED "+strconv.Itoa(slot)+" "+topo.Owner(slot).Addr())
+	owner := topo.Owner(slot)
+	switch {
+	case topo.FencedSlot(slot):
+		s.clusterStats.down.Add(1)
+		c.out = appendError(c.out, errFenced)
+	case owner == nil:
+		s.clusterStats.down.Add(1)
+		c.out = appendError(c.out, errSlotUnowned)
+	default:
+		s.clusterStats.moved.Add(1)
+		c.out = appendError(c.out, "MOVED "+strconv.Itoa(slot)+" "+owner.Addr())
+	}
 	return false
 }
 
@@ -134,7 +159,7 @@ func (s *Server) clusterRoute(c *client, cmd *command, args [][]byte) bool {
 // a topology it answers Redis's "cluster support disabled".
 func clusterOnly(fn cmdFunc) cmdFunc {
 	return func(s *Server, c *client, args [][]byte) {
-		if s.cfg.Cluster == nil {
+		if !s.clusterOn() {
 			c.out = appendError(c.out, errClusterDisabled)
 			return
 		}
@@ -144,9 +169,22 @@ func clusterOnly(fn cmdFunc) cmdFunc {
 
 func cmdCluster(s *Server, c *client, args [][]byte) { s.subcommand(c, commands["cluster"], args) }
 
-// cmdClusterOK is READONLY, READWRITE and ASKING: every node is a master
-// and no slot is ever migrating, so they change nothing and answer OK.
+// cmdClusterOK is ASKING: no slot is ever migrating, so it changes nothing
+// and answers OK.
 func cmdClusterOK(s *Server, c *client, _ [][]byte) { c.out = append(c.out, replyOK...) }
+
+// cmdReadonly (READONLY) lets this connection read from a replica: under
+// HA, a replica then serves read-only commands on its primary's slots.
+func cmdReadonly(s *Server, c *client, _ [][]byte) {
+	c.readonly = true
+	c.out = append(c.out, replyOK...)
+}
+
+// cmdReadwrite (READWRITE) ends READONLY.
+func cmdReadwrite(s *Server, c *client, _ [][]byte) {
+	c.readonly = false
+	c.out = append(c.out, replyOK...)
+}
 
 // clusterEntry is one slot range and its node, for CLUSTER SLOTS.
 type clusterEntry struct {
@@ -156,9 +194,11 @@ type clusterEntry struct {
 
 // cmdClusterSlots answers CLUSTER SLOTS: one entry per slot range, in slot
 // order: start, end, then the master as [host, port, id, {}] (the empty
-// map is the "additional networking metadata" of Redis 7).
+// map is the "additional networking metadata" of Redis 7), then each of its
+// replicas the same way. Unowned ranges are left out, as in Redis.
 func cmdClusterSlots(s *Server, c *client, _ [][]byte) {
-	nodes := s.cfg.Cluster.Nodes()
+	topo := s.topo.Load()
+	nodes := topo.Nodes()
 	var entries []clusterEntry
 	for i := range nodes {
 		for _, r := range nodes[i].Slots {
@@ -168,60 +208,83 @@ func cmdClusterSlots(s *Server, c *client, _ [][]byte) {
 	sort.Slice(entries, func(i, j int) bool { return entries[i].r.First < entries[j].r.First })
 	b := appendArray(c.out, len(entries))
 	for _, e := range entries {
-		b = appendArray(b, 3)
+		replicas := topo.Replicas(e.n.ID)
+		b = appendArray(b, 3+len(replicas))
 		b = appendInt(b, int64(e.r.First))
 		b = appendInt(b, int64(e.r.Last))
-		b = appendArray(b, 4)
-		b = appendBulkString(b, e.n.Host)
-		b = appendInt(b, int64(e.n.Port))
-		b = appendBulkString(b, e.n.ID)
-		b = c.appendMap(b, 0)
+		for _, n := range append([]*cluster.Node{e.n}, replicas...) {
+			b = appendArray(b, 4)
+			b = appendBulkString(b, n.Host)
+			b = appendInt(b, int64(n.Port))
+			b = appendBulkString(b, n.ID)
+			b = c.appendMap(b, 0)
+		}
 	}
 	c.out = b
 }
 
-// cmdClusterShards answers CLUSTER SHARDS: one shard per node, each a map
-// of its slot ranges (flat start/end pairs) and its one node (a master).
+// cmdClusterShards answers CLUSTER SHARDS: one shard per master, each a
+// map of its slot ranges (flat start/end pairs) and its nodes: the master,
+// then its replicas.
 func cmdClusterShards(s *Server, c *client, _ [][]byte) {
-	nodes := s.cfg.Cluster.Nodes()
-	b := appendArray(c.out, len(nodes))
+	topo := s.topo.Load()
+	nodes := topo.Nodes()
+	masters := 0
 	for i := range nodes {
-		n := &nodes[i]
+		if nodes[i].Role == cluster.RolePrimary {
+			masters++
+		}
+	}
+	b := appendArray(c.out, masters)
+	for i := range nodes {
+		m := &nodes[i]
+		if m.Role != cluster.RolePrimary {
+			continue
+		}
 		b = c.appendMap(b, 2)
 		b = appendBulkString(b, "slots")
-		b = appendArray(b, 2*len(n.Slots))
-		for _, r := range n.Slots {
+		b = appendArray(b, 2*len(m.Slots))
+		for _, r := range m.Slots {
 			b = appendInt(b, int64(r.First))
 			b = appendInt(b, int64(r.Last))
 		}
 		b = appendBulkString(b, "nodes")
-		b = appendArray(b, 1)
-		hostname := net.ParseIP(n.Host) == nil // announced by name: say so, as Redis 7.2 does
-		fields := 7
-		if hostname {
-			fields = 8
+		members := append([]*cluster.Node{m}, topo.Replicas(m.ID)...)
+		b = appendArray(b, len(members))
+		for _, n := range members {
+			b = c.appendShardNode(b, n)
 		}
-		b = c.appendMap(b, fields)
-		b = appendBulkString(b, "id")
-		b = appendBulkString(b, n.ID)
-		b = appendBulkString(b, "port")
-		b = appendInt(b, int64(n.Port))
-		b = appendBulkString(b, "ip")
-		b = appendBulkString(b, n.Host)
-		b = appendBulkString(b, "endpoint")
-		b = appendBulkString(b, n.Host)
-		if hostname {
-			b = appendBulkString(b, "hostname")
-			b = appendBulkString(b, n.Host)
-		}
-		b = appendBulkString(b, "role")
-		b = appendBulkString(b, "master")
-		b = appendBulkString(b, "replication-offset")
-		b = appendInt(b, 0)
-		b = appendBulkString(b, "health")
-		b = appendBulkString(b, "online")
 	}
 	c.out = b
+}
+
+// appendShardNode is one node's map in CLUSTER SHARDS.
+func (c *client) appendShardNode(b []byte, n *cluster.Node) []byte {
+	hostname := net.ParseIP(n.Host) == nil // announced by name: say so, as Redis 7.2 does
+	fields := 7
+	if hostname {
+		fields = 8
+	}
+	b = c.appendMap(b, fields)
+	b = appendBulkString(b, "id")
+	b = appendBulkString(b, n.ID)
+	b = appendBulkString(b, "port")
+	b = appendInt(b, int64(n.Port))
+	b = appendBulkString(b, "ip")
+	b = appendBulkString(b, n.Host)
+	b = appendBulkString(b, "endpoint")
+	b = appendBulkString(b, n.Host)
+	if hostname {
+		b = appendBulkString(b, "hostname")
+		b = appendBulkString(b, n.Host)
+	}
+	b = appendBulkString(b, "role")
+	b = appendBulkString(b, n.Role.String())
+	b = appendBulkString(b, "replication-offset")
+	b = appendInt(b, 0)
+	b = appendBulkString(b, "health")
+	b = appendBulkString(b, "online")
+	return b
 }
 
 // clusterNodesText is CLUSTER NODES: one line per node, "<id>
@@ -229,14 +292,19 @@ func cmdClusterShards(s *Server, c *client, _ [][]byte) {
 // <config-epoch> <link-state> <slot ranges>", each ending in "\n". celld
 // has no cluster bus, so the bus port is 0 and the ping/pong times are 0.
 func (s *Server) clusterNodesText() string {
-	topo := s.cfg.Cluster
+	topo := s.topo.Load()
 	var b strings.Builder
 	for i, n := range topo.Nodes() {
 		b.WriteString(n.ID + " " + n.Addr() + "@0 ")
 		if i == topo.SelfIndex() {
 			b.WriteString("myself,")
 		}
-		b.WriteString("master - 0 0 " + strconv.Itoa(n.Epoch) + " connected")
+		if n.Role == cluster.RoleReplica {
+			b.WriteString("slave " + n.MasterID)
+		} else {
+			b.WriteString("master -")
+		}
+		b.WriteString(" 0 0 " + strconv.Itoa(n.Epoch) + " connected")
 		for _, r := range n.Slots {
 			b.WriteString(" " + strconv.Itoa(r.First))
 			if r.Last != r.First {
@@ -253,27 +321,33 @@ func cmdClusterNodes(s *Server, c *client, _ [][]byte) {
 }
 
 // cmdClusterInfo answers CLUSTER INFO with Redis 7's fields. A static
-// topology always covers every slot, so the state is always ok.
+// topology always covers every slot, so the state is always ok; under HA
+// the state is fail while some slot has no leader or this node is fenced,
+// and the epochs are the leaders' (etcd revisions).
 func cmdClusterInfo(s *Server, c *client, _ [][]byte) {
-	topo := s.cfg.Cluster
+	topo := s.topo.Load()
 	nodes := topo.Nodes()
-	size, epoch := 0, 0
+	size := 0
 	for _, n := range nodes {
 		if len(n.Slots) > 0 {
 			size++
 		}
-		epoch = max(epoch, n.Epoch)
+	}
+	epoch := strconv.FormatUint(topo.Epoch(), 10)
+	state := "ok"
+	if topo.SlotsAssigned() < cluster.SlotCount || topo.Fenced() {
+		state = "fail"
 	}
 	assigned := strconv.Itoa(topo.SlotsAssigned())
 	lines := []string{
-		"cluster_state:ok",
+		"cluster_state:" + state,
 		"cluster_slots_assigned:" + assigned,
 		"cluster_slots_ok:" + assigned,
 		"cluster_slots_pfail:0",
 		"cluster_slots_fail:0",
 		"cluster_known_nodes:" + strconv.Itoa(len(nodes)),
 		"cluster_size:" + strconv.Itoa(size),
-		"cluster_current_epoch:" + strconv.Itoa(epoch),
+		"cluster_current_epoch:" + epoch,
 		"cluster_my_epoch:" + strconv.Itoa(topo.Self().Epoch),
 		"cluster_stats_messages_sent:0",
 		"cluster_stats_messages_received:0",
@@ -283,7 +357,7 @@ func cmdClusterInfo(s *Server, c *client, _ [][]byte) {
 }
 
 func cmdClusterMyID(s *Server, c *client, _ [][]byte) {
-	c.out = appendBulkString(c.out, s.cfg.Cluster.Self().ID)
+	c.out = appendBulkString(c.out, s.topo.Load().Self().ID)
 }
 
 func cmdClusterKeySlot(s *Server, c *client, args [][]byte) {
@@ -368,19 +442,32 @@ func cmdClusterHelp(s *Server, c *client, _ [][]byte) {
 // infoCluster is INFO's Cluster section: Redis's cluster_enabled, then
 // celld's routing counters when cluster mode is on.
 func (s *Server) infoCluster() []string {
-	if s.cfg.Cluster == nil {
+	topo := s.topo.Load()
+	if topo == nil {
 		return []string{"cluster_enabled:0"}
 	}
-	return []string{
+	lines := []string{
 		"cluster_enabled:1",
 		"cluster_redirects:" + strconv.FormatInt(s.clusterStats.moved.Load(), 10),
 		"cluster_crossslot_errors:" + strconv.FormatInt(s.clusterStats.crossSlot.Load(), 10),
 	}
+	if topo.HA() {
+		fenced := "0"
+		if topo.Fenced() {
+			fenced = "1"
+		}
+		lines = append(lines,
+			"cluster_epoch:"+strconv.FormatUint(topo.Epoch(), 10),
+			"cluster_role:"+topo.Self().Role.String(),
+			"cluster_fenced:"+fenced,
+			"cluster_down_replies:"+strconv.FormatInt(s.clusterStats.down.Load(), 10))
+	}
+	return lines
 }
 
 // redisMode is INFO's redis_mode and HELLO's mode.
 func (s *Server) redisMode() string {
-	if s.cfg.Cluster != nil {
+	if s.clusterOn() {
 		return "cluster"
 	}
 	return "standalone"
@@ -396,7 +483,7 @@ func (s *Server) redisMode() string {
 // "script: <sha>, on @user_script:<line>." suffix). The EVAL itself has
 // already been routed by its declared keys in dispatch.
 func (s *Server) clusterScriptCheck(cmd *command, args [][]byte, scriptSlot *int, allowCrossSlot bool) string {
-	topo := s.cfg.Cluster
+	topo := s.topo.Load()
 	if topo == nil {
 		return ""
 	}

@@ -71,6 +71,7 @@ func TestClusterScriptCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &Server{cfg: Config{Cluster: topo}}
+	s.topo.Store(topo)
 	var local []string
 	remote := ""
 	for i := 0; len(local) < 2 || remote == ""; i++ {
@@ -121,6 +122,7 @@ func TestClusterShardsHostname(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &Server{cfg: Config{Cluster: topo}}
+	s.topo.Store(topo)
 	c := &client{srv: s, resp3: true}
 	cmdClusterShards(s, c, nil)
 	out := string(c.out)

@@ -129,7 +129,7 @@ func (h *scriptHost) Call(args [][]byte, flags script.CallFlags) (reply []byte) 
 	case flags&script.ReadOnly != 0 && has(cmd.flags, "write"):
 		return h.refuse(cmd, replyScriptRO)
 	}
-	if h.s.cfg.Cluster != nil {
+	if h.s.clusterOn() {
 		// Each command's keys must be served here and share one slot. (The
 		// engine has no per-run hook yet, so keys of different commands of
 		// one script are not checked against each other.)

@@ -351,6 +351,7 @@ func (s *Server) runBatch(c *client, st *connState) (r pumpResult, ran, stop boo
 		return s.forwardBatch(c, st) // forward.go: sidecar mode
 	}
 	defer s.releaseIso(c)
+	s.checkTopologyDeadline() // topology.go: a leader past its lease deadline fences first
 	for _, cmd := range st.cmds {
 		if c.closed {
 			break

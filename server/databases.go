@@ -55,7 +55,7 @@ func cmdSelect(s *Server, c *client, args [][]byte) {
 	if !ok {
 		return
 	}
-	if s.cfg.Cluster != nil && n != 0 {
+	if s.clusterOn() && n != 0 {
 		c.out = appendError(c.out, errSelectClust)
 		return
 	}
@@ -77,7 +77,7 @@ func cmdSelect(s *Server, c *client, args [][]byte) {
 
 func cmdSwapDB(s *Server, c *client, args [][]byte) {
 	x := &Ctx{s: s, c: c, args: args}
-	if s.cfg.Cluster != nil {
+	if s.clusterOn() {
 		x.Error("ERR SWAPDB is not allowed in cluster mode")
 		return
 	}
@@ -121,7 +121,7 @@ func (s *Server) liveIn(d int, key string, nowMs int64) bool {
 
 func cmdMove(s *Server, c *client, args [][]byte) {
 	x := &Ctx{s: s, c: c, args: args}
-	if s.cfg.Cluster != nil {
+	if s.clusterOn() {
 		x.Error("ERR MOVE is not allowed in cluster mode")
 		return
 	}

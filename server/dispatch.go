@@ -116,7 +116,7 @@ func (s *Server) dispatch(c *client, cmd *command, args [][]byte) {
 	}
 	// Cluster mode: MOVED/CROSSSLOT before the command runs or is queued,
 	// as Redis's processCommand does; standalone pays this one nil check.
-	if s.cfg.Cluster != nil && !s.clusterRoute(c, cmd, args) {
+	if t := s.topo.Load(); t != nil && !s.clusterRoute(c, t, cmd, args) {
 		return
 	}
 	if c.inMulti && cmd.meta.noMulti {

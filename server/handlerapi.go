@@ -163,7 +163,7 @@ func (x *Ctx) Database(n int64) (*store.Store, bool) {
 }
 
 // Cluster reports whether the server runs in Redis Cluster mode.
-func (x *Ctx) Cluster() bool { return x.s.cfg.Cluster != nil }
+func (x *Ctx) Cluster() bool { return x.s.clusterOn() }
 
 // TouchWatched marks the clients that WATCH key in database db as having
 // seen it change, for a command that writes a key of another database

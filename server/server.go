@@ -76,7 +76,8 @@ type Config struct {
 	// Cluster, when set, turns on Redis Cluster mode: commands whose keys
 	// hash to another node's slots answer -MOVED, multi-key commands across
 	// slots -CROSSSLOT, and CLUSTER SLOTS/SHARDS/NODES/... describe it.
-	// nil (the default) is a standalone server.
+	// nil (the default) is a standalone server. Server.SetTopology replaces
+	// it at runtime (the HA mode).
 	Cluster *cluster.Topology
 	// ScriptTimeLimit stops a Lua script (EVAL, EVALSHA) that runs longer
 	// with "ERR script timed out after <limit>", so that no script holds
@@ -215,6 +216,9 @@ type Server struct {
 	stats stats
 
 	clusterStats clusterStats // MOVED/CROSSSLOT counters (cmd_cluster.go)
+	// topo is the cluster topology (Config.Cluster, swapped by SetTopology:
+	// topology.go); nil in standalone mode, never nil again once set.
+	topo atomic.Pointer[cluster.Topology]
 
 	scripts    scripting    // Lua script cache and states (cmd_script.go)
 	scriptErrs scriptErrLog // errors of commands scripts called (scripterr.go)
@@ -256,6 +260,7 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 		clients:  make(map[int64]*client),
 		sweepCtl: make(chan struct{}),
 	}
+	s.topo.Store(cfg.Cluster) // nil: standalone
 	s.watch.init()
 	s.ext.init() // serverext.go
 	s.dec = newDecisionTable(cfg.LimiterSeparator, cfg.MetricsMaxLimiters)

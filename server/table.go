@@ -125,9 +125,9 @@ func init() {
 		{name: "cluster", arity: -2, acl: "slow", group: "cluster", since: "3.0.0",
 			summary: "A container for Redis Cluster commands.", run: cmdCluster},
 		{name: "readonly", arity: 1, flags: "loading stale fast", acl: "fast connection", group: "cluster", since: "3.0.0",
-			summary: "Enables read-only queries for a connection to a Redis Cluster replica node.", run: clusterOnly(cmdClusterOK)},
+			summary: "Enables read-only queries for a connection to a Redis Cluster replica node.", run: clusterOnly(cmdReadonly)},
 		{name: "readwrite", arity: 1, flags: "loading stale fast", acl: "fast connection", group: "cluster", since: "3.0.0",
-			summary: "Enables read-write queries for a connection to a Reids Cluster replica node.", run: clusterOnly(cmdClusterOK)}, // sic: Redis 7.2's text
+			summary: "Enables read-write queries for a connection to a Reids Cluster replica node.", run: clusterOnly(cmdReadwrite)}, // sic: Redis 7.2's text
 		{name: "asking", arity: 1, flags: "fast", acl: "fast connection", group: "cluster", since: "3.0.0",
 			summary: "Signals that a cluster client is following an -ASK redirect.", run: clusterOnly(cmdClusterOK)},
 	}

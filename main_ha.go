@@ -1,0 +1,91 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/celld/celld/cluster"
+	"github.com/celld/celld/config"
+	"github.com/celld/celld/ha"
+	"github.com/celld/celld/server"
+)
+
+// HA mode (--etcd, docs/ha.md): the topology and the shards' leadership
+// live in etcd; package ha turns them into the topology the server routes
+// by (server.SetTopology). `celld cluster ...` changes the document.
+
+// haSubcommand runs `celld cluster ...` (the topology tool) when args start
+// with "cluster"; ok is false otherwise and main parses flags as usual.
+func haSubcommand(args []string) (code int, ok bool) {
+	if len(args) == 0 || args[0] != "cluster" {
+		return 0, false
+	}
+	return ha.CLI(args[1:], os.Stdout, os.Stderr, os.Getenv), true
+}
+
+// newReplicator is what ha tells of role changes. Until the replication
+// stream is merged it keeps each node's data as it is (a new leader starts
+// from what it holds).
+var newReplicator = func(cfg *config.Config, srv *server.Server, log *slog.Logger) ha.Replicator {
+	return ha.NopReplicator{}
+}
+
+// haAnnounce is this node's announced client address in HA mode.
+func haAnnounce(cfg *config.Config) string {
+	if cfg.ClusterAnnounce != "" {
+		return cfg.ClusterAnnounce
+	}
+	return cfg.Addr
+}
+
+// clusterOrHATopology is clusterTopology, or in HA mode the bootstrap
+// topology (this node alone, serving nothing until etcd has been heard).
+func clusterOrHATopology(cfg *config.Config) (*cluster.Topology, error) {
+	if cfg.Etcd == "" {
+		return clusterTopology(cfg)
+	}
+	switch {
+	case cfg.ClusterNodes != "":
+		return nil, errors.New("--etcd and --cluster-nodes exclude each other (HA or static cluster mode)")
+	case cfg.HACluster == "" || cfg.NodeID == "":
+		return nil, errors.New("--etcd needs --cluster and --node-id (env CELLD_CLUSTER, CELLD_NODE_ID)")
+	}
+	topo, err := ha.Bootstrap(cfg.NodeID, haAnnounce(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("--etcd: %w (set --cluster-announce to a dialable host:port)", err)
+	}
+	return topo, nil
+}
+
+// startHA connects to etcd and starts this node's registration, campaign
+// and topology watch (nil, nil when HA is off).
+func startHA(cfg *config.Config, srv *server.Server, log *slog.Logger) (*ha.Node, error) {
+	if cfg.Etcd == "" {
+		return nil, nil
+	}
+	cli, err := ha.NewClient(cfg.Etcd)
+	if err != nil {
+		return nil, fmt.Errorf("--etcd: %w", err)
+	}
+	n, err := ha.Start(ha.Config{
+		Client: cli, Cluster: cfg.HACluster, NodeID: cfg.NodeID,
+		Addr: haAnnounce(cfg), ReplAddr: cfg.ReplAddr, TTL: cfg.HALeaseTTL,
+		Apply: srv.SetTopology, Replicator: newReplicator(cfg, srv, log), Log: log,
+	})
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
+	log.Info("HA mode", "etcd", cfg.Etcd, "cluster", cfg.HACluster, "node_id", cfg.NodeID, "lease_ttl", cfg.HALeaseTTL)
+	return n, nil
+}
+
+// stopHA fences this node and hands its leadership over (resign, revoke)
+// before the server drains, so clients move to the new leader at once.
+func stopHA(n *ha.Node) {
+	if n != nil {
+		n.Close()
+	}
+}
