@@ -25,10 +25,14 @@ func haSubcommand(args []string) (code int, ok bool) {
 	return ha.CLI(args[1:], os.Stdout, os.Stderr, os.Getenv), true
 }
 
-// newReplicator is what ha tells of role changes. Until the replication
-// stream is merged it keeps each node's data as it is (a new leader starts
-// from what it holds).
-var newReplicator = func(cfg *config.Config, srv *server.Server, log *slog.Logger) ha.Replicator {
+// newReplicator is what ha tells of role changes: the node's replication
+// (main_repl.go's newReplication built it, with no role, for --etcd), so a
+// new leader streams to its replicas and a replica follows its leader.
+func newReplicator(cfg *config.Config, srv *server.Server, log *slog.Logger) ha.Replicator {
+	if n := replNode.Load(); n != nil {
+		return n
+	}
+	log.Warn("HA mode without replication: a new leader decides from its own state")
 	return ha.NopReplicator{}
 }
 

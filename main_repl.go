@@ -45,6 +45,14 @@ func replAddr(cfg *config.Config) (string, error) {
 // the static role. nil, nil when replication is off. Call it after the
 // restore: leading starts the effect log from the restored state.
 func newReplication(cfg *config.Config, st *store.Store, srvCfg *server.Config, log *slog.Logger) (*repl.Node, error) {
+	if cfg.Etcd != "" {
+		if cfg.Replication || cfg.ReplicateFrom != "" {
+			return nil, fmt.Errorf("--replication and --replicate-from are static roles; with --etcd the elections give each node its role")
+		}
+		// HA mode: no role until the elections give one (main_ha.go's
+		// newReplicator hands this node to them).
+		return newReplNode(cfg, st, srvCfg, log)
+	}
 	if !cfg.Replication && cfg.ReplicateFrom == "" {
 		return nil, nil
 	}
