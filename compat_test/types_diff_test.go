@@ -1,30 +1,13 @@
 package compat_test
 
 import (
-	"strings"
+	"fmt"
 	"testing"
+
+	"github.com/celld/celld/cluster"
 
 	_ "github.com/celld/celld/data" // hashes, lists, sorted sets
 )
-
-// typesKeySpecsPending are the hash, list and sorted-set commands (and
-// MEMORY) whose COMMAND INFO key specs are not yet Redis's: server.Command
-// derives one key spec from FirstKey/LastKey and the write flag, while
-// Redis gives e.g. HDEL "RW delete", LMOVE two specs and ZUNIONSTORE a
-// keynum spec. TestRedisDiffCommandInfo leaves them out until
-// server.Command can carry Redis's key specs (issue 24, not done).
-var typesKeySpecsPending = func() map[string]bool {
-	m := map[string]bool{"memory": true}
-	for _, n := range strings.Fields(`hset hsetnx hmset hget hmget hgetall hkeys hvals hdel hexists hlen hstrlen
-		hincrby hincrbyfloat hrandfield hscan lpush rpush lpushx rpushx lpop rpop lrange lindex llen ltrim lrem
-		lset linsert lpos lmove rpoplpush lmpop zadd zincrby zrem zcard zscore zmscore zcount zlexcount zrank
-		zrevrank zrange zrevrange zrangebyscore zrevrangebyscore zrangebylex zrevrangebylex zremrangebyscore
-		zremrangebyrank zremrangebylex zpopmin zpopmax zmpop zrandmember zscan zunion zinter zdiff zunionstore
-		zinterstore zdiffstore zintercard zrangestore`) {
-		m[n] = true
-	}
-	return m
-}()
 
 // TestTypesDiff runs the hash, list and sorted-set commands side by side
 // against redis-server and requires identical replies, RESP2 then RESP3.
@@ -88,4 +71,41 @@ func TestTypesScanTypeDiff(t *testing.T) {
 		steps = append(steps, dstep{cmd: []string{"SCAN", "0", "COUNT", "1000", "TYPE", typ}})
 	}
 	diffRun(t, steps)
+}
+
+// Cluster mode routes the commands that take numkeys (ZUNIONSTORE, ZUNION,
+// LMPOP, ...) by every key they name, destination included, as Redis
+// Cluster does through their key specs: keys of two slots are CROSSSLOT,
+// keys of one hash tag are served.
+func TestClusterKeynumCrossSlot(t *testing.T) {
+	nodes := startClusterNodes(t, 3)
+	var local []string
+	for i := 0; len(local) < 2; i++ {
+		k := fmt.Sprintf("k%d", i)
+		if clusterOwner(k, 3) == 0 && (len(local) == 0 || cluster.KeySlotString(k) != cluster.KeySlotString(local[0])) {
+			local = append(local, k)
+		}
+	}
+	tag := ""
+	for i := 0; tag == ""; i++ {
+		if k := fmt.Sprintf("{t%d}", i); clusterOwner(k, 3) == 0 {
+			tag = k
+		}
+	}
+	a, b := local[0], local[1]
+	const crossslot = "-CROSSSLOT Keys in request don't hash to the same slot\r\n"
+	rc := dialRaw(t, nodes[0])
+	runRaw(t, rc, []rawStep{
+		{resp("ZUNIONSTORE", a, "1", b), crossslot},
+		{resp("ZUNIONSTORE", a, "2", a, b), crossslot},
+		{resp("ZINTER", "2", a, b), crossslot},
+		{resp("ZINTERCARD", "2", a, b), crossslot},
+		{resp("LMPOP", "2", a, b, "LEFT"), crossslot},
+		{resp("ZMPOP", "2", a, b, "MIN"), crossslot},
+		{resp("ZADD", tag+"x", "1", "m"), ":1\r\n"},
+		{resp("ZUNIONSTORE", tag+"d", "2", tag+"x", tag+"y"), ":1\r\n"},
+		{resp("ZUNION", "2", tag+"x", tag+"d", "WITHSCORES"), "*2\r\n$1\r\nm\r\n$1\r\n2\r\n"},
+		{resp("RPUSH", tag+"l", "v"), ":1\r\n"},
+		{resp("LMPOP", "2", tag+"e", tag+"l", "LEFT"), "*2\r\n$" + fmt.Sprint(len(tag+"l")) + "\r\n" + tag + "l\r\n*1\r\n$1\r\nv\r\n"},
+	})
 }

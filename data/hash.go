@@ -18,7 +18,7 @@ import (
 
 func init() {
 	const g, s = "hash", "2.0.0"
-	server.Register(
+	register(
 		server.Command{Name: "hset", Arity: -4, Flags: "write denyoom fast", FirstKey: 1, LastKey: 1, Step: 1, ACL: "write hash fast", Group: g, Since: s, Summary: "Creates or modifies the value of a field in a hash.", Run: hsetCmd},
 		server.Command{Name: "hmset", Arity: -4, Flags: "write denyoom fast", FirstKey: 1, LastKey: 1, Step: 1, ACL: "write hash fast", Group: g, Since: s, Summary: "Sets the values of multiple fields.", Run: hsetCmd},
 		server.Command{Name: "hsetnx", Arity: 4, Flags: "write denyoom fast", FirstKey: 1, LastKey: 1, Step: 1, ACL: "write hash fast", Group: g, Since: s, Summary: "Sets the value of a field in a hash only when the field doesn't exist.", Run: hsetnxCmd},

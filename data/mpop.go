@@ -12,7 +12,7 @@ import (
 // LMPOP and ZMPOP (the non-blocking multi-key pops) and ZRANDMEMBER.
 
 func init() {
-	server.Register(
+	register(
 		server.Command{Name: "lmpop", Arity: -4, Flags: "write movablekeys", FirstKey: 2, LastKey: 2, Step: 1, ACL: "write list slow", Group: "list", Since: "7.0.0",
 			Summary: "Returns multiple elements from a list after removing them. Deletes the list if the last element was popped.", Run: func(x *server.Ctx) { mpopCmd(x, false) }},
 		server.Command{Name: "zmpop", Arity: -4, Flags: "write movablekeys", FirstKey: 2, LastKey: 2, Step: 1, ACL: "write sortedset slow", Group: "sorted-set", Since: "7.0.0",

@@ -24,7 +24,7 @@ func init() {
 	c := func(name string, arity int, flags, acl, since, summary string, run server.Handler) server.Command {
 		return server.Command{Name: name, Arity: arity, Flags: flags, FirstKey: 1, LastKey: 1, Step: 1, ACL: acl, Group: g, Since: since, Summary: summary, Run: run}
 	}
-	server.Register(
+	register(
 		c("zadd", -4, "write denyoom fast", "write sortedset fast", "1.2.0", "Adds one or more members to a sorted set, or updates their scores. Creates the key if it doesn't exist.", zaddCmd),
 		c("zincrby", 4, "write denyoom fast", "write sortedset fast", "1.2.0", "Increments the score of a member in a sorted set.", zincrbyCmd),
 		c("zrem", -3, "write fast", "write sortedset fast", "1.2.0", "Removes one or more members from a sorted set. Deletes the sorted set if all members were removed.", zremCmd),
