@@ -300,3 +300,57 @@ func FuzzDecodeImages(f *testing.F) {
 		DecodeZSet(b)
 	})
 }
+
+// A clone has the original's content and Size and shares no state with
+// it: changing either leaves the other as it was.
+func TestCloneIndependent(t *testing.T) {
+	h, l, z := NewHash(), NewList(), NewZSet()
+	for i := range 300 {
+		s := strconv.Itoa(i)
+		h.Set("f"+s, "v"+s)
+		l.PushBack("e" + s)
+		if i%3 == 0 {
+			l.PopFront() // a wrapped ring
+		}
+		z.Set("m"+s, float64(i%17))
+	}
+	type obj interface {
+		AppendImage([]byte) []byte
+		Size() int64
+		Len() int
+	}
+	pairs := []struct {
+		orig, clone obj
+		mutate      func()
+	}{
+		{h, h.Clone(), func() { h.Set("f1", "changed"); h.Delete("f2"); h.Set("new", "x") }},
+		{l, l.Clone(), func() { l.SetAt(0, "changed"); l.PushFront("new"); l.PopBack() }},
+		{z, z.Clone(), func() { z.Set("m1", 99); z.Remove("m2"); z.Set("new", -1) }},
+	}
+	for i, p := range pairs {
+		before := string(p.orig.AppendImage(nil))
+		if got := string(p.clone.AppendImage(nil)); got != before || p.clone.Size() != p.orig.Size() || p.clone.Len() != p.orig.Len() {
+			t.Fatalf("pair %d: clone differs: size %d vs %d, len %d vs %d", i, p.clone.Size(), p.orig.Size(), p.clone.Len(), p.orig.Len())
+		}
+		p.mutate()
+		if string(p.orig.AppendImage(nil)) == before {
+			t.Fatalf("pair %d: the mutation changed nothing", i)
+		}
+		if got := string(p.clone.AppendImage(nil)); got != before {
+			t.Fatalf("pair %d: changing the original changed the clone", i)
+		}
+	}
+	// the clones are full structures: they take writes of their own
+	hc, zc := h.Clone(), z.Clone()
+	hc.Set("only-in-clone", "1")
+	zc.Set("only-in-clone", 1)
+	if _, ok := h.Get("only-in-clone"); ok {
+		t.Fatal("a write to the hash clone reached the original")
+	}
+	if _, ok := z.Score("only-in-clone"); ok {
+		t.Fatal("a write to the zset clone reached the original")
+	}
+	if r, ok := zc.Rank("only-in-clone"); !ok || r < 0 {
+		t.Fatal("the zset clone's skiplist does not rank a new member")
+	}
+}

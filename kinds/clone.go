@@ -1,0 +1,45 @@
+package kinds
+
+import "maps"
+
+// Deep copies (COPY of a hash, list or sorted set). Each returns an
+// independent structure with the same content and Size; the element
+// strings are shared, which is safe because Go strings are immutable.
+// O(elements). Duplicate is the same copy typed any, the shape the store's
+// Duplicator interface asks for (this package does not import the store).
+
+// Clone returns a copy of h.
+func (h *Hash) Clone() *Hash {
+	return &Hash{idx: maps.Clone(h.idx), items: append([]HashField(nil), h.items...), size: h.size}
+}
+
+// Clone returns a copy of l.
+func (l *List) Clone() *List {
+	c := &List{n: l.n, size: l.size}
+	if l.n > 0 {
+		c.buf = make([]string, max(8, l.n))
+		l.copyTo(c.buf)
+	}
+	return c
+}
+
+// Clone returns a copy of z, its skiplist built afresh in order.
+func (z *ZSet) Clone() *ZSet {
+	c := NewZSet()
+	c.dict = make(map[string]float64, z.n)
+	z.Each(func(member string, score float64) bool {
+		c.insert(score, member)
+		return true
+	})
+	c.size = z.size
+	return c
+}
+
+// Duplicate is Clone typed any.
+func (h *Hash) Duplicate() any { return h.Clone() }
+
+// Duplicate is Clone typed any.
+func (l *List) Duplicate() any { return l.Clone() }
+
+// Duplicate is Clone typed any.
+func (z *ZSet) Duplicate() any { return z.Clone() }
