@@ -3,19 +3,26 @@ package kinds
 import "maps"
 
 // Deep copies (COPY of a hash, list or sorted set). Each returns an
-// independent structure with the same content and Size; the element
+// independent structure with the same content (a compact one without
+// the original's slack, so its Size may be smaller); the element
 // strings are shared, which is safe because Go strings are immutable.
 // O(elements). Duplicate is the same copy typed any, the shape the store's
 // Duplicator interface asks for (this package does not import the store).
 
 // Clone returns a copy of h.
 func (h *Hash) Clone() *Hash {
-	return &Hash{idx: maps.Clone(h.idx), items: append([]HashField(nil), h.items...), size: h.size}
+	if h.compact() {
+		return &Hash{lp: append([]byte(nil), h.lp...), n: h.n}
+	}
+	return &Hash{hashFull: &hashFull{idx: maps.Clone(h.idx), items: append([]HashField(nil), h.items...), size: h.size}}
 }
 
 // Clone returns a copy of l.
 func (l *List) Clone() *List {
-	c := &List{n: l.n, size: l.size}
+	if l.compact() {
+		return &List{lp: append([]byte(nil), l.lp...), n: l.n}
+	}
+	c := &List{listRing: &listRing{size: l.size}, n: l.n}
 	if l.n > 0 {
 		c.buf = make([]string, max(8, l.n))
 		l.copyTo(c.buf)

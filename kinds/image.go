@@ -63,11 +63,12 @@ func (r *reader) count(min int) int {
 
 // AppendImage appends h's image to b.
 func (h *Hash) AppendImage(b []byte) []byte {
-	b = binary.AppendUvarint(b, uint64(len(h.items)))
-	for _, f := range h.items {
-		b = appendStr(b, f.Field)
-		b = appendStr(b, f.Value)
-	}
+	b = binary.AppendUvarint(b, uint64(h.Len()))
+	h.Each(func(f, v string) bool {
+		b = appendStr(b, f)
+		b = appendStr(b, v)
+		return true
+	})
 	return b
 }
 

@@ -6,12 +6,24 @@ package kinds
 // is O(n), as in Redis's quicklist. The buffer shrinks when it is less than
 // a quarter full.
 //
+// A small list is kept compact (compact.go): its items in one []byte,
+// until one is longer than CompactMaxValue or they take more than
+// CompactMaxBytes; walks with At in either direction then cost O(1) a
+// step, a random index O(n).
+//
 // The zero value is an empty list, ready to use. Not safe for concurrent
 // use.
 type List struct {
+	*listRing        // nil while compact
+	n         int    // items, in either form
+	lp        []byte // the compact form's items
+	cur       cursor
+}
+
+// listRing is a List's full form, a ring buffer.
+type listRing struct {
 	buf  []string
 	head int
-	n    int
 	size int64
 }
 
@@ -20,13 +32,18 @@ type List struct {
 const listItemCost = 24
 
 // NewList returns an empty list.
-func NewList() *List { return &List{size: 48} }
+func NewList() *List { return &List{} }
 
 // Len is the number of items.
 func (l *List) Len() int { return l.n }
 
 // Size is the list's approximate heap footprint in bytes.
-func (l *List) Size() int64 { return l.size }
+func (l *List) Size() int64 {
+	if l.compact() {
+		return l.compactSize()
+	}
+	return l.size
+}
 
 func (l *List) pos(i int) int {
 	p := l.head + i
@@ -68,6 +85,13 @@ func (l *List) shrink() {
 
 // PushFront adds s at the head (LPUSH).
 func (l *List) PushFront(s string) {
+	if l.compact() {
+		if l.fits(s, 0) {
+			l.lpInsert(0, s)
+			return
+		}
+		l.toFull()
+	}
 	l.grow()
 	l.head--
 	if l.head < 0 {
@@ -80,6 +104,13 @@ func (l *List) PushFront(s string) {
 
 // PushBack adds s at the tail (RPUSH).
 func (l *List) PushBack(s string) {
+	if l.compact() {
+		if l.fits(s, 0) {
+			l.lpInsert(len(l.lp), s)
+			return
+		}
+		l.toFull()
+	}
 	l.grow()
 	l.buf[l.pos(l.n)] = s
 	l.n++
@@ -88,6 +119,9 @@ func (l *List) PushBack(s string) {
 
 // PopFront removes and returns the head (the list must not be empty).
 func (l *List) PopFront() string {
+	if l.compact() {
+		return l.lpRemove(0)
+	}
 	s := l.buf[l.head]
 	l.buf[l.head] = ""
 	l.head = l.pos(1)
@@ -99,6 +133,9 @@ func (l *List) PopFront() string {
 
 // PopBack removes and returns the tail (the list must not be empty).
 func (l *List) PopBack() string {
+	if l.compact() {
+		return l.lpRemove(len(l.lp) - 2 - int(l.lp[len(l.lp)-1]))
+	}
 	p := l.pos(l.n - 1)
 	s := l.buf[p]
 	l.buf[p] = ""
@@ -108,11 +145,28 @@ func (l *List) PopBack() string {
 	return s
 }
 
-// At returns item i (0 ≤ i < Len).
-func (l *List) At(i int) string { return l.buf[l.pos(i)] }
+// At returns item i (0 ≤ i < Len); while compact, valid until l's next
+// write.
+func (l *List) At(i int) string {
+	if l.compact() {
+		return l.lpItem(l.offset(i))
+	}
+	return l.buf[l.pos(i)]
+}
 
 // SetAt replaces item i (0 ≤ i < Len).
 func (l *List) SetAt(i int, s string) {
+	if l.compact() {
+		off := l.offset(i)
+		if old := int(l.lp[off]); l.fits(s, old+2) {
+			l.cur = cursor{}
+			l.lp[off] = byte(len(s))
+			l.lp = splice(l.lp, off+1, off+1+old, s) // the trailing length byte moves along
+			l.lp[off+1+len(s)] = byte(len(s))
+			return
+		}
+		l.toFull()
+	}
 	p := l.pos(i)
 	l.size += int64(len(s)) - int64(len(l.buf[p]))
 	l.buf[p] = s
@@ -120,6 +174,13 @@ func (l *List) SetAt(i int, s string) {
 
 // InsertAt inserts s before item i (0 ≤ i ≤ Len): O(n).
 func (l *List) InsertAt(i int, s string) {
+	if l.compact() {
+		if l.fits(s, 0) {
+			l.lpInsert(l.offset(i), s)
+			return
+		}
+		l.toFull()
+	}
 	if i == 0 {
 		l.PushFront(s)
 		return
@@ -139,6 +200,23 @@ func (l *List) InsertAt(i int, s string) {
 // Filter keeps the items for which keep returns true, in order, and
 // returns how many it removed: O(n). (LREM, LTRIM's core.)
 func (l *List) Filter(keep func(i int, s string) bool) int {
+	if l.compact() {
+		out := make([]byte, 0, len(l.lp))
+		w := 0
+		for i, off := 0, 0; i < l.n; i++ {
+			n := int(l.lp[off])
+			if keep(i, l.lpItem(off)) {
+				out = append(out, l.lp[off:off+n+2]...)
+				w++
+			}
+			off += n + 2
+		}
+		removed := l.n - w
+		if removed > 0 {
+			l.lp, l.n, l.cur = fit(out), w, cursor{}
+		}
+		return removed
+	}
 	w := 0
 	for r := 0; r < l.n; r++ {
 		s := l.buf[l.pos(r)]
@@ -161,6 +239,12 @@ func (l *List) Filter(keep func(i int, s string) bool) int {
 // Trim keeps items start..stop (inclusive, 0 ≤ start ≤ stop < Len) and
 // drops the rest: O(dropped).
 func (l *List) Trim(start, stop int) {
+	if l.compact() {
+		from, to := l.offset(start), l.offset(stop+1)
+		l.lp = fit(append(l.lp[:0], l.lp[from:to]...))
+		l.n, l.cur = stop-start+1, cursor{}
+		return
+	}
 	for j := stop + 1; j < l.n; j++ {
 		p := l.pos(j)
 		l.size -= listItemCost + int64(len(l.buf[p]))
@@ -177,4 +261,4 @@ func (l *List) Trim(start, stop int) {
 }
 
 // Clear empties the list.
-func (l *List) Clear() { *l = List{size: 48} }
+func (l *List) Clear() { *l = List{} }
