@@ -3,6 +3,7 @@ package data
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 
 	"github.com/celld/celld/kinds"
 	"github.com/celld/celld/server"
@@ -81,7 +82,11 @@ func mpopCmd(x *server.Ctx, zset bool) {
 			} else {
 				z := o.(*kinds.ZSet)
 				var out []kinds.Element
-				z.RangeByRank(0, k-1, !first, func(m string, s float64) bool { out = append(out, kinds.Element{Member: m, Score: s}); return true })
+				// cloned: a compact set's members point into bytes Remove rewrites
+				z.RangeByRank(0, k-1, !first, func(m string, s float64) bool {
+					out = append(out, kinds.Element{Member: strings.Clone(m), Score: s})
+					return true
+				})
 				for _, e := range out {
 					z.Remove(e.Member)
 				}

@@ -415,6 +415,9 @@ func zrangeGeneric(x *server.Ctx, k int, mode int, rev bool, storeTo bool) {
 		if limit >= 0 && int64(len(out)) >= limit {
 			return false
 		}
+		if storeTo { // stored after the source's lock is released
+			m = strings.Clone(m) // a compact set's members point into its bytes
+		}
 		out = append(out, kinds.Element{Member: m, Score: s})
 		return true
 	}
@@ -572,10 +575,17 @@ func zpopCmd(x *server.Ctx, max bool) {
 		}
 		out = make([]kinds.Element, 0, n)
 		if max {
-			z.RangeByRank(0, n-1, true, func(m string, s float64) bool { out = append(out, kinds.Element{Member: m, Score: s}); return true })
+			z.RangeByRank(0, n-1, true, func(m string, s float64) bool {
+				out = append(out, kinds.Element{Member: strings.Clone(m), Score: s})
+				return true
+			})
 		} else {
-			z.RangeByRank(0, n-1, false, func(m string, s float64) bool { out = append(out, kinds.Element{Member: m, Score: s}); return true })
+			z.RangeByRank(0, n-1, false, func(m string, s float64) bool {
+				out = append(out, kinds.Element{Member: strings.Clone(m), Score: s})
+				return true
+			})
 		}
+		// (cloned: a compact set's members point into bytes Remove rewrites)
 		for _, e := range out {
 			z.Remove(e.Member)
 		}

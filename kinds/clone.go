@@ -32,7 +32,10 @@ func (l *List) Clone() *List {
 
 // Clone returns a copy of z, its skiplist built afresh in order.
 func (z *ZSet) Clone() *ZSet {
-	c := NewZSet()
+	if z.compact() {
+		return &ZSet{lp: append([]byte(nil), z.lp...), n: z.n}
+	}
+	c := &ZSet{zFull: newZFull()}
 	c.dict = make(map[string]float64, z.n)
 	z.Each(func(member string, score float64) bool {
 		c.insert(score, member)

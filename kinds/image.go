@@ -114,10 +114,11 @@ func DecodeList(img []byte) (*List, error) {
 // AppendImage appends z's image to b.
 func (z *ZSet) AppendImage(b []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(z.n))
-	for x := z.head.lv[0].next; x != nil; x = x.lv[0].next {
-		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x.score))
-		b = appendStr(b, x.member)
-	}
+	z.Each(func(m string, s float64) bool {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(s))
+		b = appendStr(b, m)
+		return true
+	})
 	return b
 }
 

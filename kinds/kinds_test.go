@@ -28,13 +28,32 @@ func modelSorted(m map[string]float64) []Element {
 	return out
 }
 
+// TestZSetAgainstModel runs random operations on a ZSet and a map side by
+// side: a set of up to 300 members (it leaves the compact form), one of
+// up to 100 (it stays compact), one meeting a member past
+// CompactMaxValue; ranges by score and rank, both ways, with offsets, and
+// removals of ranges are checked against the sorted model.
 func TestZSetAgainstModel(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		universe int
+		long     bool
+		wantFull bool
+	}{{"grows", 300, false, true}, {"compact", 100, false, false}, {"long member", 100, true, true}} {
+		t.Run(tc.name, func(t *testing.T) { zsetAgainstModel(t, tc.universe, tc.long, tc.wantFull) })
+	}
+}
+
+func zsetAgainstModel(t *testing.T, universe int, long, wantFull bool) {
 	r := rand.New(rand.NewPCG(1, 2))
 	z := NewZSet()
 	m := map[string]float64{}
 	for step := 0; step < 20000; step++ {
-		member := "m" + strconv.Itoa(r.IntN(300))
-		switch r.IntN(4) {
+		member := "m" + strconv.Itoa(r.IntN(universe))
+		if long && r.IntN(500) == 0 {
+			member += strings.Repeat("x", CompactMaxValue)
+		}
+		switch r.IntN(6) {
 		case 0, 1:
 			s := float64(r.IntN(50))
 			if r.IntN(20) == 0 {
@@ -69,6 +88,52 @@ func TestZSetAgainstModel(t *testing.T) {
 			slices.Reverse(rev)
 			if !slices.Equal(rev, want) {
 				t.Fatalf("step %d: rev range", step)
+			}
+			if off := r.IntN(5); off < len(want) {
+				var got []Element
+				z.RangeByScore(sr, false, off, func(m string, s float64) bool { got = append(got, Element{m, s}); return len(got) < 3 })
+				if w := want[off:min(off+3, len(want))]; !slices.Equal(got, w) {
+					t.Fatalf("step %d: range offset %d: got %v want %v", step, off, got, w)
+				}
+				got = nil
+				z.RangeByScore(sr, true, off, func(m string, s float64) bool { got = append(got, Element{m, s}); return true })
+				slices.Reverse(got)
+				if w := want[:len(want)-off]; !slices.Equal(got, w) {
+					t.Fatalf("step %d: rev range offset %d", step, off)
+				}
+			}
+		case 4:
+			if r.IntN(10) == 0 {
+				lo := float64(r.IntN(50))
+				sr := ScoreRange{Min: lo, Max: lo + float64(r.IntN(3)), MinEx: r.IntN(2) == 0}
+				var gone []string
+				n := z.RemoveRangeByScore(sr, func(m string) { gone = append(gone, m) })
+				var want []string
+				for _, e := range modelSorted(m) {
+					if sr.aboveMin(e.Score) && sr.belowMax(e.Score) {
+						want = append(want, e.Member)
+						delete(m, e.Member)
+					}
+				}
+				if n != len(want) || !slices.Equal(gone, want) {
+					t.Fatalf("step %d: RemoveRangeByScore %+v removed %v want %v", step, sr, gone, want)
+				}
+			}
+		case 5:
+			if r.IntN(10) == 0 && len(m) > 0 {
+				sorted := modelSorted(m)
+				a := r.IntN(len(sorted))
+				b := a + r.IntN(3)
+				var gone []string
+				n := z.RemoveRangeByRank(a, b, func(m string) { gone = append(gone, m) })
+				var want []string
+				for _, e := range sorted[a:min(b+1, len(sorted))] {
+					want = append(want, e.Member)
+					delete(m, e.Member)
+				}
+				if n != len(want) || !slices.Equal(gone, want) {
+					t.Fatalf("step %d: RemoveRangeByRank %d %d removed %v want %v", step, a, b, gone, want)
+				}
 			}
 		}
 		if z.Len() != len(m) {
@@ -105,16 +170,41 @@ func TestZSetAgainstModel(t *testing.T) {
 	for k := range m {
 		want += zElemCost + int64(len(k))
 	}
+	if z.compact() {
+		want = zsetCompactBase + int64(cap(z.lp))
+		for _, e := range modelSorted(m) {
+			if sc, ok := z.Score(e.Member); !ok || sc != e.Score {
+				t.Fatalf("Score(%s) = %v %v", e.Member, sc, ok)
+			}
+		}
+	}
 	if z.Size() != want {
 		t.Fatalf("size %d want %d", z.Size(), want)
+	}
+	if z.compact() == wantFull {
+		t.Fatalf("compact at the end: %v", z.compact())
+	}
+	img := z.AppendImage(nil)
+	back, err := DecodeZSet(img)
+	if err != nil || string(back.AppendImage(nil)) != string(img) || string(z.Clone().AppendImage(nil)) != string(img) {
+		t.Fatalf("image or clone does not round-trip: %v", err)
 	}
 }
 
 func TestZSetLex(t *testing.T) {
-	z := NewZSet()
-	for _, m := range []string{"a", "b", "c", "d", "e"} {
-		z.Set(m, 0)
+	for _, full := range []bool{false, true} {
+		z := NewZSet()
+		for _, m := range []string{"a", "b", "c", "d", "e"} {
+			z.Set(m, 0)
+		}
+		if full {
+			z.toFull()
+		}
+		zsetLex(t, z)
 	}
+}
+
+func zsetLex(t *testing.T, z *ZSet) {
 	cases := []struct {
 		min, max string
 		want     string
@@ -128,6 +218,16 @@ func TestZSetLex(t *testing.T) {
 		z.RangeByLex(LexRange{mn, mx}, false, 0, func(m string, _ float64) bool { got += m; return true })
 		if got != c.want || z.CountByLex(LexRange{mn, mx}) != len(c.want) {
 			t.Errorf("%s %s: got %q want %q", c.min, c.max, got, c.want)
+		}
+		rev := ""
+		z.RangeByLex(LexRange{mn, mx}, true, 0, func(m string, _ float64) bool { rev = m + rev; return true })
+		if rev != c.want {
+			t.Errorf("%s %s rev: got %q want %q", c.min, c.max, rev, c.want)
+		}
+		cl := z.Clone()
+		gone := ""
+		if n := cl.RemoveRangeByLex(LexRange{mn, mx}, func(m string) { gone += m }); n != len(c.want) || gone != c.want || cl.Len() != 5-n {
+			t.Errorf("%s %s: RemoveRangeByLex removed %q", c.min, c.max, gone)
 		}
 	}
 	if _, ok := ParseLexBound([]byte("x")); ok {
