@@ -101,12 +101,13 @@ func (h *Hash) lpEntry(off int) (f, v string, next int) {
 
 // lpFind returns the offset of field's entry, or -1.
 func (h *Hash) lpFind(field string) int {
-	for off := 0; off < len(h.lp); {
-		f, _, next := h.lpEntry(off)
-		if f == field {
+	lp := h.lp
+	for off := 0; off < len(lp); {
+		fl := int(lp[off])
+		if fl == len(field) && string(lp[off+1:off+1+fl]) == field {
 			return off
 		}
-		off = next
+		off += 2 + fl + int(lp[off+1+fl])
 	}
 	return -1
 }
@@ -194,6 +195,11 @@ func (l *List) compactSize() int64 { return listCompactBase + int64(cap(l.lp)) }
 // offset returns the byte offset of item i (0 ≤ i ≤ n; n gives the end),
 // walking from the nearest of the start, the cursor and the end.
 func (l *List) offset(i int) int {
+	if c := l.cur; int(c.i) == i-1 && i <= l.n { // the next item of a walk up
+		off := int(c.off) + 2 + int(l.lp[c.off])
+		l.cur = cursor{int32(i), int32(off)}
+		return off
+	}
 	type mark struct{ i, off int }
 	best := mark{0, 0}
 	if i > l.n-i {

@@ -33,12 +33,13 @@ func (z *ZSet) zPrev(off int) int { return off - int(z.lp[off-1]) - 10 }
 
 // zFind returns the offset of member's element, or -1.
 func (z *ZSet) zFind(member string) int {
-	for off := 0; off < len(z.lp); {
-		m, _, next := z.zEntry(off)
-		if m == member {
+	lp := z.lp
+	for off := 0; off < len(lp); {
+		n := int(lp[off])
+		if n == len(member) && string(lp[off+1:off+1+n]) == member {
 			return off
 		}
-		off = next
+		off += n + 10
 	}
 	return -1
 }
