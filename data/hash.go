@@ -395,9 +395,15 @@ func hrandfieldCmd(x *server.Ctx) {
 			if c > kinds.MaxElements {
 				c = kinds.MaxElements // the reply is bounded like any value
 			}
+			// The fields once, in order (O(n) on a compact hash, whose
+			// random At is O(n)), then c picks: O(n + c), as Redis.
+			all := make([]kinds.HashField, n)
+			for i := range all {
+				all[i] = h.At(i)
+			}
 			x.Array(size(int(c)))
 			for i := int64(0); i < c; i++ {
-				emit(h.At(rand.IntN(n)))
+				emit(all[rand.IntN(n)])
 			}
 			return
 		}
