@@ -109,3 +109,41 @@ func TestClusterKeynumCrossSlot(t *testing.T) {
 		{resp("LMPOP", "2", tag+"e", tag+"l", "LEFT"), "*2\r\n$" + fmt.Sprint(len(tag+"l")) + "\r\n" + tag + "l\r\n*1\r\n$1\r\nv\r\n"},
 	})
 }
+
+// COPY of hashes, lists and sorted sets, small (compact) and large, within
+// a database, to another (DB n) and over an existing key (REPLACE), then
+// changes to the source that the copy must not see: the same replies as
+// redis-server's, RESP2 then RESP3.
+func TestCopyObjectsDiff(t *testing.T) {
+	big := func(cmd, key string, n int, pair bool) dstep {
+		args := []string{cmd, key}
+		for i := range n {
+			if pair {
+				args = append(args, fmt.Sprint(i), fmt.Sprint("v", i))
+			} else {
+				args = append(args, fmt.Sprint("e", i))
+			}
+		}
+		return dstep{cmd: args}
+	}
+	steps := []dstep{
+		d("HSET h a 1 b 2"), d("RPUSH l x y z"), d("ZADD z 1 a 2 b 3 c"),
+		big("HSET", "bh", 300, true), big("RPUSH", "bl", 3000, false), big("ZADD", "bz", 300, true),
+		d("SET s str"), d("EXPIRE h 1000"),
+	}
+	for _, k := range []string{"h", "l", "z", "bh", "bl", "bz"} {
+		steps = append(steps, d("COPY "+k+" "+k+"2"), d("COPY "+k+" "+k+"2"), d("COPY "+k+" s"), d("COPY "+k+" s REPLACE"),
+			d("TYPE s"), d("COPY "+k+" "+k+"3 DB 1"), d("COPY "+k+" "+k+" DB 0"))
+	}
+	steps = append(steps,
+		d("TTL h2"), d("HSET h a changed c 3"), d("HGETALL h2"), d("HGETALL h"), d("HLEN bh2"), d("HDEL bh 1 2 3"), d("HLEN bh2"), d("HGET bh2 7"),
+		d("LPUSH l new"), d("LRANGE l2 0 -1"), d("LSET bl 0 changed"), d("LINDEX bl2 0"), d("LLEN bl2"),
+		d("ZADD z 9 a"), d("ZRANGE z2 0 -1 WITHSCORES"), d("ZREM bz v1 v2"), d("ZCARD bz2"), d("ZRANGE bz2 0 4 WITHSCORES"),
+		d("SELECT 1"), d("HGETALL h3"), d("LRANGE l3 0 -1"), d("ZRANGE z3 0 -1 WITHSCORES"), d("HLEN bh3"), d("LLEN bl3"), d("ZCARD bz3"),
+		d("FLUSHDB"), d("SELECT 0"), d("DEL h2 l2 z2 bh2 bl2 bz2 s"), d("EXISTS h2 l2 z2 bh2 bl2 bz2"),
+	)
+	all := append([]dstep{}, steps...)
+	all = append(all, d("FLUSHALL"), dstep{cmd: []string{"HELLO", "3"}, norm: func(string) string { return "" }})
+	all = append(all, steps...)
+	diffRun(t, all)
+}
