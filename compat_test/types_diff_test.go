@@ -2,6 +2,7 @@ package compat_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/celld/celld/cluster"
@@ -146,4 +147,79 @@ func TestCopyObjectsDiff(t *testing.T) {
 	all = append(all, d("FLUSHALL"), dstep{cmd: []string{"HELLO", "3"}, norm: func(string) string { return "" }})
 	all = append(all, steps...)
 	diffRun(t, all)
+}
+
+// WATCH sees the key LMPOP and ZMPOP pop from, whichever of their keys it
+// is (their keys are found by their keynum key spec), and not the keys of
+// a ZUNIONSTORE's sources, which it only reads: as redis-server, side by
+// side.
+func TestWatchKeynumCommands(t *testing.T) {
+	ref := startRedis(t)
+	ts := startServer(t)
+	for _, c := range []struct {
+		setup, watched, write string
+		aborted               bool
+	}{
+		{"RPUSH b v", "b", "LMPOP 2 a b LEFT", true},
+		{"ZADD b 1 m", "b", "ZMPOP 2 a b MIN", true},
+		{"ZADD s 1 m", "s", "ZUNIONSTORE d 1 s", false},
+		{"ZADD s 1 m", "d", "ZUNIONSTORE d 1 s", true},
+	} {
+		for _, pair := range []struct {
+			name string
+			a, b *rawConn
+		}{{"celld", dialRaw(t, ts), dialRaw(t, ts)}, {"redis", ref.dial(t), ref.dial(t)}} {
+			a, b := pair.a, pair.b
+			a.exchange(t, "FLUSHALL")
+			a.exchange(t, strings.Fields(c.setup)...)
+			a.exchange(t, "WATCH", c.watched)
+			a.exchange(t, "MULTI")
+			a.exchange(t, "PING")
+			b.exchange(t, strings.Fields(c.write)...)
+			got := a.exchange(t, "EXEC")
+			if aborted := got == "*-1\r\n" || got == "_\r\n"; aborted != c.aborted {
+				t.Errorf("%s: WATCH %s, then %s: EXEC answered %q, want aborted=%v", pair.name, c.watched, c.write, got, c.aborted)
+			}
+		}
+	}
+}
+
+// Client-side caching: a client tracking the second key of LMPOP (or
+// ZMPOP) is told when that key is popped from, and one tracking the
+// sources of ZUNIONSTORE is told nothing (they are only read), while its
+// destination is invalidated: keys found by the keynum key spec, as
+// redis-server does.
+func TestTrackingKeynumCommands(t *testing.T) {
+	ts := startServer(t)
+	a, b := dialRaw(t, ts), dialRaw(t, ts)
+	a.exchange(t, "HELLO", "3")
+	a.exchange(t, "CLIENT", "TRACKING", "ON")
+	b.exchange(t, "RPUSH", "lb", "v1", "v2")
+	b.exchange(t, "ZADD", "zb", "1", "m1", "2", "m2")
+	a.exchange(t, "LRANGE", "lb", "0", "-1")
+	a.exchange(t, "ZRANGE", "zb", "0", "-1")
+	b.exchange(t, "LMPOP", "2", "la", "lb", "LEFT")
+	if got := a.exchange(t, "PING"); got != push("lb") {
+		t.Fatalf("after LMPOP from lb: %q, want its invalidation", got)
+	}
+	if got := readValue(t, a); got != "+PONG\r\n" {
+		t.Fatalf("after the push: %q", got)
+	}
+	b.exchange(t, "ZMPOP", "2", "za", "zb", "MIN")
+	if got := a.exchange(t, "PING"); got != push("zb") {
+		t.Fatalf("after ZMPOP from zb: %q, want its invalidation", got)
+	}
+	if got := readValue(t, a); got != "+PONG\r\n" {
+		t.Fatalf("after the push: %q", got)
+	}
+	a.exchange(t, "ZRANGE", "zb", "0", "-1")
+	a.exchange(t, "ZRANGE", "zd", "0", "-1")
+	b.exchange(t, "ZUNIONSTORE", "zd", "1", "zb")
+	if got := a.exchange(t, "PING"); got != push("zd") {
+		t.Fatalf("after ZUNIONSTORE zd 1 zb: %q, want zd's invalidation", got)
+	}
+	if got := readValue(t, a); got != "+PONG\r\n" {
+		t.Fatalf("after the push: %q (zb, a source, is only read)", got)
+	}
+	expectNoPush(t, a)
 }
