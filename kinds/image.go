@@ -63,11 +63,12 @@ func (r *reader) count(min int) int {
 
 // AppendImage appends h's image to b.
 func (h *Hash) AppendImage(b []byte) []byte {
-	b = binary.AppendUvarint(b, uint64(len(h.items)))
-	for _, f := range h.items {
-		b = appendStr(b, f.Field)
-		b = appendStr(b, f.Value)
-	}
+	b = binary.AppendUvarint(b, uint64(h.Len()))
+	h.Each(func(f, v string) bool {
+		b = appendStr(b, f)
+		b = appendStr(b, v)
+		return true
+	})
 	return b
 }
 
@@ -113,10 +114,11 @@ func DecodeList(img []byte) (*List, error) {
 // AppendImage appends z's image to b.
 func (z *ZSet) AppendImage(b []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(z.n))
-	for x := z.head.lv[0].next; x != nil; x = x.lv[0].next {
-		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x.score))
-		b = appendStr(b, x.member)
-	}
+	z.Each(func(m string, s float64) bool {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(s))
+		b = appendStr(b, m)
+		return true
+	})
 	return b
 }
 
