@@ -104,8 +104,9 @@ func dumpKindsContent(t *testing.T, st *store.Store, nowMs int64, keys []string)
 // TestPersistKindsDeltasExactAcrossForms is TestPersistKindsDeltasExact
 // for values that start in their compact form and grow out of it (by
 // their number of elements and by long elements) between flushes, base
-// rewrites and drained-before-the-cut windows: the journals recorded in
-// both forms and across the change restore the exact values.
+// rewrites, drained-before-the-cut windows and COPYs (a clone, whose
+// journal starts afresh): the journals recorded in both forms and across
+// the change restore the exact values.
 func TestPersistKindsDeltasExactAcrossForms(t *testing.T) {
 	for seed := uint64(1); seed <= 4; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
@@ -145,6 +146,14 @@ func TestPersistKindsDeltasExactAcrossForms(t *testing.T) {
 						h.st.Delete([]byte(k), h.nowMs)
 						writes(2)
 					}
+					h.flush()
+				case 3: // COPY over the sibling key: a clone, journaled anew
+					i := r.IntN(len(keys))
+					src, dst := keys[i], keys[i^1]
+					if _, err := h.st.Copy([]byte(src), []byte(dst), h.nowMs, true); err != nil {
+						t.Fatal(err)
+					}
+					writes(3)
 					h.flush()
 				default:
 					h.flush()
