@@ -31,7 +31,10 @@ type reader struct {
 
 func (r *reader) uvarint() uint64 {
 	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
+	// A last byte of 0 after a continuation is a longer encoding than v
+	// needs: never written (binary.AppendUvarint), so refused, and an image
+	// that decodes encodes back to the same bytes (FuzzDecodeImages).
+	if n <= 0 || n > 1 && r.b[n-1] == 0 {
 		r.bad = true
 		return 0
 	}
