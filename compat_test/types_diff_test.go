@@ -1,30 +1,14 @@
 package compat_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/celld/celld/cluster"
+
 	_ "github.com/celld/celld/data" // hashes, lists, sorted sets
 )
-
-// typesKeySpecsPending are the hash, list and sorted-set commands (and
-// MEMORY) whose COMMAND INFO key specs are not yet Redis's: server.Command
-// derives one key spec from FirstKey/LastKey and the write flag, while
-// Redis gives e.g. HDEL "RW delete", LMOVE two specs and ZUNIONSTORE a
-// keynum spec. TestRedisDiffCommandInfo leaves them out until
-// server.Command can carry Redis's key specs (issue 24, not done).
-var typesKeySpecsPending = func() map[string]bool {
-	m := map[string]bool{"memory": true}
-	for _, n := range strings.Fields(`hset hsetnx hmset hget hmget hgetall hkeys hvals hdel hexists hlen hstrlen
-		hincrby hincrbyfloat hrandfield hscan lpush rpush lpushx rpushx lpop rpop lrange lindex llen ltrim lrem
-		lset linsert lpos lmove rpoplpush lmpop zadd zincrby zrem zcard zscore zmscore zcount zlexcount zrank
-		zrevrank zrange zrevrange zrangebyscore zrevrangebyscore zrangebylex zrevrangebylex zremrangebyscore
-		zremrangebyrank zremrangebylex zpopmin zpopmax zmpop zrandmember zscan zunion zinter zdiff zunionstore
-		zinterstore zdiffstore zintercard zrangestore`) {
-		m[n] = true
-	}
-	return m
-}()
 
 // TestTypesDiff runs the hash, list and sorted-set commands side by side
 // against redis-server and requires identical replies, RESP2 then RESP3.
@@ -88,4 +72,154 @@ func TestTypesScanTypeDiff(t *testing.T) {
 		steps = append(steps, dstep{cmd: []string{"SCAN", "0", "COUNT", "1000", "TYPE", typ}})
 	}
 	diffRun(t, steps)
+}
+
+// Cluster mode routes the commands that take numkeys (ZUNIONSTORE, ZUNION,
+// LMPOP, ...) by every key they name, destination included, as Redis
+// Cluster does through their key specs: keys of two slots are CROSSSLOT,
+// keys of one hash tag are served.
+func TestClusterKeynumCrossSlot(t *testing.T) {
+	nodes := startClusterNodes(t, 3)
+	var local []string
+	for i := 0; len(local) < 2; i++ {
+		k := fmt.Sprintf("k%d", i)
+		if clusterOwner(k, 3) == 0 && (len(local) == 0 || cluster.KeySlotString(k) != cluster.KeySlotString(local[0])) {
+			local = append(local, k)
+		}
+	}
+	tag := ""
+	for i := 0; tag == ""; i++ {
+		if k := fmt.Sprintf("{t%d}", i); clusterOwner(k, 3) == 0 {
+			tag = k
+		}
+	}
+	a, b := local[0], local[1]
+	const crossslot = "-CROSSSLOT Keys in request don't hash to the same slot\r\n"
+	rc := dialRaw(t, nodes[0])
+	runRaw(t, rc, []rawStep{
+		{resp("ZUNIONSTORE", a, "1", b), crossslot},
+		{resp("ZUNIONSTORE", a, "2", a, b), crossslot},
+		{resp("ZINTER", "2", a, b), crossslot},
+		{resp("ZINTERCARD", "2", a, b), crossslot},
+		{resp("LMPOP", "2", a, b, "LEFT"), crossslot},
+		{resp("ZMPOP", "2", a, b, "MIN"), crossslot},
+		{resp("ZADD", tag+"x", "1", "m"), ":1\r\n"},
+		{resp("ZUNIONSTORE", tag+"d", "2", tag+"x", tag+"y"), ":1\r\n"},
+		{resp("ZUNION", "2", tag+"x", tag+"d", "WITHSCORES"), "*2\r\n$1\r\nm\r\n$1\r\n2\r\n"},
+		{resp("RPUSH", tag+"l", "v"), ":1\r\n"},
+		{resp("LMPOP", "2", tag+"e", tag+"l", "LEFT"), "*2\r\n$" + fmt.Sprint(len(tag+"l")) + "\r\n" + tag + "l\r\n*1\r\n$1\r\nv\r\n"},
+	})
+}
+
+// COPY of hashes, lists and sorted sets, small (compact) and large, within
+// a database, to another (DB n) and over an existing key (REPLACE), then
+// changes to the source that the copy must not see: the same replies as
+// redis-server's, RESP2 then RESP3.
+func TestCopyObjectsDiff(t *testing.T) {
+	big := func(cmd, key string, n int, pair bool) dstep {
+		args := []string{cmd, key}
+		for i := range n {
+			if pair {
+				args = append(args, fmt.Sprint(i), fmt.Sprint("v", i))
+			} else {
+				args = append(args, fmt.Sprint("e", i))
+			}
+		}
+		return dstep{cmd: args}
+	}
+	steps := []dstep{
+		d("HSET h a 1 b 2"), d("RPUSH l x y z"), d("ZADD z 1 a 2 b 3 c"),
+		big("HSET", "bh", 300, true), big("RPUSH", "bl", 3000, false), big("ZADD", "bz", 300, true),
+		d("SET s str"), d("EXPIRE h 1000"),
+	}
+	for _, k := range []string{"h", "l", "z", "bh", "bl", "bz"} {
+		steps = append(steps, d("COPY "+k+" "+k+"2"), d("COPY "+k+" "+k+"2"), d("COPY "+k+" s"), d("COPY "+k+" s REPLACE"),
+			d("TYPE s"), d("COPY "+k+" "+k+"3 DB 1"), d("COPY "+k+" "+k+" DB 0"))
+	}
+	steps = append(steps,
+		d("TTL h2"), d("HSET h a changed c 3"), d("HGETALL h2"), d("HGETALL h"), d("HLEN bh2"), d("HDEL bh 1 2 3"), d("HLEN bh2"), d("HGET bh2 7"),
+		d("LPUSH l new"), d("LRANGE l2 0 -1"), d("LSET bl 0 changed"), d("LINDEX bl2 0"), d("LLEN bl2"),
+		d("ZADD z 9 a"), d("ZRANGE z2 0 -1 WITHSCORES"), d("ZREM bz v1 v2"), d("ZCARD bz2"), d("ZRANGE bz2 0 4 WITHSCORES"),
+		d("SELECT 1"), d("HGETALL h3"), d("LRANGE l3 0 -1"), d("ZRANGE z3 0 -1 WITHSCORES"), d("HLEN bh3"), d("LLEN bl3"), d("ZCARD bz3"),
+		d("FLUSHDB"), d("SELECT 0"), d("DEL h2 l2 z2 bh2 bl2 bz2 s"), d("EXISTS h2 l2 z2 bh2 bl2 bz2"),
+	)
+	all := append([]dstep{}, steps...)
+	all = append(all, d("FLUSHALL"), dstep{cmd: []string{"HELLO", "3"}, norm: func(string) string { return "" }})
+	all = append(all, steps...)
+	diffRun(t, all)
+}
+
+// WATCH sees the key LMPOP and ZMPOP pop from, whichever of their keys it
+// is (their keys are found by their keynum key spec), and not the keys of
+// a ZUNIONSTORE's sources, which it only reads: as redis-server, side by
+// side.
+func TestWatchKeynumCommands(t *testing.T) {
+	ref := startRedis(t)
+	ts := startServer(t)
+	for _, c := range []struct {
+		setup, watched, write string
+		aborted               bool
+	}{
+		{"RPUSH b v", "b", "LMPOP 2 a b LEFT", true},
+		{"ZADD b 1 m", "b", "ZMPOP 2 a b MIN", true},
+		{"ZADD s 1 m", "s", "ZUNIONSTORE d 1 s", false},
+		{"ZADD s 1 m", "d", "ZUNIONSTORE d 1 s", true},
+	} {
+		for _, pair := range []struct {
+			name string
+			a, b *rawConn
+		}{{"celld", dialRaw(t, ts), dialRaw(t, ts)}, {"redis", ref.dial(t), ref.dial(t)}} {
+			a, b := pair.a, pair.b
+			a.exchange(t, "FLUSHALL")
+			a.exchange(t, strings.Fields(c.setup)...)
+			a.exchange(t, "WATCH", c.watched)
+			a.exchange(t, "MULTI")
+			a.exchange(t, "PING")
+			b.exchange(t, strings.Fields(c.write)...)
+			got := a.exchange(t, "EXEC")
+			if aborted := got == "*-1\r\n" || got == "_\r\n"; aborted != c.aborted {
+				t.Errorf("%s: WATCH %s, then %s: EXEC answered %q, want aborted=%v", pair.name, c.watched, c.write, got, c.aborted)
+			}
+		}
+	}
+}
+
+// Client-side caching: a client tracking the second key of LMPOP (or
+// ZMPOP) is told when that key is popped from, and one tracking the
+// sources of ZUNIONSTORE is told nothing (they are only read), while its
+// destination is invalidated: keys found by the keynum key spec, as
+// redis-server does.
+func TestTrackingKeynumCommands(t *testing.T) {
+	ts := startServer(t)
+	a, b := dialRaw(t, ts), dialRaw(t, ts)
+	a.exchange(t, "HELLO", "3")
+	a.exchange(t, "CLIENT", "TRACKING", "ON")
+	b.exchange(t, "RPUSH", "lb", "v1", "v2")
+	b.exchange(t, "ZADD", "zb", "1", "m1", "2", "m2")
+	a.exchange(t, "LRANGE", "lb", "0", "-1")
+	a.exchange(t, "ZRANGE", "zb", "0", "-1")
+	b.exchange(t, "LMPOP", "2", "la", "lb", "LEFT")
+	if got := a.exchange(t, "PING"); got != push("lb") {
+		t.Fatalf("after LMPOP from lb: %q, want its invalidation", got)
+	}
+	if got := readValue(t, a); got != "+PONG\r\n" {
+		t.Fatalf("after the push: %q", got)
+	}
+	b.exchange(t, "ZMPOP", "2", "za", "zb", "MIN")
+	if got := a.exchange(t, "PING"); got != push("zb") {
+		t.Fatalf("after ZMPOP from zb: %q, want its invalidation", got)
+	}
+	if got := readValue(t, a); got != "+PONG\r\n" {
+		t.Fatalf("after the push: %q", got)
+	}
+	a.exchange(t, "ZRANGE", "zb", "0", "-1")
+	a.exchange(t, "ZRANGE", "zd", "0", "-1")
+	b.exchange(t, "ZUNIONSTORE", "zd", "1", "zb")
+	if got := a.exchange(t, "PING"); got != push("zd") {
+		t.Fatalf("after ZUNIONSTORE zd 1 zb: %q, want zd's invalidation", got)
+	}
+	if got := readValue(t, a); got != "+PONG\r\n" {
+		t.Fatalf("after the push: %q (zb, a source, is only read)", got)
+	}
+	expectNoPush(t, a)
 }

@@ -18,7 +18,7 @@ import (
 
 func init() {
 	const g, s = "hash", "2.0.0"
-	server.Register(
+	register(
 		server.Command{Name: "hset", Arity: -4, Flags: "write denyoom fast", FirstKey: 1, LastKey: 1, Step: 1, ACL: "write hash fast", Group: g, Since: s, Summary: "Creates or modifies the value of a field in a hash.", Run: hsetCmd},
 		server.Command{Name: "hmset", Arity: -4, Flags: "write denyoom fast", FirstKey: 1, LastKey: 1, Step: 1, ACL: "write hash fast", Group: g, Since: s, Summary: "Sets the values of multiple fields.", Run: hsetCmd},
 		server.Command{Name: "hsetnx", Arity: 4, Flags: "write denyoom fast", FirstKey: 1, LastKey: 1, Step: 1, ACL: "write hash fast", Group: g, Since: s, Summary: "Sets the value of a field in a hash only when the field doesn't exist.", Run: hsetnxCmd},
@@ -397,9 +397,15 @@ func hrandfieldCmd(x *server.Ctx) {
 			if c > kinds.MaxElements {
 				c = kinds.MaxElements // the reply is bounded like any value
 			}
+			// The fields once, in order (O(n) on a compact hash, whose
+			// random At is O(n)), then c picks: O(n + c), as Redis.
+			all := make([]kinds.HashField, n)
+			for i := range all {
+				all[i] = h.At(i)
+			}
 			x.Array(size(int(c)))
 			for i := int64(0); i < c; i++ {
-				emit(h.At(rand.IntN(n)))
+				emit(all[rand.IntN(n)])
 			}
 			return
 		}

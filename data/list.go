@@ -15,7 +15,7 @@ func init() {
 	w := func(name string, arity int, flags, acl, since, summary string, run server.Handler) server.Command {
 		return server.Command{Name: name, Arity: arity, Flags: flags, FirstKey: 1, LastKey: 1, Step: 1, ACL: acl, Group: g, Since: since, Summary: summary, Run: run}
 	}
-	server.Register(
+	register(
 		w("lpush", -3, "write denyoom fast", "write list fast", "1.0.0", "Prepends one or more elements to a list. Creates the key if it doesn't exist.", func(x *server.Ctx) { pushCmd(x, true, true) }),
 		w("rpush", -3, "write denyoom fast", "write list fast", "1.0.0", "Appends one or more elements to a list. Creates the key if it doesn't exist.", func(x *server.Ctx) { pushCmd(x, false, true) }),
 		w("lpushx", -3, "write denyoom fast", "write list fast", "2.2.0", "Prepends one or more elements to a list only when the list exists.", func(x *server.Ctx) { pushCmd(x, true, false) }),

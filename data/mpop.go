@@ -3,6 +3,7 @@ package data
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 
 	"github.com/celld/celld/kinds"
 	"github.com/celld/celld/server"
@@ -12,7 +13,7 @@ import (
 // LMPOP and ZMPOP (the non-blocking multi-key pops) and ZRANDMEMBER.
 
 func init() {
-	server.Register(
+	register(
 		server.Command{Name: "lmpop", Arity: -4, Flags: "write movablekeys", FirstKey: 2, LastKey: 2, Step: 1, ACL: "write list slow", Group: "list", Since: "7.0.0",
 			Summary: "Returns multiple elements from a list after removing them. Deletes the list if the last element was popped.", Run: func(x *server.Ctx) { mpopCmd(x, false) }},
 		server.Command{Name: "zmpop", Arity: -4, Flags: "write movablekeys", FirstKey: 2, LastKey: 2, Step: 1, ACL: "write sortedset slow", Group: "sorted-set", Since: "7.0.0",
@@ -81,7 +82,11 @@ func mpopCmd(x *server.Ctx, zset bool) {
 			} else {
 				z := o.(*kinds.ZSet)
 				var out []kinds.Element
-				z.RangeByRank(0, k-1, !first, func(m string, s float64) bool { out = append(out, kinds.Element{Member: m, Score: s}); return true })
+				// cloned: a compact set's members point into bytes Remove rewrites
+				z.RangeByRank(0, k-1, !first, func(m string, s float64) bool {
+					out = append(out, kinds.Element{Member: strings.Clone(m), Score: s})
+					return true
+				})
 				for _, e := range out {
 					z.Remove(e.Member)
 				}

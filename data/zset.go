@@ -24,7 +24,7 @@ func init() {
 	c := func(name string, arity int, flags, acl, since, summary string, run server.Handler) server.Command {
 		return server.Command{Name: name, Arity: arity, Flags: flags, FirstKey: 1, LastKey: 1, Step: 1, ACL: acl, Group: g, Since: since, Summary: summary, Run: run}
 	}
-	server.Register(
+	register(
 		c("zadd", -4, "write denyoom fast", "write sortedset fast", "1.2.0", "Adds one or more members to a sorted set, or updates their scores. Creates the key if it doesn't exist.", zaddCmd),
 		c("zincrby", 4, "write denyoom fast", "write sortedset fast", "1.2.0", "Increments the score of a member in a sorted set.", zincrbyCmd),
 		c("zrem", -3, "write fast", "write sortedset fast", "1.2.0", "Removes one or more members from a sorted set. Deletes the sorted set if all members were removed.", zremCmd),
@@ -415,6 +415,9 @@ func zrangeGeneric(x *server.Ctx, k int, mode int, rev bool, storeTo bool) {
 		if limit >= 0 && int64(len(out)) >= limit {
 			return false
 		}
+		if storeTo { // stored after the source's lock is released
+			m = strings.Clone(m) // a compact set's members point into its bytes
+		}
 		out = append(out, kinds.Element{Member: m, Score: s})
 		return true
 	}
@@ -572,10 +575,17 @@ func zpopCmd(x *server.Ctx, max bool) {
 		}
 		out = make([]kinds.Element, 0, n)
 		if max {
-			z.RangeByRank(0, n-1, true, func(m string, s float64) bool { out = append(out, kinds.Element{Member: m, Score: s}); return true })
+			z.RangeByRank(0, n-1, true, func(m string, s float64) bool {
+				out = append(out, kinds.Element{Member: strings.Clone(m), Score: s})
+				return true
+			})
 		} else {
-			z.RangeByRank(0, n-1, false, func(m string, s float64) bool { out = append(out, kinds.Element{Member: m, Score: s}); return true })
+			z.RangeByRank(0, n-1, false, func(m string, s float64) bool {
+				out = append(out, kinds.Element{Member: strings.Clone(m), Score: s})
+				return true
+			})
 		}
+		// (cloned: a compact set's members point into bytes Remove rewrites)
 		for _, e := range out {
 			z.Remove(e.Member)
 		}

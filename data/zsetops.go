@@ -23,7 +23,7 @@ func init() {
 	mk := func(name string, arity, first int, flags, acl, since, summary string, run server.Handler) server.Command {
 		return server.Command{Name: name, Arity: arity, Flags: flags + " movablekeys", FirstKey: first, LastKey: first, Step: 1, ACL: acl, Group: g, Since: since, Summary: summary, Run: run}
 	}
-	server.Register(
+	register(
 		mk("zunionstore", -4, 1, "write denyoom", "write sortedset slow", "2.0.0", "Stores the union of multiple sorted sets in a key.", func(x *server.Ctx) { zsetOpCmd(x, opUnion, true) }),
 		mk("zinterstore", -4, 1, "write denyoom", "write sortedset slow", "2.0.0", "Stores the intersect of multiple sorted sets in a key.", func(x *server.Ctx) { zsetOpCmd(x, opInter, true) }),
 		mk("zdiffstore", -4, 1, "write denyoom", "write sortedset slow", "6.2.0", "Stores the difference of multiple sorted sets in a key.", func(x *server.Ctx) { zsetOpCmd(x, opDiff, true) }),

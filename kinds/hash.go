@@ -4,13 +4,25 @@ package kinds
 // in a slice (so HRANDFIELD picks in O(1) and HGETALL walks memory in
 // order) indexed by a map; a deleted field is replaced by the last one.
 //
-// The zero value is not usable: create one with NewHash. Not safe for
-// concurrent use.
+// A small hash is kept compact (compact.go): its fields in one []byte,
+// in insertion order, until it holds more than CompactMaxEntries fields or
+// a field or value longer than CompactMaxValue.
+//
+// The zero value is an empty hash, ready to use. Not safe for concurrent
+// use.
 type Hash struct {
-	journal // journal.go
-	idx     map[string]int32
-	items   []HashField
-	size    int64
+	journal          // journal.go; kept across the change of form
+	*hashFull        // nil while compact
+	lp        []byte // the compact form's entries
+	n         int32  // the compact form's fields
+	cur       cursor
+}
+
+// hashFull is a Hash's full form.
+type hashFull struct {
+	idx   map[string]int32
+	items []HashField
+	size  int64
 }
 
 // HashField is one field of a Hash and its value.
@@ -21,16 +33,34 @@ type HashField struct{ Field, Value string }
 const hashFieldCost = 32 + 40
 
 // NewHash returns an empty hash.
-func NewHash() *Hash { return &Hash{idx: map[string]int32{}, size: 64} }
+func NewHash() *Hash { return &Hash{} }
 
 // Len is the number of fields.
-func (h *Hash) Len() int { return len(h.items) }
+func (h *Hash) Len() int {
+	if h.compact() {
+		return int(h.n)
+	}
+	return len(h.items)
+}
 
 // Size is the hash's approximate heap footprint in bytes.
-func (h *Hash) Size() int64 { return h.size }
+func (h *Hash) Size() int64 {
+	if h.compact() {
+		return h.compactSize()
+	}
+	return h.size
+}
 
-// Get returns field's value.
+// Get returns field's value (while compact, valid until h's next write).
 func (h *Hash) Get(field string) (string, bool) {
+	if h.compact() {
+		off := h.lpFind(field)
+		if off < 0 {
+			return "", false
+		}
+		_, v, _ := h.lpEntry(off)
+		return v, true
+	}
 	i, ok := h.idx[field]
 	if !ok {
 		return "", false
@@ -41,7 +71,15 @@ func (h *Hash) Get(field string) (string, bool) {
 // Set stores field = value and reports whether the field is new.
 func (h *Hash) Set(field, value string) (added bool) {
 	if h.recording() {
-		defer h.rec2('S', field, value, h.size)
+		// Recorded first: the record copies field and value before the
+		// write can move the compact bytes they might point into.
+		h.rec2('S', field, value, h.Size())
+	}
+	if h.compact() {
+		if added, done := h.lpSet(field, value); done {
+			return added
+		}
+		h.toFull()
 	}
 	if i, ok := h.idx[field]; ok {
 		h.size += int64(len(value)) - int64(len(h.items[i].Value))
@@ -56,12 +94,15 @@ func (h *Hash) Set(field, value string) (added bool) {
 
 // Delete removes field and reports whether it was there.
 func (h *Hash) Delete(field string) bool {
+	if h.compact() {
+		return h.lpDelete(field)
+	}
 	i, ok := h.idx[field]
 	if !ok {
 		return false
 	}
 	if h.recording() {
-		h.rec1('D', field, h.size)
+		h.rec1('D', field, h.Size())
 	}
 	f := &h.items[i]
 	h.size -= hashFieldCost + int64(len(f.Field)+len(f.Value))
@@ -80,10 +121,26 @@ func (h *Hash) Delete(field string) bool {
 }
 
 // At returns the i-th field (0 ≤ i < Len), for random picks and walks.
-func (h *Hash) At(i int) HashField { return h.items[i] }
+// While compact, walking i upwards costs O(1) a step.
+func (h *Hash) At(i int) HashField {
+	if h.compact() {
+		return h.lpAt(i)
+	}
+	return h.items[i]
+}
 
 // Each calls fn for every field until it returns false.
 func (h *Hash) Each(fn func(field, value string) bool) {
+	if h.compact() {
+		for off := 0; off < len(h.lp); {
+			f, v, next := h.lpEntry(off)
+			if !fn(f, v) {
+				return
+			}
+			off = next
+		}
+		return
+	}
 	for _, f := range h.items {
 		if !fn(f.Field, f.Value) {
 			return

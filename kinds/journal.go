@@ -49,12 +49,12 @@ var ErrBadJournal = errors.New("kinds: journal does not apply")
 // journal is the recorder embedded in each kind (its StartJournal and
 // TakeJournal are the kind's). The zero value records nothing.
 type journal struct {
-	on  bool
-	buf []byte
+	on   bool
+	recs []byte // the records since the last start or take (its own bytes: never a value's)
 }
 
 // StartJournal drops anything recorded and records every later write.
-func (j *journal) StartJournal() { j.on, j.buf = true, j.buf[:0] }
+func (j *journal) StartJournal() { j.on, j.recs = true, j.recs[:0] }
 
 // TakeJournal appends the records made since StartJournal or the previous
 // TakeJournal to b and goes on recording. ok is false (and b unchanged)
@@ -65,11 +65,11 @@ func (j *journal) TakeJournal(b []byte) (_ []byte, ok bool) {
 	if !j.on {
 		return b, false
 	}
-	b = append(b, j.buf...)
-	if cap(j.buf) > 4*journalLimit {
-		j.buf = nil // a burst's buffer is not kept
+	b = append(b, j.recs...)
+	if cap(j.recs) > 4*journalLimit {
+		j.recs = nil // a burst's buffer is not kept
 	} else {
-		j.buf = j.buf[:0]
+		j.recs = j.recs[:0]
 	}
 	return b, true
 }
@@ -80,21 +80,21 @@ func (j *journal) recording() bool { return j.on }
 // check abandons the journal once it passes its bound (size is the
 // value's Size).
 func (j *journal) check(size int64) {
-	if len(j.buf) > journalLimit && int64(len(j.buf)) > size/8 {
-		j.on, j.buf = false, nil
+	if len(j.recs) > journalLimit && int64(len(j.recs)) > size/8 {
+		j.on, j.recs = false, nil
 	}
 }
 
 func (j *journal) rec1(tag byte, s string, size int64) {
-	j.buf = append(j.buf, tag)
-	j.buf = appendStr(j.buf, s)
+	j.recs = append(j.recs, tag)
+	j.recs = appendStr(j.recs, s)
 	j.check(size)
 }
 
 func (j *journal) rec2(tag byte, a, b string, size int64) {
-	j.buf = append(j.buf, tag)
-	j.buf = appendStr(j.buf, a)
-	j.buf = appendStr(j.buf, b)
+	j.recs = append(j.recs, tag)
+	j.recs = appendStr(j.recs, a)
+	j.recs = appendStr(j.recs, b)
 	j.check(size)
 }
 

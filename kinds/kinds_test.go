@@ -5,7 +5,9 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
+	"unsafe"
 )
 
 // model is a brute-force sorted set: a sorted slice of elements.
@@ -26,13 +28,32 @@ func modelSorted(m map[string]float64) []Element {
 	return out
 }
 
+// TestZSetAgainstModel runs random operations on a ZSet and a map side by
+// side: a set of up to 300 members (it leaves the compact form), one of
+// up to 100 (it stays compact), one meeting a member past
+// CompactMaxValue; ranges by score and rank, both ways, with offsets, and
+// removals of ranges are checked against the sorted model.
 func TestZSetAgainstModel(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		universe int
+		long     bool
+		wantFull bool
+	}{{"grows", 300, false, true}, {"compact", 100, false, false}, {"long member", 100, true, true}} {
+		t.Run(tc.name, func(t *testing.T) { zsetAgainstModel(t, tc.universe, tc.long, tc.wantFull) })
+	}
+}
+
+func zsetAgainstModel(t *testing.T, universe int, long, wantFull bool) {
 	r := rand.New(rand.NewPCG(1, 2))
 	z := NewZSet()
 	m := map[string]float64{}
 	for step := 0; step < 20000; step++ {
-		member := "m" + strconv.Itoa(r.IntN(300))
-		switch r.IntN(4) {
+		member := "m" + strconv.Itoa(r.IntN(universe))
+		if long && r.IntN(500) == 0 {
+			member += strings.Repeat("x", CompactMaxValue)
+		}
+		switch r.IntN(6) {
 		case 0, 1:
 			s := float64(r.IntN(50))
 			if r.IntN(20) == 0 {
@@ -67,6 +88,52 @@ func TestZSetAgainstModel(t *testing.T) {
 			slices.Reverse(rev)
 			if !slices.Equal(rev, want) {
 				t.Fatalf("step %d: rev range", step)
+			}
+			if off := r.IntN(5); off < len(want) {
+				var got []Element
+				z.RangeByScore(sr, false, off, func(m string, s float64) bool { got = append(got, Element{m, s}); return len(got) < 3 })
+				if w := want[off:min(off+3, len(want))]; !slices.Equal(got, w) {
+					t.Fatalf("step %d: range offset %d: got %v want %v", step, off, got, w)
+				}
+				got = nil
+				z.RangeByScore(sr, true, off, func(m string, s float64) bool { got = append(got, Element{m, s}); return true })
+				slices.Reverse(got)
+				if w := want[:len(want)-off]; !slices.Equal(got, w) {
+					t.Fatalf("step %d: rev range offset %d", step, off)
+				}
+			}
+		case 4:
+			if r.IntN(10) == 0 {
+				lo := float64(r.IntN(50))
+				sr := ScoreRange{Min: lo, Max: lo + float64(r.IntN(3)), MinEx: r.IntN(2) == 0}
+				var gone []string
+				n := z.RemoveRangeByScore(sr, func(m string) { gone = append(gone, m) })
+				var want []string
+				for _, e := range modelSorted(m) {
+					if sr.aboveMin(e.Score) && sr.belowMax(e.Score) {
+						want = append(want, e.Member)
+						delete(m, e.Member)
+					}
+				}
+				if n != len(want) || !slices.Equal(gone, want) {
+					t.Fatalf("step %d: RemoveRangeByScore %+v removed %v want %v", step, sr, gone, want)
+				}
+			}
+		case 5:
+			if r.IntN(10) == 0 && len(m) > 0 {
+				sorted := modelSorted(m)
+				a := r.IntN(len(sorted))
+				b := a + r.IntN(3)
+				var gone []string
+				n := z.RemoveRangeByRank(a, b, func(m string) { gone = append(gone, m) })
+				var want []string
+				for _, e := range sorted[a:min(b+1, len(sorted))] {
+					want = append(want, e.Member)
+					delete(m, e.Member)
+				}
+				if n != len(want) || !slices.Equal(gone, want) {
+					t.Fatalf("step %d: RemoveRangeByRank %d %d removed %v want %v", step, a, b, gone, want)
+				}
 			}
 		}
 		if z.Len() != len(m) {
@@ -103,16 +170,41 @@ func TestZSetAgainstModel(t *testing.T) {
 	for k := range m {
 		want += zElemCost + int64(len(k))
 	}
+	if z.compact() {
+		want = zsetCompactBase + int64(cap(z.lp))
+		for _, e := range modelSorted(m) {
+			if sc, ok := z.Score(e.Member); !ok || sc != e.Score {
+				t.Fatalf("Score(%s) = %v %v", e.Member, sc, ok)
+			}
+		}
+	}
 	if z.Size() != want {
 		t.Fatalf("size %d want %d", z.Size(), want)
+	}
+	if z.compact() == wantFull {
+		t.Fatalf("compact at the end: %v", z.compact())
+	}
+	img := z.AppendImage(nil)
+	back, err := DecodeZSet(img)
+	if err != nil || string(back.AppendImage(nil)) != string(img) || string(z.Clone().AppendImage(nil)) != string(img) {
+		t.Fatalf("image or clone does not round-trip: %v", err)
 	}
 }
 
 func TestZSetLex(t *testing.T) {
-	z := NewZSet()
-	for _, m := range []string{"a", "b", "c", "d", "e"} {
-		z.Set(m, 0)
+	for _, full := range []bool{false, true} {
+		z := NewZSet()
+		for _, m := range []string{"a", "b", "c", "d", "e"} {
+			z.Set(m, 0)
+		}
+		if full {
+			z.toFull()
+		}
+		zsetLex(t, z)
 	}
+}
+
+func zsetLex(t *testing.T, z *ZSet) {
 	cases := []struct {
 		min, max string
 		want     string
@@ -126,6 +218,16 @@ func TestZSetLex(t *testing.T) {
 		z.RangeByLex(LexRange{mn, mx}, false, 0, func(m string, _ float64) bool { got += m; return true })
 		if got != c.want || z.CountByLex(LexRange{mn, mx}) != len(c.want) {
 			t.Errorf("%s %s: got %q want %q", c.min, c.max, got, c.want)
+		}
+		rev := ""
+		z.RangeByLex(LexRange{mn, mx}, true, 0, func(m string, _ float64) bool { rev = m + rev; return true })
+		if rev != c.want {
+			t.Errorf("%s %s rev: got %q want %q", c.min, c.max, rev, c.want)
+		}
+		cl := z.Clone()
+		gone := ""
+		if n := cl.RemoveRangeByLex(LexRange{mn, mx}, func(m string) { gone += m }); n != len(c.want) || gone != c.want || cl.Len() != 5-n {
+			t.Errorf("%s %s: RemoveRangeByLex removed %q", c.min, c.max, gone)
 		}
 	}
 	if _, ok := ParseLexBound([]byte("x")); ok {
@@ -146,95 +248,195 @@ func TestParseScore(t *testing.T) {
 	}
 }
 
-func TestListAgainstModel(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 4))
-	l := NewList()
-	var m []string
-	for step := 0; step < 50000; step++ {
-		v := strconv.Itoa(r.IntN(1000))
-		switch r.IntN(8) {
-		case 0:
-			l.PushFront(v)
-			m = append([]string{v}, m...)
-		case 1, 2:
-			l.PushBack(v)
-			m = append(m, v)
-		case 3:
-			if len(m) > 0 {
-				if l.PopFront() != m[0] {
-					t.Fatalf("step %d: PopFront", step)
-				}
-				m = m[1:]
-			}
-		case 4:
-			if len(m) > 0 {
-				if l.PopBack() != m[len(m)-1] {
-					t.Fatalf("step %d: PopBack", step)
-				}
-				m = m[:len(m)-1]
-			}
-		case 5:
-			i := r.IntN(len(m) + 1)
-			l.InsertAt(i, v)
-			m = slices.Insert(m, i, v)
-		case 6:
-			l.Filter(func(_ int, s string) bool { return s != v })
-			m = slices.DeleteFunc(m, func(s string) bool { return s == v })
-		case 7:
-			if len(m) > 0 && r.IntN(10) == 0 {
-				a, b := r.IntN(len(m)), r.IntN(len(m))
-				if a > b {
-					a, b = b, a
-				}
-				l.Trim(a, b)
-				m = slices.Clone(m[a : b+1])
-			}
-		}
-		if l.Len() != len(m) {
-			t.Fatalf("step %d: len", step)
-		}
-		if len(m) > 0 {
-			i := r.IntN(len(m))
-			if l.At(i) != m[i] {
-				t.Fatalf("step %d: At(%d)", step, i)
-			}
-		}
+// modelValue is a random value for the model tests: short numbers, and
+// with long set, now and then one past CompactMaxValue (which moves a
+// compact structure to its full form).
+func modelValue(r *rand.Rand, long bool) string {
+	v := strconv.Itoa(r.IntN(1000))
+	if long && r.IntN(200) == 0 {
+		v += strings.Repeat("x", CompactMaxValue)
 	}
+	return v
+}
+
+// TestListAgainstModel runs random operations on a List and a slice side
+// by side: a list that stays compact, one that outgrows CompactMaxBytes,
+// and one that meets a long item; every step checks the length, an item
+// at random and, now and then, a walk in each direction and the size.
+func TestListAgainstModel(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		long      bool
+		pushBias  int
+		wantFull  bool
+		stepCount int
+	}{{"compact", false, 0, false, 30000}, {"grows", false, 16, true, 30000}, {"long item", true, 0, true, 30000}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(3, 4))
+			l := NewList()
+			var m []string
+			for step := 0; step < tc.stepCount; step++ {
+				v := modelValue(r, tc.long)
+				op := r.IntN(8 + tc.pushBias)
+				if op >= 8 {
+					op = 2
+				}
+				if !tc.long && tc.pushBias == 0 && len(m) > 300 && op < 3 {
+					op = 3 // keep the compact case small
+				}
+				switch op {
+				case 0:
+					l.PushFront(v)
+					m = append([]string{v}, m...)
+				case 1, 2:
+					l.PushBack(v)
+					m = append(m, v)
+				case 3:
+					if len(m) > 0 {
+						if l.PopFront() != m[0] {
+							t.Fatalf("step %d: PopFront", step)
+						}
+						m = m[1:]
+					}
+				case 4:
+					if len(m) > 0 {
+						if l.PopBack() != m[len(m)-1] {
+							t.Fatalf("step %d: PopBack", step)
+						}
+						m = m[:len(m)-1]
+					}
+				case 5:
+					i := r.IntN(len(m) + 1)
+					if r.IntN(2) == 0 && len(m) > 0 {
+						i = r.IntN(len(m))
+						l.SetAt(i, v)
+						m[i] = v
+						break
+					}
+					l.InsertAt(i, v)
+					m = slices.Insert(m, i, v)
+				case 6:
+					l.Filter(func(_ int, s string) bool { return s != v })
+					m = slices.DeleteFunc(m, func(s string) bool { return s == v })
+				case 7:
+					if len(m) > 0 && r.IntN(10+1000*tc.pushBias) == 0 {
+						a, b := r.IntN(len(m)), r.IntN(len(m))
+						if a > b {
+							a, b = b, a
+						}
+						l.Trim(a, b)
+						m = slices.Clone(m[a : b+1])
+					}
+				}
+				if l.Len() != len(m) {
+					t.Fatalf("step %d: len", step)
+				}
+				if len(m) > 0 {
+					i := r.IntN(len(m))
+					if l.At(i) != m[i] {
+						t.Fatalf("step %d: At(%d)", step, i)
+					}
+				}
+				if step%97 == 0 {
+					for i := range m {
+						if l.At(i) != m[i] {
+							t.Fatalf("step %d: walk up At(%d)", step, i)
+						}
+					}
+					for i := len(m) - 1; i >= 0; i-- {
+						if l.At(i) != m[i] {
+							t.Fatalf("step %d: walk down At(%d)", step, i)
+						}
+					}
+					checkListSize(t, l, m)
+				}
+			}
+			checkListSize(t, l, m)
+			if l.compact() == tc.wantFull {
+				t.Fatalf("compact at the end: %v", l.compact())
+			}
+		})
+	}
+}
+
+// checkListSize checks Size against what the list's form holds.
+func checkListSize(t *testing.T, l *List, m []string) {
+	t.Helper()
 	want := int64(48)
-	for _, s := range m {
-		want += listItemCost + int64(len(s))
+	if l.compact() {
+		want = listCompactBase + int64(cap(l.lp))
+		n := 0
+		for _, s := range m {
+			n += len(s) + 2
+		}
+		if n != len(l.lp) || n > CompactMaxBytes {
+			t.Fatalf("compact list of %d bytes, want %d", len(l.lp), n)
+		}
+	} else {
+		for _, s := range m {
+			want += listItemCost + int64(len(s))
+		}
 	}
 	if l.Size() != want {
 		t.Fatalf("size %d want %d", l.Size(), want)
 	}
 }
 
+// TestHashAgainstModel runs random sets and deletes on a Hash and a map
+// side by side: a hash that stays compact (at most CompactMaxEntries
+// fields), one that outgrows it, one that meets a long value.
 func TestHashAgainstModel(t *testing.T) {
-	r := rand.New(rand.NewPCG(5, 6))
-	h := NewHash()
-	m := map[string]string{}
-	for step := 0; step < 20000; step++ {
-		f := strconv.Itoa(r.IntN(200))
-		if r.IntN(3) == 0 {
-			_, had := m[f]
-			if h.Delete(f) != had {
-				t.Fatalf("step %d: Delete", step)
+	for _, tc := range []struct {
+		name     string
+		fields   int
+		long     bool
+		wantFull bool
+	}{{"compact", CompactMaxEntries, false, false}, {"grows", 200, false, true}, {"long value", 100, true, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(5, 6))
+			h := NewHash()
+			m := map[string]string{}
+			for step := 0; step < 20000; step++ {
+				f := strconv.Itoa(r.IntN(tc.fields))
+				if r.IntN(3) == 0 {
+					_, had := m[f]
+					if h.Delete(f) != had {
+						t.Fatalf("step %d: Delete", step)
+					}
+					delete(m, f)
+				} else {
+					v := modelValue(r, tc.long)
+					_, had := m[f]
+					if h.Set(f, v) == had {
+						t.Fatalf("step %d: Set", step)
+					}
+					m[f] = v
+				}
+				if h.Len() != len(m) {
+					t.Fatalf("step %d: len", step)
+				}
+				if step%101 == 0 {
+					checkHash(t, h, m)
+				}
 			}
-			delete(m, f)
-		} else {
-			v := strconv.Itoa(r.IntN(1e6))
-			_, had := m[f]
-			if h.Set(f, v) == had {
-				t.Fatalf("step %d: Set", step)
+			checkHash(t, h, m)
+			if h.compact() == tc.wantFull {
+				t.Fatalf("compact at the end: %v", h.compact())
 			}
-			m[f] = v
-		}
-		if h.Len() != len(m) {
-			t.Fatalf("step %d: len", step)
-		}
+		})
 	}
+}
+
+// checkHash checks h's fields (Each, At, Get) and Size against m.
+func checkHash(t *testing.T, h *Hash, m map[string]string) {
+	t.Helper()
 	got := map[string]string{}
 	h.Each(func(f, v string) bool { got[f] = v; return true })
+	for i := range h.Len() {
+		if f := h.At(i); got[f.Field] != f.Value {
+			t.Fatalf("At(%d) = %v, Each gave %q", i, f, got[f.Field])
+		}
+	}
 	want := int64(64)
 	for f, v := range m {
 		if w, _ := h.Get(f); w != v {
@@ -242,8 +444,11 @@ func TestHashAgainstModel(t *testing.T) {
 		}
 		want += hashFieldCost + int64(len(f)+len(v))
 	}
+	if h.compact() {
+		want = hashCompactBase + int64(cap(h.lp))
+	}
 	if len(got) != len(m) || h.Size() != want {
-		t.Fatalf("each/size mismatch: %d %d", h.Size(), want)
+		t.Fatalf("each/size mismatch: %d fields of %d, size %d want %d", len(got), len(m), h.Size(), want)
 	}
 }
 
@@ -298,5 +503,171 @@ func FuzzDecodeImages(f *testing.F) {
 		}
 		DecodeList(b)
 		DecodeZSet(b)
+	})
+}
+
+// A clone has the original's content (and at most its Size) and shares no
+// state with it: changing either leaves the other as it was; in the
+// compact forms and in the full ones.
+func TestCloneIndependent(t *testing.T) {
+	for _, n := range []int{20, 300} { // compact, then full hashes
+		t.Run(strconv.Itoa(n), func(t *testing.T) { cloneIndependent(t, n) })
+	}
+}
+
+func cloneIndependent(t *testing.T, size int) {
+	h, l, z := NewHash(), NewList(), NewZSet()
+	if size > CompactMaxEntries {
+		l.PushBack(strings.Repeat("x", CompactMaxValue+1)) // the ring
+	}
+	for i := range size {
+		s := strconv.Itoa(i)
+		h.Set("f"+s, "v"+s)
+		l.PushBack("e" + s)
+		if i%3 == 0 {
+			l.PopFront() // a wrapped ring
+		}
+		z.Set("m"+s, float64(i%17))
+	}
+	type obj interface {
+		AppendImage([]byte) []byte
+		Size() int64
+		Len() int
+	}
+	pairs := []struct {
+		orig, clone obj
+		mutate      func()
+	}{
+		{h, h.Clone(), func() { h.Set("f1", "changed"); h.Delete("f2"); h.Set("new", "x") }},
+		{l, l.Clone(), func() { l.SetAt(0, "changed"); l.PushFront("new"); l.PopBack() }},
+		{z, z.Clone(), func() { z.Set("m1", 99); z.Remove("m2"); z.Set("new", -1) }},
+	}
+	for i, p := range pairs {
+		before := string(p.orig.AppendImage(nil))
+		if got := string(p.clone.AppendImage(nil)); got != before || p.clone.Size() > p.orig.Size() || p.clone.Len() != p.orig.Len() {
+			t.Fatalf("pair %d: clone differs: size %d vs %d, len %d vs %d", i, p.clone.Size(), p.orig.Size(), p.clone.Len(), p.orig.Len())
+		}
+		p.mutate()
+		if string(p.orig.AppendImage(nil)) == before {
+			t.Fatalf("pair %d: the mutation changed nothing", i)
+		}
+		if got := string(p.clone.AppendImage(nil)); got != before {
+			t.Fatalf("pair %d: changing the original changed the clone", i)
+		}
+	}
+	// the clones are full structures: they take writes of their own
+	hc, zc := h.Clone(), z.Clone()
+	hc.Set("only-in-clone", "1")
+	zc.Set("only-in-clone", 1)
+	if _, ok := h.Get("only-in-clone"); ok {
+		t.Fatal("a write to the hash clone reached the original")
+	}
+	if _, ok := z.Score("only-in-clone"); ok {
+		t.Fatal("a write to the zset clone reached the original")
+	}
+	if r, ok := zc.Rank("only-in-clone"); !ok || r < 0 {
+		t.Fatal("the zset clone's skiplist does not rank a new member")
+	}
+}
+
+// The compact forms' own allocations are what Size charges for them.
+func TestCompactBases(t *testing.T) {
+	if n := unsafe.Sizeof(Hash{}); n > hashCompactBase {
+		t.Fatalf("Hash is %d bytes, hashCompactBase %d", n, hashCompactBase)
+	}
+	if n := unsafe.Sizeof(List{}); n > listCompactBase {
+		t.Fatalf("List is %d bytes, listCompactBase %d", n, listCompactBase)
+	}
+	if n := unsafe.Sizeof(ZSet{}); n > zsetCompactBase {
+		t.Fatalf("ZSet is %d bytes, zsetCompactBase %d", n, zsetCompactBase)
+	}
+}
+
+// FuzzCompactAgainstModel drives a Hash and a List through operations read
+// from the input (pushes, pops, inserts, sets, trims, filters, deletes,
+// values long enough to leave the compact form) beside plain models, and
+// checks every element after each operation.
+func FuzzCompactAgainstModel(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 200, 3, 0, 255, 7})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		l, h := NewList(), NewHash()
+		var lm []string
+		hm := map[string]string{}
+		for len(b) >= 2 {
+			op, arg := b[0], b[1]
+			b = b[2:]
+			v := strconv.Itoa(int(arg))
+			if arg > 250 {
+				v = strings.Repeat(v, 30) // past CompactMaxValue
+			}
+			i := 0
+			if len(lm) > 0 {
+				i = int(arg) % len(lm)
+			}
+			switch op % 9 {
+			case 0:
+				l.PushFront(v)
+				lm = append([]string{v}, lm...)
+			case 1:
+				l.PushBack(v)
+				lm = append(lm, v)
+			case 2:
+				if len(lm) > 0 {
+					if got := l.PopFront(); got != lm[0] {
+						t.Fatalf("PopFront %q want %q", got, lm[0])
+					}
+					lm = lm[1:]
+				}
+			case 3:
+				if len(lm) > 0 {
+					if got := l.PopBack(); got != lm[len(lm)-1] {
+						t.Fatalf("PopBack %q", got)
+					}
+					lm = lm[:len(lm)-1]
+				}
+			case 4:
+				l.InsertAt(i, v)
+				lm = slices.Insert(lm, i, v)
+			case 5:
+				if len(lm) > 0 {
+					l.SetAt(i, v)
+					lm[i] = v
+				}
+			case 6:
+				if len(lm) > 0 {
+					j := i + int(op)%(len(lm)-i)
+					l.Trim(i, j)
+					lm = slices.Clone(lm[i : j+1])
+				}
+			case 7:
+				l.Filter(func(_ int, s string) bool { return s != v })
+				lm = slices.DeleteFunc(lm, func(s string) bool { return s == v })
+			case 8:
+				f := strconv.Itoa(int(op))
+				if arg%3 == 0 {
+					_, had := hm[f]
+					if h.Delete(f) != had {
+						t.Fatal("Delete")
+					}
+					delete(hm, f)
+				} else {
+					_, had := hm[f]
+					if h.Set(f, v) == had {
+						t.Fatal("Set")
+					}
+					hm[f] = v
+				}
+			}
+			if l.Len() != len(lm) {
+				t.Fatalf("list len %d want %d", l.Len(), len(lm))
+			}
+			for k := range lm {
+				if l.At(k) != lm[k] {
+					t.Fatalf("At(%d) = %q want %q", k, l.At(k), lm[k])
+				}
+			}
+			checkListSize(t, l, lm)
+			checkHash(t, h, hm)
+		}
 	})
 }

@@ -8,14 +8,26 @@ import "encoding/binary"
 // is O(n), as in Redis's quicklist. The buffer shrinks when it is less than
 // a quarter full.
 //
+// A small list is kept compact (compact.go): its items in one []byte,
+// until one is longer than CompactMaxValue or they take more than
+// CompactMaxBytes; walks with At in either direction then cost O(1) a
+// step, a random index O(n).
+//
 // The zero value is an empty list, ready to use. Not safe for concurrent
 // use.
 type List struct {
-	journal // journal.go
-	buf     []string
-	head    int
-	n       int
-	size    int64
+	journal          // journal.go; kept across the change of form
+	*listRing        // nil while compact
+	n         int    // items, in either form
+	lp        []byte // the compact form's items
+	cur       cursor
+}
+
+// listRing is a List's full form, a ring buffer.
+type listRing struct {
+	buf  []string
+	head int
+	size int64
 }
 
 // listItemCost is an item's heap apart from its bytes: its string header,
@@ -23,13 +35,18 @@ type List struct {
 const listItemCost = 24
 
 // NewList returns an empty list.
-func NewList() *List { return &List{size: 48} }
+func NewList() *List { return &List{} }
 
 // Len is the number of items.
 func (l *List) Len() int { return l.n }
 
 // Size is the list's approximate heap footprint in bytes.
-func (l *List) Size() int64 { return l.size }
+func (l *List) Size() int64 {
+	if l.compact() {
+		return l.compactSize()
+	}
+	return l.size
+}
 
 func (l *List) pos(i int) int {
 	p := l.head + i
@@ -72,12 +89,20 @@ func (l *List) shrink() {
 // PushFront adds s at the head (LPUSH).
 func (l *List) PushFront(s string) {
 	if l.recording() {
-		l.rec1('L', s, l.size)
+		l.rec1('L', s, l.Size())
 	}
 	l.pushFront(s)
 }
 
+// pushFront is PushFront unrecorded.
 func (l *List) pushFront(s string) {
+	if l.compact() {
+		if l.fits(s, 0) {
+			l.lpInsert(0, s)
+			return
+		}
+		l.toFull()
+	}
 	l.grow()
 	l.head--
 	if l.head < 0 {
@@ -91,12 +116,20 @@ func (l *List) pushFront(s string) {
 // PushBack adds s at the tail (RPUSH).
 func (l *List) PushBack(s string) {
 	if l.recording() {
-		l.rec1('R', s, l.size)
+		l.rec1('R', s, l.Size())
 	}
 	l.pushBack(s)
 }
 
+// pushBack is PushBack unrecorded.
 func (l *List) pushBack(s string) {
+	if l.compact() {
+		if l.fits(s, 0) {
+			l.lpInsert(len(l.lp), s)
+			return
+		}
+		l.toFull()
+	}
 	l.grow()
 	l.buf[l.pos(l.n)] = s
 	l.n++
@@ -106,7 +139,10 @@ func (l *List) pushBack(s string) {
 // PopFront removes and returns the head (the list must not be empty).
 func (l *List) PopFront() string {
 	if l.recording() {
-		l.journal.buf = append(l.journal.buf, 'l')
+		l.journal.recs = append(l.journal.recs, 'l')
+	}
+	if l.compact() {
+		return l.lpRemove(0)
 	}
 	s := l.buf[l.head]
 	l.buf[l.head] = ""
@@ -120,7 +156,10 @@ func (l *List) PopFront() string {
 // PopBack removes and returns the tail (the list must not be empty).
 func (l *List) PopBack() string {
 	if l.recording() {
-		l.journal.buf = append(l.journal.buf, 'r')
+		l.journal.recs = append(l.journal.recs, 'r')
+	}
+	if l.compact() {
+		return l.lpRemove(len(l.lp) - 2 - int(l.lp[len(l.lp)-1]))
 	}
 	p := l.pos(l.n - 1)
 	s := l.buf[p]
@@ -131,13 +170,30 @@ func (l *List) PopBack() string {
 	return s
 }
 
-// At returns item i (0 ≤ i < Len).
-func (l *List) At(i int) string { return l.buf[l.pos(i)] }
+// At returns item i (0 ≤ i < Len); while compact, valid until l's next
+// write.
+func (l *List) At(i int) string {
+	if l.compact() {
+		return l.lpItem(l.offset(i))
+	}
+	return l.buf[l.pos(i)]
+}
 
 // SetAt replaces item i (0 ≤ i < Len).
 func (l *List) SetAt(i int, s string) {
 	if l.recording() {
-		l.recIndex('T', i, s)
+		l.recIndex('T', i, s) // copies s before the splice
+	}
+	if l.compact() {
+		off := l.offset(i)
+		if old := int(l.lp[off]); l.fits(s, old+2) {
+			l.cur = cursor{}
+			l.lp[off] = byte(len(s))
+			l.lp = splice(l.lp, off+1, off+1+old, s) // the trailing length byte moves along
+			l.lp[off+1+len(s)] = byte(len(s))
+			return
+		}
+		l.toFull()
 	}
 	p := l.pos(i)
 	l.size += int64(len(s)) - int64(len(l.buf[p]))
@@ -148,6 +204,13 @@ func (l *List) SetAt(i int, s string) {
 func (l *List) InsertAt(i int, s string) {
 	if l.recording() {
 		l.recIndex('I', i, s)
+	}
+	if l.compact() {
+		if l.fits(s, 0) {
+			l.lpInsert(l.offset(i), s)
+			return
+		}
+		l.toFull()
 	}
 	if i == 0 {
 		l.pushFront(s)
@@ -168,6 +231,29 @@ func (l *List) InsertAt(i int, s string) {
 // Filter keeps the items for which keep returns true, in order, and
 // returns how many it removed: O(n). (LREM, LTRIM's core.)
 func (l *List) Filter(keep func(i int, s string) bool) int {
+	if l.compact() {
+		out := make([]byte, 0, len(l.lp))
+		w := 0
+		var gone []int // the removed indices, for the journal
+		for i, off := 0, 0; i < l.n; i++ {
+			n := int(l.lp[off])
+			if keep(i, l.lpItem(off)) {
+				out = append(out, l.lp[off:off+n+2]...)
+				w++
+			} else if l.recording() {
+				gone = append(gone, i)
+			}
+			off += n + 2
+		}
+		removed := l.n - w
+		if len(gone) > 0 {
+			l.recFilter(gone)
+		}
+		if removed > 0 {
+			l.lp, l.n, l.cur = fit(out), w, cursor{}
+		}
+		return removed
+	}
 	w := 0
 	var gone []int // the removed indices, for the journal
 	for r := 0; r < l.n; r++ {
@@ -184,11 +270,7 @@ func (l *List) Filter(keep func(i int, s string) bool) int {
 	}
 	removed := l.n - w
 	if len(gone) > 0 {
-		l.journal.buf = binary.AppendUvarint(append(l.journal.buf, 'F'), uint64(len(gone)))
-		for _, r := range gone {
-			l.journal.buf = binary.AppendUvarint(l.journal.buf, uint64(r))
-		}
-		l.check(l.size)
+		l.recFilter(gone)
 	}
 	for j := w; j < l.n; j++ {
 		l.buf[l.pos(j)] = ""
@@ -202,8 +284,14 @@ func (l *List) Filter(keep func(i int, s string) bool) int {
 // drops the rest: O(dropped).
 func (l *List) Trim(start, stop int) {
 	if l.recording() {
-		l.journal.buf = binary.AppendUvarint(binary.AppendUvarint(append(l.journal.buf, 'M'), uint64(start)), uint64(stop))
-		l.check(l.size)
+		l.journal.recs = binary.AppendUvarint(binary.AppendUvarint(append(l.journal.recs, 'M'), uint64(start)), uint64(stop))
+		l.check(l.Size())
+	}
+	if l.compact() {
+		from, to := l.offset(start), l.offset(stop+1)
+		l.lp = fit(append(l.lp[:0], l.lp[from:to]...))
+		l.n, l.cur = stop-start+1, cursor{}
+		return
 	}
 	for j := stop + 1; j < l.n; j++ {
 		p := l.pos(j)
@@ -223,14 +311,23 @@ func (l *List) Trim(start, stop int) {
 // Clear empties the list.
 func (l *List) Clear() {
 	if l.recording() {
-		l.journal.buf = append(l.journal.buf, 'C')
+		l.journal.recs = append(l.journal.recs, 'C')
 	}
-	*l = List{journal: l.journal, size: 48}
+	*l = List{journal: l.journal}
 }
 
 // recIndex records a list write at index i with item s.
 func (l *List) recIndex(tag byte, i int, s string) {
-	l.journal.buf = binary.AppendUvarint(append(l.journal.buf, tag), uint64(i))
-	l.journal.buf = appendStr(l.journal.buf, s)
-	l.check(l.size)
+	l.journal.recs = binary.AppendUvarint(append(l.journal.recs, tag), uint64(i))
+	l.journal.recs = appendStr(l.journal.recs, s)
+	l.check(l.Size())
+}
+
+// recFilter records the indices Filter removed (ascending).
+func (l *List) recFilter(gone []int) {
+	l.journal.recs = binary.AppendUvarint(append(l.journal.recs, 'F'), uint64(len(gone)))
+	for _, r := range gone {
+		l.journal.recs = binary.AppendUvarint(l.journal.recs, uint64(r))
+	}
+	l.check(l.Size())
 }

@@ -13,17 +13,28 @@ import (
 // spans (so rank lookups are O(log n), as Redis's zskiplist) plus a map from
 // member to score.
 //
-// The zero value is not usable: create one with NewZSet. A ZSet is not
+// The zero value is an empty set, ready to use. A ZSet is not
 // safe for concurrent use; the store calls it under the key's shard lock.
 // Size is kept current on every change (O(1) to read).
+//
+// A small set is kept compact (zcompact.go): its elements in order in one
+// []byte, until it holds more than CompactMaxEntries members or one longer
+// than CompactMaxValue; reads then walk the bytes (O(n), n small), as
+// Redis's listpack encoding does.
 type ZSet struct {
-	journal // journal.go
-	head    *zNode
-	tail    *zNode
-	level   int
-	n       int
-	dict    map[string]float64
-	size    int64
+	journal        // journal.go; kept across the change of form
+	*zFull         // nil while compact
+	n       int    // members, in either form
+	lp      []byte // the compact form's elements
+}
+
+// zFull is a ZSet's full form: the skiplist and the member map.
+type zFull struct {
+	head  *zNode
+	tail  *zNode
+	level int
+	dict  map[string]float64
+	size  int64
 }
 
 const zMaxLevel = 32
@@ -47,15 +58,23 @@ type zNode struct {
 const zElemCost = 56 + 24 + 48
 
 // NewZSet returns an empty sorted set.
-func NewZSet() *ZSet {
-	return &ZSet{head: &zNode{lv: make([]zLevel, 1, 4)}, level: 1, dict: map[string]float64{}, size: 64}
+func NewZSet() *ZSet { return &ZSet{} }
+
+// newZFull returns an empty full form.
+func newZFull() *zFull {
+	return &zFull{head: &zNode{lv: make([]zLevel, 1, 4)}, level: 1, dict: map[string]float64{}, size: 64}
 }
 
 // Len is the number of members.
 func (z *ZSet) Len() int { return z.n }
 
 // Size is the set's approximate heap footprint in bytes.
-func (z *ZSet) Size() int64 { return z.size }
+func (z *ZSet) Size() int64 {
+	if z.compact() {
+		return z.compactSize()
+	}
+	return z.size
+}
 
 func zRandomLevel() int {
 	l := 1
@@ -72,6 +91,13 @@ func zLess(s1 float64, m1 string, s2 float64, m2 string) bool {
 
 // Score returns member's score.
 func (z *ZSet) Score(member string) (float64, bool) {
+	if z.compact() {
+		if off := z.zFind(member); off >= 0 {
+			_, s, _ := z.zEntry(off)
+			return s, true
+		}
+		return 0, false
+	}
 	s, ok := z.dict[member]
 	return s, ok
 }
@@ -168,13 +194,24 @@ func (z *ZSet) unlink(x *zNode, update *[zMaxLevel]*zNode) {
 // Set stores member with score, adding or moving it; it reports whether
 // the member was added.
 func (z *ZSet) Set(member string, score float64) (added bool) {
+	if z.recording() {
+		// Recorded first (in either form), so the record copies member
+		// before the write can move the compact bytes it might point into;
+		// a write that changes nothing records nothing.
+		if old, ok := z.Score(member); !ok || old != score {
+			z.journal.recs = binary.LittleEndian.AppendUint64(append(z.journal.recs, 'S'), math.Float64bits(score))
+			z.rec1Raw(member)
+		}
+	}
+	if z.compact() {
+		if added, done := z.zSet(member, score); done {
+			return added
+		}
+		z.toFull()
+	}
 	old, ok := z.dict[member]
 	if ok && old == score {
 		return false
-	}
-	if z.recording() {
-		z.journal.buf = binary.LittleEndian.AppendUint64(append(z.journal.buf, 'S'), math.Float64bits(score))
-		z.rec1Raw(member)
 	}
 	if ok {
 		z.remove(old, member)
@@ -187,6 +224,16 @@ func (z *ZSet) Set(member string, score float64) (added bool) {
 
 // Remove deletes member and reports whether it was present.
 func (z *ZSet) Remove(member string) bool {
+	if z.compact() {
+		off := z.zFind(member)
+		if off >= 0 {
+			if z.recording() {
+				z.rec1('D', member, z.Size())
+			}
+			z.zRemoveAt(off)
+		}
+		return off >= 0
+	}
 	s, ok := z.dict[member]
 	if !ok {
 		return false
@@ -198,19 +245,29 @@ func (z *ZSet) Remove(member string) bool {
 // removeRec is remove, recorded in the journal (journal.go).
 func (z *ZSet) removeRec(score float64, member string) {
 	if z.recording() {
-		z.rec1('D', member, z.size)
+		z.rec1('D', member, z.Size())
 	}
 	z.remove(score, member)
 }
 
 // rec1Raw ends a record with member (its tag and score are in already).
 func (z *ZSet) rec1Raw(member string) {
-	z.journal.buf = appendStr(z.journal.buf, member)
-	z.check(z.size)
+	z.journal.recs = appendStr(z.journal.recs, member)
+	z.check(z.Size())
 }
 
 // Rank is member's 0-based rank in ascending order.
 func (z *ZSet) Rank(member string) (int, bool) {
+	if z.compact() {
+		for i, off := 0, 0; off < len(z.lp); i++ {
+			m, _, next := z.zEntry(off)
+			if m == member {
+				return i, true
+			}
+			off = next
+		}
+		return 0, false
+	}
 	score, ok := z.dict[member]
 	if !ok {
 		return 0, false
@@ -258,6 +315,10 @@ type Element struct {
 // stop. Cost: O(log n + elements visited).
 func (z *ZSet) RangeByRank(start, stop int, rev bool, fn func(member string, score float64) bool) {
 	if start > stop || start >= z.n {
+		return
+	}
+	if z.compact() {
+		z.zRangeByRank(start, stop, rev, fn)
 		return
 	}
 	var x *zNode
@@ -342,6 +403,12 @@ func (z *ZSet) lastInScore(r *ScoreRange) *zNode {
 // descending with rev), skipping the first offset of them; fn returns false
 // to stop. Cost: O(log n + offset + elements visited).
 func (z *ZSet) RangeByScore(r ScoreRange, rev bool, offset int, fn func(member string, score float64) bool) {
+	if z.compact() {
+		if !r.Empty() {
+			z.zWalk(rev, offset, func(_ string, s float64) bool { return r.aboveMin(s) }, func(_ string, s float64) bool { return r.belowMax(s) }, func(_ int, m string, s float64) bool { return fn(m, s) })
+		}
+		return
+	}
 	var x *zNode
 	if rev {
 		x = z.lastInScore(&r)
@@ -367,6 +434,11 @@ func (z *ZSet) RangeByScore(r ScoreRange, rev bool, offset int, fn func(member s
 
 // CountByScore is the number of elements with scores in r: O(log n).
 func (z *ZSet) CountByScore(r ScoreRange) int {
+	if z.compact() {
+		n := 0
+		z.RangeByScore(r, false, 0, func(string, float64) bool { n++; return true })
+		return n
+	}
 	first := z.firstInScore(&r)
 	if first == nil {
 		return 0
@@ -481,6 +553,12 @@ func (z *ZSet) lastInLex(r *LexRange) *zNode {
 
 // RangeByLex is RangeByScore for a lex range.
 func (z *ZSet) RangeByLex(r LexRange, rev bool, offset int, fn func(member string, score float64) bool) {
+	if z.compact() {
+		if !r.Empty() {
+			z.zWalk(rev, offset, func(m string, _ float64) bool { return r.aboveMin(m) }, func(m string, _ float64) bool { return r.belowMax(m) }, func(_ int, m string, s float64) bool { return fn(m, s) })
+		}
+		return
+	}
 	var x *zNode
 	if rev {
 		x = z.lastInLex(&r)
@@ -506,6 +584,11 @@ func (z *ZSet) RangeByLex(r LexRange, rev bool, offset int, fn func(member strin
 
 // CountByLex is the number of members in r: O(log n).
 func (z *ZSet) CountByLex(r LexRange) int {
+	if z.compact() {
+		n := 0
+		z.RangeByLex(r, false, 0, func(string, float64) bool { n++; return true })
+		return n
+	}
 	first := z.firstInLex(&r)
 	if first == nil {
 		return 0
@@ -519,6 +602,13 @@ func (z *ZSet) CountByLex(r LexRange) int {
 // RemoveRangeByScore deletes the elements with scores in r and returns
 // how many it deleted. Cost: O(log n + removed).
 func (z *ZSet) RemoveRangeByScore(r ScoreRange, removed func(member string)) int {
+	if z.compact() {
+		var del []int
+		if !r.Empty() {
+			z.zWalk(false, 0, func(_ string, s float64) bool { return r.aboveMin(s) }, func(_ string, s float64) bool { return r.belowMax(s) }, func(i int, _ string, _ float64) bool { del = append(del, i); return true })
+		}
+		return z.zRemoveRanks(del, removed)
+	}
 	var del []Element
 	z.RangeByScore(r, false, 0, func(m string, s float64) bool { del = append(del, Element{m, s}); return true })
 	for _, e := range del {
@@ -532,6 +622,13 @@ func (z *ZSet) RemoveRangeByScore(r ScoreRange, removed func(member string)) int
 
 // RemoveRangeByLex deletes the members in r.
 func (z *ZSet) RemoveRangeByLex(r LexRange, removed func(member string)) int {
+	if z.compact() {
+		var del []int
+		if !r.Empty() {
+			z.zWalk(false, 0, func(m string, _ float64) bool { return r.aboveMin(m) }, func(m string, _ float64) bool { return r.belowMax(m) }, func(i int, _ string, _ float64) bool { del = append(del, i); return true })
+		}
+		return z.zRemoveRanks(del, removed)
+	}
 	var del []Element
 	z.RangeByLex(r, false, 0, func(m string, s float64) bool { del = append(del, Element{m, s}); return true })
 	for _, e := range del {
@@ -545,6 +642,13 @@ func (z *ZSet) RemoveRangeByLex(r LexRange, removed func(member string)) int {
 
 // RemoveRangeByRank deletes ranks start..stop (clamped, inclusive).
 func (z *ZSet) RemoveRangeByRank(start, stop int, removed func(member string)) int {
+	if z.compact() {
+		var del []int
+		for i := max(start, 0); i <= stop && i < z.n; i++ {
+			del = append(del, i)
+		}
+		return z.zRemoveRanks(del, removed)
+	}
 	var del []Element
 	z.RangeByRank(start, stop, false, func(m string, s float64) bool { del = append(del, Element{m, s}); return true })
 	for _, e := range del {
@@ -559,6 +663,16 @@ func (z *ZSet) RemoveRangeByRank(start, stop int, removed func(member string)) i
 // Each calls fn for every element in ascending order until fn returns
 // false.
 func (z *ZSet) Each(fn func(member string, score float64) bool) {
+	if z.compact() {
+		for off := 0; off < len(z.lp); {
+			m, s, next := z.zEntry(off)
+			if !fn(m, s) {
+				return
+			}
+			off = next
+		}
+		return
+	}
 	for x := z.head.lv[0].next; x != nil; x = x.lv[0].next {
 		if !fn(x.member, x.score) {
 			return

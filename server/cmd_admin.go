@@ -44,9 +44,13 @@ func (c *client) appendCommandInfo(b []byte, cmd *command, fullname string) []by
 	for _, f := range flags {
 		b = appendSimple(b, f)
 	}
-	b = appendInt(b, int64(cmd.firstKey))
-	b = appendInt(b, int64(cmd.lastKey))
-	b = appendInt(b, int64(cmd.step))
+	first, last, step := cmd.firstKey, cmd.lastKey, cmd.step
+	if cmd.keynum != nil {
+		first, last, step = legacyRange(registeredSpecs[fullname]) // keyspecs.go
+	}
+	b = appendInt(b, int64(first))
+	b = appendInt(b, int64(last))
+	b = appendInt(b, int64(step))
 	b = c.appendSet(b, len(cmd.acl))
 	for _, a := range cmd.acl {
 		b = appendSimple(b, a)

@@ -57,6 +57,17 @@ func movableKeys(name string) bool {
 // args are ignored, so a command short of its key is served locally and
 // answers its own usage error, as in Redis.
 func foldKeySlot(cmd *command, args [][]byte, slot int) (int, bool) {
+	if cmd.keynum != nil { // ZUNIONSTORE, LMPOP, ...: keyspecs.go
+		ok := true
+		cmd.keynum.each(args, false, func(k []byte) {
+			if ks := cluster.KeySlot(k); slot < 0 {
+				slot = ks
+			} else if ks != slot {
+				ok = false
+			}
+		})
+		return slot, ok
+	}
 	first, last, step := cmd.firstKey, cmd.lastKey, cmd.step
 	if movableKeys(cmd.name) {
 		first, last, step = 0, 0, 1

@@ -70,14 +70,16 @@ var commandTips = map[string][]string{
 }
 
 // keySpec is one Redis 7 key specification: begin_search by index, then
-// find_keys by range (lastkey, keystep, limit) or, for the EVAL family, by
-// keynum (numkeys at keynumidx after the index, keys from firstkey).
+// find_keys by range (lastkey, keystep, limit) or, for the EVAL family and
+// registered commands such as ZUNIONSTORE, by keynum (numkeys at keynumIdx
+// after the index, keys from firstKey after it).
 type keySpec struct {
 	notes string
 	flags []string
 	index int
-	// keynum: find_keys is "keynum" with keynumidx 0, firstkey 1.
+	// keynum: find_keys is "keynum" (keynumIdx, firstKey, keyStep).
 	keynum                bool
+	keynumIdx, firstKey   int
 	lastKey, keyStep, lim int
 }
 
@@ -115,7 +117,7 @@ func keySpecsOf(cmd *command) []keySpec {
 	}
 	switch {
 	case movableKeys(cmd.name):
-		ks.index, ks.keynum, ks.keyStep = 2, true, 1
+		ks.index, ks.keynum, ks.firstKey, ks.keyStep = 2, true, 1, 1
 	case cmd.firstKey == 0:
 		return nil
 	default:
@@ -163,9 +165,9 @@ func (c *client) appendKeySpecs(b []byte, cmd *command) []byte {
 			b = appendBulkString(b, "spec")
 			b = c.appendMap(b, 3)
 			b = appendBulkString(b, "keynumidx")
-			b = appendInt(b, 0)
+			b = appendInt(b, int64(ks.keynumIdx))
 			b = appendBulkString(b, "firstkey")
-			b = appendInt(b, 1)
+			b = appendInt(b, int64(ks.firstKey))
 			b = appendBulkString(b, "keystep")
 			b = appendInt(b, int64(ks.keyStep))
 			continue
@@ -195,6 +197,14 @@ func moduleOf(cmd *command) string {
 // commandKeys returns the keys of a command line (args[0] the command
 // name) as COMMAND GETKEYS finds them, or Redis's error text.
 func commandKeys(cmd *command, args [][]byte) ([][]byte, string) {
+	if cmd.keynum != nil {
+		var keys [][]byte
+		cmd.keynum.each(args, false, func(k []byte) { keys = append(keys, k) })
+		if len(keys) == 0 {
+			return nil, "ERR Invalid arguments specified for command"
+		}
+		return keys, ""
+	}
 	first, last, step := cmd.firstKey, cmd.lastKey, cmd.step
 	if movableKeys(cmd.name) {
 		// A keynum spec that does not fit the arguments (numkeys 0,

@@ -29,6 +29,9 @@ type command struct {
 	script bool
 	// subs are subcommands (CLIENT ID, COMMAND INFO, ...), keyed lower case.
 	subs map[string]*command
+	// keynum, for a registered command with a keynum key spec (ZUNIONSTORE,
+	// LMPOP, ...), says where its keys are (keyspecs.go); nil otherwise.
+	keynum *keynumKeys
 	// meta: what the hot path needs to know without reading flags, and the
 	// index of the command's counters in the Server (cmdstats.go).
 	meta cmdMeta

@@ -59,12 +59,20 @@ type Command struct {
 }
 
 // KeySpec is one key specification of COMMAND INFO: the key found at
-// Index, then LastKey/KeyStep/Limit as Redis's find_keys range.
+// Index, then LastKey/KeyStep/Limit as Redis's find_keys range, or, with
+// KeyNum, Redis's find_keys keynum: the number of keys at
+// Index+KeyNumIdx, the first key at Index+FirstKey, then every KeyStep.
+// A command with a keynum spec finds its keys from its specs (COMMAND
+// GETKEYS, cluster routing, tracking, WATCH), as Redis's getkeys_proc
+// does; its COMMAND INFO first/last/step are the legacy range its range
+// specs imply (0 0 0 when it has none), as Redis 7 reports them.
 type KeySpec struct {
 	Flags                   string // space-separated, Redis's spelling: "RW access update"
 	Notes                   string
 	Index                   int
 	LastKey, KeyStep, Limit int
+	KeyNum                  bool
+	KeyNumIdx, FirstKey     int
 }
 
 // registeredSpecs are the key specs of registered commands, by full name
@@ -121,6 +129,7 @@ func registered(rc Command, fullname, group, since string) *command {
 		registeredSpecs[fullname] = append(registeredSpecs[fullname], keySpec{
 			notes: k.Notes, flags: strings.Fields(k.Flags), index: k.Index,
 			lastKey: k.LastKey, keyStep: k.KeyStep, lim: k.Limit,
+			keynum: k.KeyNum, keynumIdx: k.KeyNumIdx, firstKey: k.FirstKey,
 		})
 	}
 	if len(rc.Tips) > 0 {
@@ -128,6 +137,7 @@ func registered(rc Command, fullname, group, since string) *command {
 	}
 	cmd := sp.build()
 	cmd.meta.intIsValue = rc.IntIsValue
+	cmd.keynum = keynumOf(registeredSpecs[fullname]) // keyspecs.go
 	return cmd
 }
 

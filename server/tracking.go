@@ -176,6 +176,10 @@ func (s *Server) trackKeys(c *client, keys [][]byte) {
 
 // eachKey calls fn for each key argument of cmd.
 func eachKey(cmd *command, args [][]byte, fn func([]byte)) {
+	if cmd.keynum != nil {
+		cmd.keynum.each(args, true, fn) // keyspecs.go
+		return
+	}
 	if cmd.firstKey <= 0 || cmd.step <= 0 {
 		return
 	}

@@ -100,6 +100,10 @@ func (w *watchRegistry) touchAnyDB(key []byte) {
 }
 
 func (w *watchRegistry) touchKeys(cmd *command, args [][]byte, db int) {
+	if cmd.keynum != nil {
+		cmd.keynum.each(args, true, func(k []byte) { w.touch(db, k) }) // keyspecs.go
+		return
+	}
 	if cmd.firstKey <= 0 || cmd.step <= 0 {
 		return
 	}

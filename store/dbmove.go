@@ -82,7 +82,7 @@ func CopyTo(src, dst *Store, key, dstKey []byte, nowMs int64, replace bool) (boo
 	if _, exists := ds.lookupLocked(dstKey, hd, nowMs); exists && !replace {
 		return false, nil
 	}
-	if !copyable(ss.slab[sslot].kind(), false) {
+	if !ss.copyableLocked(sslot, false) {
 		return false, ErrNotCopyable
 	}
 	src.copyEntryLocked(ss, sslot, ds, dstKey, hd, nowMs, false)

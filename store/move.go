@@ -81,7 +81,7 @@ func (s *Store) Copy(src, dst []byte, nowMs int64, replace bool) (bool, error) {
 	if _, exists := ds.lookupLocked(dst, hd, nowMs); exists && !replace {
 		return false, nil
 	}
-	if !copyable(ss.slab[sslot].kind(), false) {
+	if !ss.copyableLocked(sslot, false) {
 		return false, ErrNotCopyable
 	}
 	s.copyEntryLocked(ss, sslot, ds, dst, hd, nowMs, false)
@@ -115,14 +115,29 @@ func (s *Store) copyEntryLocked(ss *shard, sslot uint32, ds *shard, dst []byte, 
 
 // copyable reports whether a key of kind k can be copied and moved: a
 // string always (all its state is in the entry), a window (its state is
-// bytes), a hash, list or sorted set only moved (RENAME: the object is
-// handed over; COPY would need a deep copy the kinds do not offer yet).
+// bytes), a hash, list or sorted set moved (RENAME: the object is handed
+// over) or, when its object is a Duplicator, copied (copyableLocked).
 func copyable(k Kind, move bool) bool {
 	switch k {
 	case KindString, KindWindow:
 		return true
 	case KindHash, KindList, KindZSet:
 		return move
+	}
+	return false
+}
+
+// copyableLocked is copyable for the key in slot, whose object may offer a
+// deep copy. Requires sh.mu.
+func (sh *shard) copyableLocked(slot uint32, move bool) bool {
+	k := sh.slab[slot].kind()
+	if copyable(k, move) {
+		return true
+	}
+	switch k {
+	case KindHash, KindList, KindZSet:
+		_, ok := sh.objs[slot].obj.(Duplicator)
+		return ok
 	}
 	return false
 }
@@ -143,11 +158,15 @@ func (sh *shard) copyKindLocked(dslot uint32, src *shard, sslot uint32, move boo
 			sh.deleteSlotLocked(dslot) // a heap past 4 GiB: the copy is lost, not corrupt
 		}
 	case KindHash, KindList, KindZSet:
-		if !move {
-			return
-		}
 		o, ok := src.objs[sslot]
 		if !ok {
+			return
+		}
+		if !move { // a deep copy (copyableLocked checked it can be made)
+			if sh.objs == nil {
+				sh.objs = make(map[uint32]objSlot)
+			}
+			sh.chargeLocked(dslot, objSlot{obj: o.obj.(Duplicator).Duplicate().(Object)})
 			return
 		}
 		delete(src.objs, sslot) // handed over: src's delete releases nothing more

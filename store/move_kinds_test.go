@@ -68,3 +68,65 @@ func TestRenameCopyOtherKinds(t *testing.T) {
 		}
 	}
 }
+
+// dupObj is a testObj that offers a deep copy.
+type dupObj struct{ testObj }
+
+func (o *dupObj) Duplicate() any { c := *o; return &c }
+
+// COPY of an object that can be duplicated gives the destination an object
+// of its own, charged like the source's, in the same store and in another
+// (COPY ... DB n); REPLACE replaces a key of another kind; deleting either
+// key credits back exactly its own charge.
+func TestCopyDuplicatesObjects(t *testing.T) {
+	s, other := New(Options{}), New(Options{})
+	const now = 1_000_000
+	base, otherBase := s.UsedMemory(), other.UsedMemory()
+	if _, err := s.WriteObject([]byte("z"), KindZSet, now, func() Object { return &dupObj{} }, func(o Object) bool {
+		o.(*dupObj).n, o.(*dupObj).size = 5, 900
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	one := s.UsedMemory() - base
+	if _, err := s.Put([]byte("str"), Value{Kind: KindString, Raw: "x"}, now, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.Copy([]byte("z"), []byte("str"), now, false); ok || err != nil {
+		t.Fatalf("COPY onto an existing key without REPLACE: %v %v", ok, err)
+	}
+	if ok, err := s.Copy([]byte("z"), []byte("str"), now, true); !ok || err != nil {
+		t.Fatalf("COPY ... REPLACE: %v %v", ok, err)
+	}
+	if ok, err := CopyTo(s, other, []byte("z"), []byte("z"), now, false); !ok || err != nil {
+		t.Fatalf("COPY ... DB: %v %v", ok, err)
+	}
+	// The copies are separate objects: growing the source leaves them be.
+	if _, err := s.WriteObject([]byte("z"), KindZSet, now, nil, func(o Object) bool { o.(*dupObj).n = 9; return true }); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		st  *Store
+		key string
+	}{{s, "str"}, {other, "z"}} {
+		n := 0
+		if found, err := c.st.ReadObject([]byte(c.key), KindZSet, now, func(o Object) { n = o.Len() }); !found || err != nil || n != 5 {
+			t.Fatalf("copy %s: found %v err %v len %d, want 5", c.key, found, err, n)
+		}
+	}
+	if got, want := s.UsedMemory()-base, 2*one-keyCost(1)+keyCost(3); got != want {
+		t.Fatalf("charged %d after COPY REPLACE, want %d (two zsets)", got, want)
+	}
+	if got := other.UsedMemory() - otherBase; got != one {
+		t.Fatalf("other store charged %d, want %d", got, one)
+	}
+	s.Delete([]byte("str"), now)
+	s.Delete([]byte("z"), now)
+	other.Delete([]byte("z"), now)
+	if got := s.UsedMemory() - base; got != 0 {
+		t.Fatalf("%d bytes still charged", got)
+	}
+	if got := other.UsedMemory() - otherBase; got != 0 {
+		t.Fatalf("%d bytes still charged in the other store", got)
+	}
+}

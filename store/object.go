@@ -24,6 +24,15 @@ type Object interface {
 	AppendImage(b []byte) []byte
 }
 
+// Duplicator is an Object that can be deep-copied (COPY of a hash, list or
+// sorted set). Duplicate returns an independent Object with the same
+// content and Size; its result is typed any so that the kinds' pure
+// package need not import store. O(elements), under both keys' shard
+// locks (Redis's COPY is O(N) too).
+type Duplicator interface {
+	Duplicate() any
+}
+
 // objectChangeLocked describes slot's object as a Change: its kind and
 // image, appended to buf (which it returns). Requires sh.mu.
 func (sh *shard) objectChangeLocked(slot uint32, key, buf []byte) (Change, []byte) {

@@ -1,0 +1,283 @@
+package kinds
+
+import "unsafe"
+
+// Compact encodings of small hashes and lists, as Redis keeps them in a
+// listpack (hash-max-listpack-entries 128, hash-max-listpack-value 64;
+// list-max-listpack-size -2, 8 KiB): the elements in one []byte, each with
+// a one-byte length, instead of a map, a slice of string headers and one
+// allocation per string. A read walks the bytes (O(n), n small); a write
+// splices them (O(bytes), as a listpack insert reallocs). A structure
+// leaves its compact form for the full one when it grows past the limits,
+// and never goes back (as Redis). Strings returned from the compact form
+// point into its bytes: they are valid until the next write to the
+// structure (the handlers use them at once, under the key's lock).
+//
+// Layout. A hash entry is [len(field)] field [len(value)] value; a list
+// entry is [len] bytes [len], so a list can also be walked backwards (LREM
+// with a negative count, LPOS RANK -1, RPOP).
+
+const (
+	// CompactMaxEntries is the most fields a compact hash holds.
+	CompactMaxEntries = 128
+	// CompactMaxValue is the longest field, value or list item (bytes)
+	// kept compact.
+	CompactMaxValue = 64
+	// CompactMaxBytes is the most bytes a compact list holds.
+	CompactMaxBytes = 8192
+)
+
+// cursor remembers the last entry a walk reached (index, byte offset),
+// so a sequential walk with At (LRANGE, HSCAN, AppendImage) costs O(1)
+// per step. Reset by every write.
+type cursor struct{ i, off int32 }
+
+// bstr is b's bytes as a string without copying: valid while b is not
+// written.
+func bstr(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+// reserve returns b with room for extra more bytes, growing by a 32nd
+// beyond the need rather than append's doubling, whose slack Size would
+// count (Redis reallocs a listpack on every insert; this reallocates about
+// 200 times on the way from empty to 8 KiB).
+func reserve(b []byte, extra int) []byte {
+	if cap(b)-len(b) >= extra {
+		return b
+	}
+	n := len(b) + extra
+	nb := make([]byte, len(b), (n+n/32+15)&^15)
+	copy(nb, b)
+	return nb
+}
+
+// fit gives b back its slack when it holds less than half its capacity.
+func fit(b []byte) []byte {
+	if cap(b) > 64 && len(b) < cap(b)/2 {
+		nb := make([]byte, len(b), (len(b)+len(b)/4+15)&^15)
+		copy(nb, b)
+		return nb
+	}
+	return b
+}
+
+// splice replaces b[from:to] with s and returns b.
+func splice(b []byte, from, to int, s string) []byte {
+	delta := len(s) - (to - from)
+	n := len(b)
+	if delta > 0 {
+		b = reserve(b, delta)
+		b = b[:n+delta]
+		copy(b[to+delta:], b[to:n])
+	} else if delta < 0 {
+		copy(b[to+delta:], b[to:n])
+		b = b[:n+delta]
+	}
+	copy(b[from:], s)
+	return b
+}
+
+// hashCompactBase is a compact Hash's own allocation (the struct, 32
+// bytes of it the journal's header, journal.go).
+const hashCompactBase = 80
+
+// compact reports whether h is in its compact form.
+func (h *Hash) compact() bool { return h.hashFull == nil }
+
+// compactSize is a compact h's Size.
+func (h *Hash) compactSize() int64 { return hashCompactBase + int64(cap(h.lp)) }
+
+// lpEntry decodes the hash entry at off: field, value and the next offset.
+func (h *Hash) lpEntry(off int) (f, v string, next int) {
+	fl := int(h.lp[off])
+	vl := int(h.lp[off+1+fl])
+	f = bstr(h.lp[off+1 : off+1+fl])
+	v = bstr(h.lp[off+2+fl : off+2+fl+vl])
+	return f, v, off + 2 + fl + vl
+}
+
+// lpFind returns the offset of field's entry, or -1.
+func (h *Hash) lpFind(field string) int {
+	lp := h.lp
+	for off := 0; off < len(lp); {
+		fl := int(lp[off])
+		if fl == len(field) && string(lp[off+1:off+1+fl]) == field {
+			return off
+		}
+		off += 2 + fl + int(lp[off+1+fl])
+	}
+	return -1
+}
+
+// lpSet is Set on a compact h that stays compact; false when the write
+// needs the full form (h is unchanged then).
+func (h *Hash) lpSet(field, value string) (added, done bool) {
+	if len(field) > CompactMaxValue || len(value) > CompactMaxValue {
+		return false, false
+	}
+	h.cur = cursor{}
+	if off := h.lpFind(field); off >= 0 {
+		fl := int(h.lp[off])
+		voff := off + 2 + fl
+		vl := int(h.lp[voff-1])
+		h.lp[voff-1] = byte(len(value))
+		h.lp = splice(h.lp, voff, voff+vl, value)
+		return false, true
+	}
+	if int(h.n) >= CompactMaxEntries {
+		return false, false
+	}
+	h.lp = reserve(h.lp, 2+len(field)+len(value))
+	h.lp = append(h.lp, byte(len(field)))
+	h.lp = append(h.lp, field...)
+	h.lp = append(h.lp, byte(len(value)))
+	h.lp = append(h.lp, value...)
+	h.n++
+	return true, true
+}
+
+// lpDelete is Delete on a compact h.
+func (h *Hash) lpDelete(field string) bool {
+	off := h.lpFind(field)
+	if off < 0 {
+		return false
+	}
+	if h.recording() {
+		h.rec1('D', field, h.Size()) // copies field before the splice
+	}
+	h.cur = cursor{}
+	_, _, next := h.lpEntry(off)
+	h.lp = fit(splice(h.lp, off, next, ""))
+	h.n--
+	return true
+}
+
+// lpAt is At on a compact h, walking on from the cursor when it can.
+func (h *Hash) lpAt(i int) HashField {
+	c := h.cur
+	if int(c.i) > i {
+		c = cursor{}
+	}
+	off := int(c.off)
+	for j := int(c.i); j < i; j++ {
+		_, _, off = h.lpEntry(off)
+	}
+	h.cur = cursor{int32(i), int32(off)}
+	f, v, _ := h.lpEntry(off)
+	return HashField{f, v}
+}
+
+// toFull moves a compact h into the full form (map and slice), copying
+// the strings out of the bytes.
+func (h *Hash) toFull() {
+	items := make([]HashField, 0, h.n+1)
+	idx := make(map[string]int32, h.n+1)
+	size := int64(64)
+	for off := 0; off < len(h.lp); {
+		f, v, next := h.lpEntry(off)
+		f, v = string([]byte(f)), string([]byte(v))
+		idx[f] = int32(len(items))
+		items = append(items, HashField{f, v})
+		size += hashFieldCost + int64(len(f)+len(v))
+		off = next
+	}
+	// The journal stays: the conversion changes no content, so it records
+	// nothing, and the write that caused it records itself.
+	h.hashFull, h.lp, h.n, h.cur = &hashFull{idx: idx, items: items, size: size}, nil, 0, cursor{}
+}
+
+// listCompactBase is a compact List's own allocation (the struct, 32
+// bytes of it the journal's header, journal.go).
+const listCompactBase = 80
+
+// compact reports whether l is in its compact form.
+func (l *List) compact() bool { return l.listRing == nil }
+
+func (l *List) compactSize() int64 { return listCompactBase + int64(cap(l.lp)) }
+
+// offset returns the byte offset of item i (0 ≤ i ≤ n; n gives the end),
+// walking from the nearest of the start, the cursor and the end.
+func (l *List) offset(i int) int {
+	if c := l.cur; int(c.i) == i-1 && i <= l.n { // the next item of a walk up
+		off := int(c.off) + 2 + int(l.lp[c.off])
+		l.cur = cursor{int32(i), int32(off)}
+		return off
+	}
+	type mark struct{ i, off int }
+	best := mark{0, 0}
+	if i > l.n-i {
+		best = mark{l.n, len(l.lp)}
+	}
+	if c := (mark{int(l.cur.i), int(l.cur.off)}); c.i <= l.n && abs(c.i-i) < abs(best.i-i) {
+		best = c
+	}
+	off := best.off
+	for j := best.i; j < i; j++ {
+		off += 2 + int(l.lp[off])
+	}
+	for j := best.i; j > i; j-- {
+		off -= 2 + int(l.lp[off-1])
+	}
+	l.cur = cursor{int32(i), int32(off)}
+	return off
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// lpItem is the item at off.
+func (l *List) lpItem(off int) string {
+	n := int(l.lp[off])
+	return bstr(l.lp[off+1 : off+1+n])
+}
+
+// fits reports whether a compact l can take s (replacing old bytes).
+func (l *List) fits(s string, old int) bool {
+	return len(s) <= CompactMaxValue && len(l.lp)-old+len(s)+2 <= CompactMaxBytes
+}
+
+// lpInsert inserts s as an item at byte offset off.
+func (l *List) lpInsert(off int, s string) {
+	l.cur = cursor{}
+	l.lp = reserve(l.lp, len(s)+2)
+	n := len(l.lp)
+	l.lp = l.lp[:n+len(s)+2]
+	copy(l.lp[off+len(s)+2:], l.lp[off:n])
+	l.lp[off] = byte(len(s))
+	copy(l.lp[off+1:], s)
+	l.lp[off+1+len(s)] = byte(len(s))
+	l.n++
+}
+
+// lpRemove removes the item at off and returns it, copied.
+func (l *List) lpRemove(off int) string {
+	l.cur = cursor{}
+	n := int(l.lp[off])
+	s := string(l.lp[off+1 : off+1+n])
+	l.lp = fit(splice(l.lp, off, off+n+2, ""))
+	l.n--
+	return s
+}
+
+// toFull moves a compact l into the ring buffer, copying the strings out.
+func (l *List) toFull() {
+	items := make([]string, max(8, l.n+1))
+	off := 0
+	size := int64(48)
+	for i := 0; i < l.n; i++ {
+		s := string([]byte(l.lpItem(off)))
+		items[i] = s
+		size += listItemCost + int64(len(s))
+		off += 2 + len(s)
+	}
+	// The journal stays (as Hash.toFull).
+	l.listRing, l.lp, l.cur = &listRing{buf: items, size: size}, nil, cursor{}
+}
