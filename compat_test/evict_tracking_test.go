@@ -167,6 +167,9 @@ func TestEvictionInvalidatesRueidisCache(t *testing.T) {
 	if err := b.Do(ctx, b.B().Set().Key("other").Value("1").Build()).Error(); err == nil || !strings.HasPrefix(err.Error(), "OOM ") {
 		t.Fatalf("SET at the bound: %v, want OOM after evicting ck", err)
 	}
+	// Lift the bound again: over it, the cached read's MULTI is refused
+	// (as Redis refuses every command queued in MULTI over the bound).
+	do(b.B().ConfigSet().ParameterValue().ParameterValue("maxmemory", "0").Build())
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		v, hit, err := read()

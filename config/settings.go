@@ -345,8 +345,8 @@ var table = []setting{
 // validateHA checks the HA mode's settings against each other.
 func (c *Config) validateHA() error {
 	if c.Etcd == "" {
-		if c.HACluster != "" || c.NodeID != "" || c.ReplAddr != "" {
-			return errors.New("--cluster, --node-id and --repl-addr (env CELLD_CLUSTER, CELLD_NODE_ID, CELLD_REPL_ADDR) need --etcd (env CELLD_ETCD)")
+		if c.HACluster != "" || c.NodeID != "" {
+			return errors.New("--cluster and --node-id (env CELLD_CLUSTER, CELLD_NODE_ID) need --etcd (env CELLD_ETCD)")
 		}
 		return nil
 	}
