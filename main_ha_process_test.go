@@ -262,6 +262,11 @@ func (h *harness) waitServed(s, not int, since time.Time, limit time.Duration) (
 		h.mu.Unlock()
 		time.Sleep(10 * time.Millisecond)
 	}
+	for _, m := range h.members { // what each member was doing: the logs say why
+		if p := m.proc(); p != nil {
+			h.t.Logf("%s log:\n%s", m.id, p.logs)
+		}
+	}
 	h.t.Fatalf("shard %d not served by another member within %v of %v", s, limit, since.Format(time.StampMilli))
 	return -1, time.Time{}
 }
