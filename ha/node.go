@@ -335,6 +335,11 @@ func (n *Node) session(ctx context.Context, r *roles) error {
 		e     *concurrency.Election
 	}
 	won := make(chan win, 1)
+	// campaignErr: a campaign that ended in an error (etcd unreachable
+	// while it waited) rather than a win or our own cancel. Its key may
+	// still be in etcd and later be named leader with no goroutine left to
+	// say so: the session starts over instead, campaigning anew.
+	campaignErr := make(chan error, 1)
 	campaignShard := -1
 	var v *view
 	leading := false // we won our shard's election in this session
@@ -352,6 +357,8 @@ func (n *Node) session(ctx context.Context, r *roles) error {
 			return errors.New("session lease ended")
 		case err := <-lost:
 			return fmt.Errorf("lease lost: %w", err)
+		case err := <-campaignErr:
+			return fmt.Errorf("campaign failed: %w", err)
 		case t := <-kaOK:
 			deadline = t.Add(ttl - cfg.Margin)
 			timer.Reset(time.Until(deadline))
@@ -395,10 +402,18 @@ func (n *Node) session(ctx context.Context, r *roles) error {
 				campaignCancel = cc
 				e := concurrency.NewElection(sess, electionKey(cfg.Cluster, myShard))
 				go func(shard int) {
-					if e.Campaign(cctx, cfg.NodeID) == nil {
+					err := e.Campaign(cctx, cfg.NodeID)
+					if err == nil {
 						select {
 						case won <- win{shard, e}:
 						case <-sctx.Done():
+						}
+						return
+					}
+					if cctx.Err() == nil {
+						select {
+						case campaignErr <- err:
+						default:
 						}
 					}
 				}(myShard)
