@@ -53,12 +53,12 @@ func cmdWindow(x *server.Ctx) {
 		x.Error(winErrArgs)
 		return
 	}
-	limit, ok := winParseInt(args[2])
+	limit, ok := parseInt(args[2])
 	if !ok {
 		x.Error(winErrNotInt)
 		return
 	}
-	w, ok := winParseInt(args[3])
+	w, ok := parseInt(args[3])
 	if !ok {
 		x.Error(winErrNotInt)
 		return
@@ -68,12 +68,12 @@ func cmdWindow(x *server.Ctx) {
 	case 5: // quantity or mode
 		if m, isMode := window.ParseMode(args[4]); isMode {
 			mode = m
-		} else if q, ok = winParseInt(args[4]); !ok {
+		} else if q, ok = parseInt(args[4]); !ok {
 			x.Error(winErrNotInt)
 			return
 		}
 	case 6:
-		if q, ok = winParseInt(args[4]); !ok {
+		if q, ok = parseInt(args[4]); !ok {
 			x.Error(winErrNotInt)
 			return
 		}
@@ -135,41 +135,4 @@ func windowModified(args [][]byte, reply []byte) bool {
 		return false
 	}
 	return true
-}
-
-// winParseInt reads b as Redis's string2ll does: an optional '-' then
-// ASCII digits, no leading zeros (but "0"), no '+', no spaces, within
-// int64. It does not allocate.
-func winParseInt(b []byte) (int64, bool) {
-	if len(b) == 0 || len(b) > 20 {
-		return 0, false
-	}
-	if len(b) == 1 && b[0] == '0' {
-		return 0, true
-	}
-	neg := b[0] == '-'
-	if neg {
-		b = b[1:]
-	}
-	if len(b) == 0 || b[0] < '1' || b[0] > '9' {
-		return 0, false
-	}
-	var n uint64
-	for _, c := range b {
-		d := uint64(c - '0')
-		if c < '0' || c > '9' || n > (1<<64-1-d)/10 {
-			return 0, false
-		}
-		n = n*10 + d
-	}
-	if neg {
-		if n > 1<<63 {
-			return 0, false
-		}
-		return -int64(n), true
-	}
-	if n > 1<<63-1 {
-		return 0, false
-	}
-	return int64(n), true
 }
