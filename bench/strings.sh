@@ -24,8 +24,9 @@ RPORT=${RPORT:-$((CPORT + 1))}
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; redis-cli -p $RPORT shutdown nosave >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 
-go build -o "$work/celld" .
-"$work/celld" --addr 127.0.0.1:$CPORT --dir "$work/data" 2>"$work/celld.log" &
+if [ -n "${CELLD_BIN:-}" ]; then cp "$CELLD_BIN" "$work/celld"; else go build -o "$work/celld" .; fi
+"$work/celld" --addr 127.0.0.1:$CPORT --dir "$work/data" ${CELLD_ARGS:-} 2>"$work/celld.log" &
+cpid=$!
 redis-server --port $RPORT --save '' --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
 for p in $CPORT $RPORT; do
   for _ in $(seq 50); do redis-cli -p $p ping >/dev/null 2>&1 && break; sleep 0.1; done
@@ -33,10 +34,20 @@ for p in $CPORT $RPORT; do
     { echo "no server answering on port $p (taken? see $work/*.log)" >&2; tail -3 "$work"/*.log >&2; exit 1; }
 done
 
-bench() { # PORT ARGS... -> "rps p50 p99"
+hz=$(getconf CLK_TCK)
+cpu() { awk '{ print $14 + $15 }' "/proc/$cpid/stat"; } # celld's user+system ticks
+
+bench() { # PORT ARGS... -> "rps p50 p99" (celld's: "rps p50 p99 cpu_us_per_call")
   local port=$1; shift
-  redis-benchmark -p "$port" -c 50 -P 16 -n "$N" -r "$KEYS" --csv "$@" 2>/dev/null |
-    awk -F, 'NR==2 { gsub(/"/, ""); print $(NF-6), $(NF-3), $(NF-1) }'
+  local t0 t1 out
+  [ "$port" = "$CPORT" ] && t0=$(cpu)
+  out=$(redis-benchmark -p "$port" -c 50 -P 16 -n "$N" -r "$KEYS" --csv "$@" 2>/dev/null |
+    awk -F, 'NR==2 { gsub(/"/, ""); print $(NF-6), $(NF-3), $(NF-1) }')
+  if [ "$port" = "$CPORT" ]; then
+    t1=$(cpu)
+    out="$out $(echo "($t1 - $t0) * 1000000 / $hz / $N" | bc -l | xargs printf '%.2f')"
+  fi
+  echo "$out"
 }
 
 val=$(head -c 100 /dev/zero | tr '\0' v) # 100 bytes
@@ -47,9 +58,14 @@ for p in $CPORT $RPORT; do
   redis-benchmark -p $p -c 50 -P 16 -n $((KEYS * 3)) -r "$KEYS" SET key:__rand_int__ "$val" >/dev/null 2>&1
 done
 
-printf '%-28s %12s %8s %8s | %12s %8s %8s | %6s\n' "row (c=50 P=16)" "celld req/s" "p50 ms" "p99 ms" "redis req/s" "p50 ms" "p99 ms" "ratio"
+printf '%-28s %12s %8s %8s %7s | %12s %8s %8s | %6s\n' "row (c=50 P=16)" "celld req/s" "p50 ms" "p99 ms" "cpu/c" "redis req/s" "p50 ms" "p99 ms" "ratio"
 row() { # label ARGS...
   local label=$1; shift
+  if [ -n "${ROWS:-}" ]; then
+    local want=0 w
+    for w in $ROWS; do case $label in "$w"*) want=1 ;; esac; done
+    [ $want = 1 ] || return 0
+  fi
   local as="" bs=""
   for _ in $(seq "$ROUNDS"); do
     as+="$(bench $CPORT "$@")"$'\n'
@@ -58,9 +74,9 @@ row() { # label ARGS...
   local a b
   a=$(printf '%s' "$as" | medians)
   b=$(printf '%s' "$bs" | medians)
-  read -r ar a50 a99 <<<"$a"
+  read -r ar a50 a99 ac <<<"$a"
   read -r br b50 b99 <<<"$b"
-  printf '%-28s %12s %8s %8s | %12s %8s %8s | %6.2f\n' "$label" "$ar" "$a50" "$a99" "$br" "$b50" "$b99" "$(echo "$ar / $br" | bc -l)"
+  printf '%-28s %12s %8s %8s %7s | %12s %8s %8s | %6.2f\n' "$label" "$ar" "$a50" "$a99" "$ac" "$br" "$b50" "$b99" "$(echo "$ar / $br" | bc -l)"
   if [ -n "${RAW:-}" ]; then printf '  celld runs: %s\n  redis runs: %s\n' "$(printf '%s' "$as" | awk '{printf "%s ", $1}')" "$(printf '%s' "$bs" | awk '{printf "%s ", $1}')"; fi
 }
 

@@ -39,7 +39,7 @@ func Move(src, dst *Store, key []byte, nowMs int64) (bool, error) {
 	dslot := ds.insertLocked(key, hd, pos)
 	var raw string
 	if e.flags&flagRaw != 0 {
-		raw = ss.raw[slot]
+		raw = ss.rawLocked(slot)
 	}
 	ds.writeLocked(dslot, e.tat, e.exp, e.flags&(flagInvalid|kindMask)|lruFlags(nowMs), raw)
 	if e.flags&kindMask != 0 {

@@ -66,7 +66,7 @@ func checkMem(t *testing.T, s *Store) {
 			}
 			want += keyCost(e.klen)
 			if e.flags&flagRaw != 0 {
-				want += rawCost(len(sh.raw[uint32(j)]))
+				want += rawCost(len(sh.rawv[e.tat]))
 			}
 		}
 		if sh.mem != want {

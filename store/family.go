@@ -30,7 +30,7 @@ func (s *Store) ThrottleIn(u gcra.Unit, key []byte, lim gcra.Limit, q int64, now
 			sh.mu.Unlock()
 			return gcra.Result{}, e.unreadableErr()
 		}
-		tat = e.tat
+		tat = sh.tatLocked(e)
 	}
 	var r gcra.Result
 	if u == gcra.UnitMillis { // (not ApplyIn, which does not inline)
@@ -87,7 +87,7 @@ func (s *Store) Peek(u gcra.Unit, key []byte, lim gcra.Limit, q int64, nowNs int
 			sh.mu.Unlock()
 			return gcra.Result{}, e.unreadableErr()
 		default:
-			tat = e.tat
+			tat = sh.tatLocked(e)
 		}
 	}
 	sh.mu.Unlock()
@@ -169,7 +169,7 @@ func (s *Store) ThrottleAll(u gcra.Unit, keys [][]byte, gs []gcra.Group, out []g
 			if e.flags&(flagInvalid|kindMask) != 0 {
 				return 0, e.unreadableErr()
 			}
-			g.TAT = e.tat
+			g.TAT = sh.tatLocked(e)
 			if i < smallMulti && repeated&(1<<i) == 0 {
 				slots[i] = slot
 				found |= 1 << i

@@ -7,7 +7,7 @@ import (
 
 // Memory accounting. Every key is charged, when it is inserted, what it
 // costs the heap on average (keyCost), and credited the same when it goes;
-// a value kept as text (flagRaw) is charged its map entry and bytes on top
+// a value kept as text (flagRaw) is charged its rawv place and bytes on top
 // (rawCost). Nothing is charged or credited when an existing key is
 // rewritten with a plain TAT, so CL.THROTTLE on a live key pays nothing for
 // the accounting.
@@ -44,9 +44,10 @@ func keyCost(klen uint32) int64 {
 	return entryCost + int64(klen) + int64(klen)/2
 }
 
-// rawCost is what a value kept as text of n bytes adds to its key: a map
-// entry (key, string header, the map's slack) and the bytes, rounded up to
-// the allocator's 8-byte size classes.
+// rawCost is what a value kept as text of n bytes adds to its key: its
+// place in shard.rawv (a string header, the slice's growth slack, a free
+// list entry once freed) and the bytes, rounded up to the allocator's
+// 8-byte size classes.
 func rawCost(n int) int64 { return 48 + int64((n+7)&^7) }
 
 // memBatch is how far a shard's charges may run ahead of (or behind)

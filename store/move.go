@@ -98,7 +98,7 @@ func (s *Store) copyEntryLocked(ss *shard, sslot uint32, ds *shard, dst []byte, 
 	e := ss.slab[sslot] // a copy: ds's insert may grow a slab
 	var raw string
 	if e.flags&flagRaw != 0 {
-		raw = ss.raw[sslot]
+		raw = ss.rawLocked(sslot)
 	}
 	if slot, pos, ok := ds.findLocked(dst, hd); ok {
 		ds.removeLocked(slot, pos)

@@ -240,7 +240,7 @@ func (s *Store) KeyMemory(key []byte, nowMs int64) (int64, bool) {
 	e := &sh.slab[slot]
 	n := keyCost(e.klen)
 	if e.flags&flagRaw != 0 {
-		n += rawCost(len(sh.raw[slot]))
+		n += rawCost(len(sh.rawLocked(slot)))
 	}
 	if o, ok := sh.objs[slot]; ok {
 		n += o.charged

@@ -51,7 +51,7 @@ const nShards = 256
 // Entry flags.
 const (
 	flagUsed    = 1 << iota // the slot holds a key
-	flagRaw                 // the value's text is kept verbatim in shard.raw
+	flagRaw                 // the value's text is kept verbatim in shard.rawv[entry.tat] (strings.go)
 	flagInvalid             // the value is not a number (restored data only)
 	flagDirty               // the slot is on the dirty list
 )
@@ -65,7 +65,7 @@ type entry struct {
 	inl   [inlineKey]byte // the key, when klen <= inlineKey
 	off   uint32          // else the key bytes are arena[off : off+klen]
 	klen  uint32
-	tat   uint64 // the TAT, ns since the epoch
+	tat   uint64 // the TAT, ns since the epoch; with flagRaw, the text's index in shard.rawv
 	exp   int64  // absolute expiry, Unix ms; 0 = no TTL
 	ver   uint32 // shard write sequence at the last write, for WATCH
 	flags uint32
@@ -84,7 +84,8 @@ type shard struct {
 	garbage int                  // dead bytes in arena
 	slab    []entry
 	free    []uint32          // free slots, reused LIFO
-	raw     map[uint32]string // verbatim text for slots with flagRaw
+	rawv    []string // verbatim texts of flagRaw slots, at their entry.tat (strings.go)
+	rawFree []uint32 // free indexes of rawv, reused LIFO
 	dirty   []uint32          // slots written since the last Drain (if tracking)
 	spare   []uint32          // the previous dirty list, reused by Drain
 	deleted [][]byte          // keys deleted since the last Drain (if tracking)
@@ -167,7 +168,7 @@ func (sh *shard) reset() {
 	sh.table, sh.used, sh.tombs = nil, 0, 0
 	sh.arena, sh.garbage = nil, 0
 	sh.slab, sh.free = nil, nil
-	sh.raw = make(map[uint32]string)
+	sh.rawv, sh.rawFree = nil, nil
 	sh.win = windowHeap{}
 	sh.objs = nil
 	sh.sweep, sh.peak = 0, 0
@@ -254,7 +255,11 @@ func (sh *shard) valueLocked(slot uint32) Value {
 	e := &sh.slab[slot]
 	v := Value{TAT: e.tat, ExpireAtMs: e.exp, Invalid: e.flags&flagInvalid != 0, Kind: e.kind()}
 	if e.flags&flagRaw != 0 {
-		v.Raw = sh.raw[slot]
+		v.Raw = sh.rawv[e.tat]
+		v.TAT = 0
+		if !v.Invalid {
+			v.TAT = rawNumber(v.Raw)
+		}
 	}
 	return v
 }
@@ -282,8 +287,7 @@ func (sh *shard) removeLocked(slot uint32, pos int) {
 		sh.dropKindLocked(slot)
 	}
 	if e.flags&flagRaw != 0 {
-		sh.addMemLocked(-rawCost(len(sh.raw[slot])))
-		delete(sh.raw, slot)
+		sh.freeRawLocked(e)
 	}
 	sh.addMemLocked(-keyCost(e.klen))
 	if sh.track {
@@ -336,19 +340,16 @@ func (sh *shard) writeLocked(slot uint32, tat uint64, exp int64, flags uint32, r
 	if e.flags&kindMask != flags&kindMask {
 		sh.dropKindLocked(slot) // another kind's state is replaced
 	}
-	if e.flags&flagRaw != 0 {
-		if raw == "" {
-			sh.addMemLocked(-rawCost(len(sh.raw[slot])))
-			delete(sh.raw, slot)
-		} else {
-			sh.addMemLocked(rawCost(len(raw)) - rawCost(len(sh.raw[slot])))
-		}
-	} else if raw != "" {
-		sh.addMemLocked(rawCost(len(raw)))
-	}
-	if raw != "" {
-		flags |= flagRaw
-		sh.raw[slot] = raw
+	switch {
+	case e.flags&flagRaw != 0 && raw != "": // one text for another, in its place
+		i := e.tat
+		sh.addMemLocked(rawCost(len(raw)) - rawCost(len(sh.rawv[i])))
+		sh.rawv[i] = raw
+		tat, flags = i, flags|flagRaw
+	case e.flags&flagRaw != 0:
+		sh.freeRawLocked(e)
+	case raw != "":
+		tat, flags = sh.newRawLocked(raw), flags|flagRaw
 	}
 	sh.seq++
 	e.tat, e.exp, e.ver = tat, exp, sh.seq
@@ -429,11 +430,15 @@ func (s *Store) Throttle(key []byte, lim gcra.Limit, q int64, nowNs int64) (gcra
 	var tat uint64
 	if ok {
 		e := &sh.slab[slot]
-		if e.flags&(flagInvalid|kindMask) != 0 {
-			sh.mu.Unlock()
-			return gcra.Result{}, e.unreadableErr()
+		if e.flags&(flagInvalid|flagRaw|kindMask) != 0 {
+			if e.flags&(flagInvalid|kindMask) != 0 {
+				sh.mu.Unlock()
+				return gcra.Result{}, e.unreadableErr()
+			}
+			tat = sh.tatLocked(e) // a verbatim number, such as "+5"
+		} else {
+			tat = e.tat
 		}
-		tat = e.tat
 	}
 	r := lim.Apply(nowNs, tat, ok, q)
 	if r.Limited {
@@ -558,7 +563,11 @@ func (s *Store) Update(key []byte, nowMs int64, fn func(old Value, exists bool) 
 		if nv.Invalid {
 			flags |= flagInvalid
 		}
-		sh.putLocked(key, h, nv.TAT, nv.ExpireAtMs, flags, nv.Raw)
+		if ok { // the slot found above: no second index probe
+			sh.writeLocked(slot, nv.TAT, nv.ExpireAtMs, flags, nv.Raw)
+		} else {
+			sh.putLocked(key, h, nv.TAT, nv.ExpireAtMs, flags, nv.Raw)
+		}
 	case Delete:
 		if ok {
 			sh.deleteSlotLocked(slot)

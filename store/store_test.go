@@ -251,7 +251,7 @@ func TestUpdateActions(t *testing.T) {
 	}
 	sh := s.shardOf(key)
 	sh.mu.Lock()
-	nraw := len(sh.raw)
+	nraw := len(sh.rawv) - len(sh.rawFree)
 	sh.mu.Unlock()
 	if nraw != 0 {
 		t.Fatalf("shard.raw keeps %d entries after the raw value was replaced", nraw)

@@ -348,10 +348,10 @@ func (sh *shard) changeLocked(slot uint32, key, buf []byte) (Change, []byte) {
 		// A verbatim text is an immutable Go string (writeLocked keeps
 		// the string it is given, and every writer hands over a string
 		// it no longer touches): the Change views its bytes instead of
-		// copying them under the lock. An overwrite replaces the map's
+		// copying them under the lock. An overwrite replaces rawv's
 		// string, never its bytes, so the view stays valid for as long
 		// as the receiver keeps it (the GC keeps the string alive).
-		raw := sh.raw[slot]
+		raw := sh.rawLocked(slot)
 		return Change{Key: key, Text: unsafe.Slice(unsafe.StringData(raw), len(raw)), ExpireAtMs: e.exp}, buf
 	}
 	start := len(buf)
