@@ -84,8 +84,6 @@ type shard struct {
 	garbage int                  // dead bytes in arena
 	slab    []entry
 	free    []uint32          // free slots, reused LIFO
-	rawv    []string // verbatim texts of flagRaw slots, at their entry.tat (strings.go)
-	rawFree []uint32 // free indexes of rawv, reused LIFO
 	dirty   []uint32          // slots written since the last Drain (if tracking)
 	spare   []uint32          // the previous dirty list, reused by Drain
 	deleted [][]byte          // keys deleted since the last Drain (if tracking)
@@ -102,6 +100,11 @@ type shard struct {
 	seed     maphash.Seed // the store's seed, for rehashing
 
 	objs map[uint32]objSlot // objects of the richer kinds (object.go)
+
+	// Verbatim texts of flagRaw slots, each at its entry.tat (strings.go),
+	// and rawv's free indexes, reused LIFO.
+	rawv    []string
+	rawFree []uint32
 
 	// Memory accounting (memory.go): mem is this shard's keys' charge,
 	// memPending the part not yet added to *memUsed (Store.used), which
