@@ -83,10 +83,10 @@ type shard struct {
 	arena   []byte               // key bytes
 	garbage int                  // dead bytes in arena
 	slab    []entry
-	free    []uint32          // free slots, reused LIFO
-	dirty   []uint32          // slots written since the last Drain (if tracking)
-	spare   []uint32          // the previous dirty list, reused by Drain
-	deleted [][]byte          // keys deleted since the last Drain (if tracking)
+	free    []uint32 // free slots, reused LIFO
+	dirty   []uint32 // slots written since the last Drain (if tracking)
+	spare   []uint32 // the previous dirty list, reused by Drain
+	deleted [][]byte // keys deleted since the last Drain (if tracking)
 	// delBlock holds the bytes of deleted's keys: one allocation per few
 	// KiB of deletions instead of one per key. Only ever appended to, so
 	// slices handed out by Drain stay valid (see noteDeletedLocked).
