@@ -66,7 +66,7 @@ func checkMem(t *testing.T, s *Store) {
 			}
 			want += keyCost(e.klen)
 			if e.flags&flagRaw != 0 {
-				want += rawCost(len(sh.rawv[e.tat]))
+				want += rawCost(len(sh.rawv[uint32(e.tat)]))
 			}
 		}
 		if sh.mem != want {

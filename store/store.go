@@ -65,7 +65,7 @@ type entry struct {
 	inl   [inlineKey]byte // the key, when klen <= inlineKey
 	off   uint32          // else the key bytes are arena[off : off+klen]
 	klen  uint32
-	tat   uint64 // the TAT, ns since the epoch; with flagRaw, the text's index in shard.rawv
+	tat   uint64 // the TAT, ns since the epoch; with flagRaw, where the text is in shard.rawv (rawRef)
 	exp   int64  // absolute expiry, Unix ms; 0 = no TTL
 	ver   uint32 // shard write sequence at the last write, for WATCH
 	flags uint32
@@ -258,7 +258,7 @@ func (sh *shard) valueLocked(slot uint32) Value {
 	e := &sh.slab[slot]
 	v := Value{TAT: e.tat, ExpireAtMs: e.exp, Invalid: e.flags&flagInvalid != 0, Kind: e.kind()}
 	if e.flags&flagRaw != 0 {
-		v.Raw = sh.rawv[e.tat]
+		v.Raw = sh.rawLocked(slot)
 		v.TAT = 0
 		if !v.Invalid {
 			v.TAT = rawNumber(v.Raw)
@@ -345,10 +345,10 @@ func (sh *shard) writeLocked(slot uint32, tat uint64, exp int64, flags uint32, r
 	}
 	switch {
 	case e.flags&flagRaw != 0 && raw != "": // one text for another, in its place
-		i := e.tat
-		sh.addMemLocked(rawCost(len(raw)) - rawCost(len(sh.rawv[i])))
-		sh.rawv[i] = raw
-		tat, flags = i, flags|flagRaw
+		i, n := rawRefOf(e.tat)
+		sh.addMemLocked(rawCost(len(raw)) - rawCost(n))
+		sh.rawv[i] = raw // a store: the old text's header is never loaded
+		tat, flags = rawRef(i, len(raw)), flags|flagRaw
 	case e.flags&flagRaw != 0:
 		sh.freeRawLocked(e)
 	case raw != "":

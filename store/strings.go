@@ -104,15 +104,25 @@ func (s *Store) Put(key []byte, v Value, nowMs int64, cond int, keepTTL bool) (b
 	return true, nil
 }
 
-// Verbatim texts. A flagRaw slot keeps its text in shard.rawv at the index
-// its entry.tat holds (the number a valid text like "007" reads as is
-// parsed from the text when asked for: rawNumber), and freed indexes are
-// reused LIFO from shard.rawFree. One slice index per read or rewrite of
-// a text, where a map keyed by slot cost a hash probe per access (two per
-// SET over an existing text: 11% of SET's CPU in the profile); and no
-// memory at all in a shard that never held a text. Every writer hands
-// over a string it no longer touches, so a Change that views a text's
-// bytes (changeLocked) stays valid after the slot is rewritten.
+// Verbatim texts. A flagRaw slot keeps its text in shard.rawv, at the
+// index its entry.tat holds beside the text's length (rawRef); the number
+// a valid text like "007" reads as is parsed from the text when asked for
+// (rawNumber). Freed indexes are reused LIFO from shard.rawFree. A rewrite
+// of a text stores into rawv without loading anything from it (the old
+// length, for the memory charge, is in the entry), and a read is one slice
+// index, where a map keyed by slot cost a hash probe per access (two per
+// SET over an existing text: 11% of SET's CPU in the profile); a shard that
+// never held a text holds no memory for them. Every writer hands over a
+// string it no longer touches, so a Change that views a text's bytes
+// (changeLocked) stays valid after the slot is rewritten.
+
+// rawRef packs a text's place in rawv and its length into an entry.tat.
+// A text is never 4 GiB long (--proto-max-bulk-len is at most 512 MiB,
+// Redis's cap, and APPEND/SETRANGE check it).
+func rawRef(i uint32, n int) uint64 { return uint64(n)<<32 | uint64(i) }
+
+// rawRefOf unpacks rawRef.
+func rawRefOf(ref uint64) (i uint32, n int) { return uint32(ref), int(ref >> 32) }
 
 // rawNumber is the number a valid (not flagInvalid) verbatim text reads
 // as, such as 7 for "+7" or "007".
@@ -122,30 +132,30 @@ func rawNumber(raw string) uint64 {
 }
 
 // rawLocked is the verbatim text of a flagRaw slot. Requires sh.mu.
-func (sh *shard) rawLocked(slot uint32) string { return sh.rawv[sh.slab[slot].tat] }
+func (sh *shard) rawLocked(slot uint32) string { return sh.rawv[uint32(sh.slab[slot].tat)] }
 
 // tatLocked is the number a live, readable (neither invalid nor of another
 // kind) string slot holds: its entry's TAT, or its verbatim text's number.
 // Requires sh.mu.
 func (sh *shard) tatLocked(e *entry) uint64 {
 	if e.flags&flagRaw != 0 {
-		return rawNumber(sh.rawv[e.tat])
+		return rawNumber(sh.rawv[uint32(e.tat)])
 	}
 	return e.tat
 }
 
 // newRawLocked stores raw (not "") at a free index of rawv, charges it,
-// and returns the index. Requires sh.mu.
+// and returns its rawRef. Requires sh.mu.
 func (sh *shard) newRawLocked(raw string) uint64 {
 	sh.addMemLocked(rawCost(len(raw)))
 	if n := len(sh.rawFree); n > 0 {
 		i := sh.rawFree[n-1]
 		sh.rawFree = sh.rawFree[:n-1]
 		sh.rawv[i] = raw
-		return uint64(i)
+		return rawRef(i, len(raw))
 	}
 	sh.rawv = append(sh.rawv, raw)
-	return uint64(len(sh.rawv) - 1)
+	return rawRef(uint32(len(sh.rawv)-1), len(raw))
 }
 
 // freeRawLocked releases the text of e (a flagRaw entry) and its charge;
@@ -153,8 +163,8 @@ func (sh *shard) newRawLocked(raw string) uint64 {
 // and the free list are dropped, so a shard whose texts all went holds no
 // memory for them. Requires sh.mu.
 func (sh *shard) freeRawLocked(e *entry) {
-	i := uint32(e.tat)
-	sh.addMemLocked(-rawCost(len(sh.rawv[i])))
+	i, n := rawRefOf(e.tat)
+	sh.addMemLocked(-rawCost(n))
 	sh.rawv[i] = ""
 	sh.rawFree = append(sh.rawFree, i)
 	if len(sh.rawFree) == len(sh.rawv) {
