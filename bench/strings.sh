@@ -6,8 +6,14 @@
 # 100-byte string key costs on each (INFO used_memory delta over KEYS keys).
 # Needs redis-server, redis-benchmark, redis-cli and Go, like bench/run.sh.
 #
+# Each side's CPU per call (the server's utime+stime from /proc over the
+# run, divided by the calls) is printed beside its req/s: on a loaded
+# machine it is the figure to trust, since req/s also measures how much
+# CPU redis-benchmark and the neighbours left the server.
+#
 #   bash bench/strings.sh                     # ~3 minutes
 #   N=100000 ROUNDS=1 bash bench/strings.sh   # quick look
+#   ROWS="SET INCR" CELLD_BIN=/tmp/celld CELLD_ARGS="--persist no" RAW=1 bash bench/strings.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -28,6 +34,7 @@ if [ -n "${CELLD_BIN:-}" ]; then cp "$CELLD_BIN" "$work/celld"; else go build -o
 "$work/celld" --addr 127.0.0.1:$CPORT --dir "$work/data" ${CELLD_ARGS:-} 2>"$work/celld.log" &
 cpid=$!
 redis-server --port $RPORT --save '' --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
+rpid=$!
 for p in $CPORT $RPORT; do
   for _ in $(seq 50); do redis-cli -p $p ping >/dev/null 2>&1 && break; sleep 0.1; done
   redis-cli -p $p ping 2>/dev/null | grep -q PONG ||
@@ -35,19 +42,17 @@ for p in $CPORT $RPORT; do
 done
 
 hz=$(getconf CLK_TCK)
-cpu() { awk '{ print $14 + $15 }' "/proc/$cpid/stat"; } # celld's user+system ticks
+cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; } # a server's user+system ticks
 
-bench() { # PORT ARGS... -> "rps p50 p99" (celld's: "rps p50 p99 cpu_us_per_call")
+bench() { # PORT ARGS... -> "rps p50 p99 cpu_us_per_call" (the server's CPU over the run / calls)
   local port=$1; shift
-  local t0 t1 out
-  [ "$port" = "$CPORT" ] && t0=$(cpu)
+  local t0 t1 out pid=$cpid
+  [ "$port" = "$RPORT" ] && pid=$rpid
+  t0=$(cpu $pid)
   out=$(redis-benchmark -p "$port" -c 50 -P 16 -n "$N" -r "$KEYS" --csv "$@" 2>/dev/null |
     awk -F, 'NR==2 { gsub(/"/, ""); print $(NF-6), $(NF-3), $(NF-1) }')
-  if [ "$port" = "$CPORT" ]; then
-    t1=$(cpu)
-    out="$out $(echo "($t1 - $t0) * 1000000 / $hz / $N" | bc -l | xargs printf '%.2f')"
-  fi
-  echo "$out"
+  t1=$(cpu $pid)
+  echo "$out $(echo "($t1 - $t0) * 1000000 / $hz / $N" | bc -l | xargs printf '%.2f')"
 }
 
 val=$(head -c 100 /dev/zero | tr '\0' v) # 100 bytes
@@ -58,7 +63,7 @@ for p in $CPORT $RPORT; do
   redis-benchmark -p $p -c 50 -P 16 -n $((KEYS * 3)) -r "$KEYS" SET key:__rand_int__ "$val" >/dev/null 2>&1
 done
 
-printf '%-28s %12s %8s %8s %7s | %12s %8s %8s | %6s\n' "row (c=50 P=16)" "celld req/s" "p50 ms" "p99 ms" "cpu/c" "redis req/s" "p50 ms" "p99 ms" "ratio"
+printf '%-28s %12s %8s %8s %7s | %12s %8s %8s %7s | %6s %9s\n' "row (c=50 P=16)" "celld req/s" "p50 ms" "p99 ms" "cpu/c" "redis req/s" "p50 ms" "p99 ms" "cpu/c" "ratio" "cpu ratio"
 row() { # label ARGS...
   local label=$1; shift
   if [ -n "${ROWS:-}" ]; then
@@ -75,8 +80,9 @@ row() { # label ARGS...
   a=$(printf '%s' "$as" | medians)
   b=$(printf '%s' "$bs" | medians)
   read -r ar a50 a99 ac <<<"$a"
-  read -r br b50 b99 <<<"$b"
-  printf '%-28s %12s %8s %8s %7s | %12s %8s %8s | %6.2f\n' "$label" "$ar" "$a50" "$a99" "$ac" "$br" "$b50" "$b99" "$(echo "$ar / $br" | bc -l)"
+  read -r br b50 b99 bc <<<"$b"
+  printf '%-28s %12s %8s %8s %7s | %12s %8s %8s %7s | %6.2f %9.2f\n' "$label" "$ar" "$a50" "$a99" "$ac" "$br" "$b50" "$b99" "$bc" \
+    "$(echo "$ar / $br" | bc -l)" "$(echo "$ac / $bc" | bc -l)"
   if [ -n "${RAW:-}" ]; then printf '  celld runs: %s\n  redis runs: %s\n' "$(printf '%s' "$as" | awk '{printf "%s ", $1}')" "$(printf '%s' "$bs" | awk '{printf "%s ", $1}')"; fi
 }
 
