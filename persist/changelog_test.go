@@ -269,3 +269,32 @@ func TestChangeLogSplitsHugeWrites(t *testing.T) {
 	}
 	checkDir(t, fs, "d", m.sorted())
 }
+
+// TestSizeBoundBoundsEntrySize: appendRecords sizes its buffer and picks
+// the one-record path from sizeBound, so it must never be below the
+// encoded size, for every shape of set value (canonical decimals encode
+// as 8-byte TATs, shorter or longer than their text), expiry and database.
+func TestSizeBoundBoundsEntrySize(t *testing.T) {
+	values := [][]byte{nil, {}, []byte("0"), []byte("7"), []byte("007"), []byte("18446744073709551615"),
+		[]byte("18446744073709551616"), []byte("-1"), []byte("abc"), make([]byte, 100), make([]byte, 300)}
+	for _, v := range values {
+		for _, exp := range []int64{0, 1, 1 << 40, -5} {
+			for _, db := range []uint32{0, 3, 1 << 20} {
+				for _, op := range []Op{
+					{Key: []byte("k"), Value: v, ExpireAtMs: exp, DB: db},
+					{Key: make([]byte, 200), Value: v, ExpireAtMs: exp, DB: db},
+					{Key: []byte("k"), TAT: 5, IsTAT: true, ExpireAtMs: exp, DB: db},
+					{Key: []byte("k"), Delete: true, DB: db},
+				} {
+					b, e := sizeBound(&op), entrySize(&op)
+					if b < e {
+						t.Fatalf("sizeBound %d < entrySize %d for %+v", b, e, op)
+					}
+					if got := len(appendEntry(nil, &op)); got != e {
+						t.Fatalf("entrySize %d, encoded %d bytes for %+v", e, got, op)
+					}
+				}
+			}
+		}
+	}
+}

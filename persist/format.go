@@ -54,6 +54,17 @@ func entrySize(op *Op) int {
 	return n
 }
 
+// sizeBound is at least entrySize(op), and equal to it but for a set op
+// with a value, which it bounds without reading the value's bytes (a
+// canonical decimal value is written as an 8-byte TAT instead).
+func sizeBound(op *Op) int {
+	if op.Delete || op.IsTAT || op.Window || op.Kind != 0 || len(op.Value) == 0 {
+		return entrySize(op)
+	}
+	n := 1 + uvarintLen(uint64(len(op.Key))) + len(op.Key) + dbPrefixLen(op.DB) + varintLen(op.ExpireAtMs)
+	return n + max(8, uvarintLen(uint64(len(op.Value)))+len(op.Value))
+}
+
 // appendEntry appends op's encoding to b.
 func appendEntry(b []byte, op *Op) []byte {
 	if op.Kind != 0 && !op.Delete {
