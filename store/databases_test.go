@@ -240,3 +240,29 @@ func TestSweepStepCoversEveryDatabase(t *testing.T) {
 		t.Fatalf("after sweeps: %d keys, %d expired", d.Keys(), d.ExpiredKeys())
 	}
 }
+
+// TestRandomKeyFair: each of two keys comes back about half the time,
+// wherever their shards are (Redis's Tcl "RANDOMKEY" test: two keys, 100
+// calls, both seen). Choosing the first key met from a random shard gave
+// a key whose shard came right after the other's a 1/256 chance. 40 pairs
+// of keys, 400 draws each: a fair choice sees each key 200 ± 10 times, so
+// the 25% floor is 10 standard deviations away.
+func TestRandomKeyFair(t *testing.T) {
+	for p := range 40 {
+		s := New(Options{})
+		a, b := fmt.Sprintf("a%d", p), fmt.Sprintf("b%d", p)
+		s.Load([]byte(a), []byte("1"), 0)
+		s.Load([]byte(b), []byte("1"), 0)
+		n := map[string]int{}
+		for range 400 {
+			k, ok := s.RandomKey(10)
+			if !ok {
+				t.Fatal("RandomKey found nothing")
+			}
+			n[string(k)]++
+		}
+		if n[a] < 100 || n[b] < 100 {
+			t.Fatalf("pair %d: %q drawn %d times, %q %d times in 400", p, a, n[a], b, n[b])
+		}
+	}
+}
