@@ -71,7 +71,7 @@ func winUnref(ref uint64) (off, n, size int) {
 }
 
 // Inline counters' tags (the low byte of entry.tat): the window modes'
-// own numbers, below minWinLog.
+// own numbers, below minWinLog (a block's smallest log2 size), and never 0.
 const (
 	winTagFixed   = uint64(window.Fixed)
 	winTagSliding = uint64(window.Sliding)
@@ -88,7 +88,7 @@ const (
 
 // winInline reports whether e (a KindWindow entry) keeps its counters
 // inline rather than in a heap block.
-func (e *entry) winInline() bool { t := e.tat & 0xFF; return t != 0 && t < minWinLog }
+func (e *entry) winInline() bool { t := e.tat & 0xFF; return t == winTagFixed || t == winTagSliding }
 
 // winPack packs counters of mode m into an entry's tat and off, or
 // reports false when they do not fit (a start before the epoch or after
@@ -297,8 +297,8 @@ func satAddMs(a, b int64) int64 {
 // as a write (version, dirty mark, LRU clock): inline when state is FIXED's
 // or SLIDING's and winPack takes it and the key's name is inline, else in a
 // block. The slot may be new, a window key (its block is reused when state
-// fits) or a key of another kind (whose state is released). It fails with ErrOOM only when the
-// shard's heap would pass 4 GiB. Requires sh.mu.
+// fits) or a key of another kind (whose state is released). It fails with
+// ErrOOM only when the shard's heap would pass 4 GiB. Requires sh.mu.
 func (sh *shard) putWindowLocked(slot uint32, state []byte, exp, nowMs int64) error {
 	e := &sh.slab[slot]
 	if e.klen <= inlineKey {
