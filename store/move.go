@@ -149,9 +149,10 @@ func (sh *shard) copyableLocked(slot uint32, move bool) bool {
 func (sh *shard) copyKindLocked(dslot uint32, src *shard, sslot uint32, move bool, nowMs int64) {
 	switch src.slab[sslot].kind() {
 	case KindWindow:
-		// The entry's tat is a reference into src's window heap: give
-		// dslot a block of its own in sh's heap.
-		state := append([]byte(nil), src.winState(sslot)...)
+		// The entry's tat is a reference into src's window heap, or
+		// inline counters: give dslot its own state in sh (inline or
+		// a block of sh's heap, as dst's name allows).
+		state := src.appendWinState(nil, sslot)
 		e := &sh.slab[dslot]
 		e.tat = 0
 		if err := sh.putWindowLocked(dslot, state, e.exp, nowMs); err != nil {

@@ -245,5 +245,9 @@ func (s *Store) KeyMemory(key []byte, nowMs int64) (int64, bool) {
 	if o, ok := sh.objs[slot]; ok {
 		n += o.charged
 	}
+	if e.kind() == KindWindow && e.tat != 0 && !e.winInline() {
+		_, _, size := winUnref(e.tat)
+		n += winCost(size) // window.go; inline counters cost the entry only
+	}
 	return n, true
 }

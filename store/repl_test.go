@@ -77,8 +77,8 @@ func TestReplFeedMirrorsEveryKind(t *testing.T) {
 				})
 			case 4:
 				leader.Delete(k, now)
-			case 5:
-				leader.Window(k, winLimit(window.Log, 3, 1000), 1, now)
+			case 5: // any mode: FIXED and SLIDING states on these short names are inline
+				leader.Window(k, winLimit(window.Mode(1+rng.Intn(3)), 3, 1000), 1, now)
 			case 6:
 				leader.WriteObject(k, KindHash, now, newTestObj, func(o Object) bool {
 					o.(*testObj).n = (o.(*testObj).n + 1) % 4

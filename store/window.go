@@ -28,6 +28,19 @@ import (
 // Memory: a window key is charged keyCost plus winCost(block): the block
 // and half of it again for the heap's garbage and growth slack, as the
 // arena's key bytes are.
+//
+// Inline counters. A FIXED or SLIDING key whose name fits its entry
+// (klen <= inlineKey, so entry.off is free) and whose counts are in range
+// keeps its state in the entry itself, as numbers (winPack): no block, no
+// second cache line, nothing charged beyond keyCost, and creating or
+// expiring such a key costs what a TAT key costs. The low byte of
+// entry.tat tells the forms apart: 0 no state yet (only inside a write),
+// winTagFixed or winTagSliding inline counters, minWinLog or more a heap
+// block's log2(size) (winRef). Every path that carries a window state as
+// bytes (persistence, replication, COPY/RENAME/MOVE, restore) goes through
+// putWindowLocked, which chooses the form, and appendWinState, which
+// encodes either form as the window package's bytes: the disk, the
+// stream and DUMP-like paths see the same 17 and 25 bytes as before.
 
 // windowHeap is a shard's window storage. Guarded by the shard's mu.
 type windowHeap struct {
@@ -57,14 +70,84 @@ func winUnref(ref uint64) (off, n, size int) {
 	return int(ref >> 32), int(ref >> 8 & 0xFFFFFF), 1 << (ref & 0xFF)
 }
 
+// Inline counters' tags (the low byte of entry.tat): the window modes'
+// own numbers, below minWinLog (a block's smallest log2 size), and never 0.
+const (
+	winTagFixed   = uint64(window.Fixed)
+	winTagSliding = uint64(window.Sliding)
+)
+
+// The inline layout: start in tat bits 8-51 (winStartBits); the other 44
+// bits (tat bits 52-63, then off's 32) hold FIXED's count, or SLIDING's
+// prev (low winSlideBits) and curr (high winSlideBits).
+const (
+	winStartBits = 44
+	winHiBits    = 44
+	winSlideBits = winHiBits / 2
+)
+
+// winInline reports whether e (a KindWindow entry) keeps its counters
+// inline rather than in a heap block.
+func (e *entry) winInline() bool { t := e.tat & 0xFF; return t == winTagFixed || t == winTagSliding }
+
+// winPack packs counters of mode m into an entry's tat and off, or
+// reports false when they do not fit (a start before the epoch or after
+// 2527, a FIXED count of 2^44 or more, SLIDING counts of 2^22 or more).
+func winPack(m window.Mode, c window.Counters) (tat uint64, off uint32, ok bool) {
+	if uint64(c.Start) >= 1<<winStartBits {
+		return 0, 0, false
+	}
+	var hi uint64
+	switch m {
+	case window.Fixed:
+		if uint64(c.Curr) >= 1<<winHiBits || c.Prev != 0 {
+			return 0, 0, false
+		}
+		hi = uint64(c.Curr)
+	case window.Sliding:
+		if uint64(c.Prev) >= 1<<winSlideBits || uint64(c.Curr) >= 1<<winSlideBits {
+			return 0, 0, false
+		}
+		hi = uint64(c.Prev) | uint64(c.Curr)<<winSlideBits
+	default:
+		return 0, 0, false
+	}
+	return uint64(m) | uint64(c.Start)<<8 | hi<<(8+winStartBits), uint32(hi >> (64 - 8 - winStartBits)), true
+}
+
+// winUnpack is winPack's inverse for an inline entry's tat and off.
+func winUnpack(tat uint64, off uint32) (window.Mode, window.Counters) {
+	m := window.Mode(tat & 0xFF)
+	start := int64(tat >> 8 & (1<<winStartBits - 1))
+	hi := tat>>(8+winStartBits) | uint64(off)<<(64-8-winStartBits)
+	if m == window.Sliding {
+		return m, window.Counters{Start: start, Prev: int64(hi & (1<<winSlideBits - 1)), Curr: int64(hi >> winSlideBits)}
+	}
+	return m, window.Counters{Start: start, Curr: int64(hi)}
+}
+
 // winCost is what a window block of size bytes adds to its key's charge.
 func winCost(size int) int64 { return int64(size) + int64(size)/2 }
 
-// winState returns slot's state bytes (a KindWindow entry). Valid until the
-// heap changes. Requires sh.mu.
+// winState returns slot's state bytes (a KindWindow entry with a heap
+// block). Valid until the heap changes. Requires sh.mu.
 func (sh *shard) winState(slot uint32) []byte {
 	off, n, _ := winUnref(sh.slab[slot].tat)
 	return sh.win.heap[off : off+n : off+n]
+}
+
+// appendWinState appends slot's state (a KindWindow entry, either form)
+// to buf as the window package's bytes. Requires sh.mu.
+func (sh *shard) appendWinState(buf []byte, slot uint32) []byte {
+	e := &sh.slab[slot]
+	if e.winInline() {
+		m, c := winUnpack(e.tat, e.off)
+		return window.AppendCounters(buf, m, c)
+	}
+	if e.tat == 0 {
+		return buf
+	}
+	return append(buf, sh.winState(slot)...)
 }
 
 // Window runs one CL.WINDOW decision for key at nowMs under the key's shard
@@ -84,9 +167,12 @@ func (sh *shard) winState(slot uint32) []byte {
 // delete and an insert (index tombstone, slot, key copy, block, and the
 // deletion record persistence would write) on the common path under load.
 //
-// Cost: one hash, one index probe and window.Limit.Apply on the state
-// under one lock; no allocation for an existing key whose state fits its
-// block (a new key or a growing log may grow the slab, index or heap).
+// Cost: one hash, one index probe and the decision under one lock. A
+// FIXED or SLIDING key with an inline state (see "Inline counters") reads
+// and writes nothing but its entry, as a CL.THROTTLE does; a LOG key runs
+// window.Limit.Apply over its block. No allocation for an existing key
+// whose state fits (a new key or a growing log may grow the slab, index
+// or heap).
 func (s *Store) Window(key []byte, l window.Limit, q int64, nowMs int64) (window.Result, error) {
 	h := s.hashKey(key)
 	sh := s.shardFor(h)
@@ -105,16 +191,34 @@ func (s *Store) Window(key []byte, l window.Limit, q int64, nowMs int64) (window
 		slot, ok, oom = s.roomFor(sh, key, h, nowMs)
 		pos = -1
 	}
-	var state []byte
-	if ok {
+	var (
+		r     window.Result
+		next  []byte          // the new state as bytes (a LOG, or a state in a block)
+		nc    window.Counters // the new state as numbers (FIXED, SLIDING)
+		write bool
+		err   error
+	)
+	counters := l.Mode == window.Fixed || l.Mode == window.Sliding
+	switch {
+	case ok && sh.slab[slot].kind() != KindWindow:
+		return window.Result{}, ErrWrongType
+	case ok && sh.slab[slot].winInline():
 		e := &sh.slab[slot]
-		if e.kind() != KindWindow {
+		m, c := winUnpack(e.tat, e.off)
+		if m != l.Mode {
 			return window.Result{}, ErrWrongType
 		}
-		state = sh.winState(slot)
+		r, nc, write, err = l.ApplyCounters(c, true, nowMs, q)
+	case ok:
+		counters = false
+		r, next, write, err = l.Apply(sh.winState(slot), nowMs, q, sh.win.scratch)
+		sh.win.scratch = next[:0]
+	case counters:
+		r, nc, write, err = l.ApplyCounters(window.Counters{}, false, nowMs, q)
+	default:
+		r, next, write, err = l.Apply(nil, nowMs, q, sh.win.scratch)
+		sh.win.scratch = next[:0]
 	}
-	r, next, write, err := l.Apply(state, nowMs, q, sh.win.scratch)
-	sh.win.scratch = next[:0]
 	if expired && (err != nil || !write) {
 		sh.removeLocked(slot, pos) // gone on access, as lookupLocked does
 		sh.expired++
@@ -134,14 +238,52 @@ func (s *Store) Window(key []byte, l window.Limit, q int64, nowMs int64) (window
 		sh.expired++ // the slot now holds the new key (putWindowLocked)
 	} else if !ok {
 		slot = sh.insertLocked(key, h, pos)
+		sh.slab[slot].flags |= kindFlags(KindWindow) // a new slot: no other kind's state to release
 	}
-	if err := sh.putWindowLocked(slot, next, satAddMs(nowMs, r.ResetAfter), nowMs); err != nil {
+	exp := satAddMs(nowMs, r.ResetAfter)
+	if counters {
+		err = sh.putCountersLocked(slot, l.Mode, nc, exp, nowMs)
+	} else {
+		err = sh.putWindowLocked(slot, next, exp, nowMs)
+	}
+	if err != nil {
 		if !ok {
 			sh.deleteSlotLocked(slot)
 		}
 		return window.Result{}, err
 	}
 	return r, nil
+}
+
+// putCountersLocked is putWindowLocked for a FIXED or SLIDING state held
+// as numbers: inline when the key's name and the counts allow it, else
+// encoded into a block. Requires sh.mu.
+func (sh *shard) putCountersLocked(slot uint32, m window.Mode, c window.Counters, exp, nowMs int64) error {
+	if sh.slab[slot].klen <= inlineKey {
+		if tat, off, ok := winPack(m, c); ok {
+			sh.putInlineLocked(slot, tat, off, exp, nowMs)
+			return nil
+		}
+	}
+	buf := window.AppendCounters(sh.win.scratch[:0], m, c)
+	sh.win.scratch = buf[:0]
+	return sh.putWindowLocked(slot, buf, exp, nowMs)
+}
+
+// putInlineLocked makes slot a window key with the inline state tat, off
+// (winPack), releasing a block it had. Requires sh.mu.
+func (sh *shard) putInlineLocked(slot uint32, tat uint64, off uint32, exp, nowMs int64) {
+	sh.releaseWinBlockLocked(slot)
+	sh.writeLocked(slot, tat, exp, kindFlags(KindWindow)|lruFlags(nowMs), "")
+	sh.slab[slot].off = off
+}
+
+// releaseWinBlockLocked frees slot's heap block if it is a window key
+// that has one. Requires sh.mu.
+func (sh *shard) releaseWinBlockLocked(slot uint32) {
+	if e := &sh.slab[slot]; e.kind() == KindWindow && e.tat != 0 && !e.winInline() {
+		sh.freeWinLocked(slot)
+	}
 }
 
 func satAddMs(a, b int64) int64 {
@@ -152,15 +294,24 @@ func satAddMs(a, b int64) int64 {
 }
 
 // putWindowLocked makes slot a window key holding state, expiring at exp,
-// as a write (version, dirty mark, LRU clock). The slot may be new, a
-// window key (its block is reused when state fits) or a key of another
-// kind (whose state is released). It fails with ErrOOM only when the
-// shard's heap would pass 4 GiB. Requires sh.mu.
+// as a write (version, dirty mark, LRU clock): inline when state is FIXED's
+// or SLIDING's and winPack takes it and the key's name is inline, else in a
+// block. The slot may be new, a window key (its block is reused when state
+// fits) or a key of another kind (whose state is released). It fails with
+// ErrOOM only when the shard's heap would pass 4 GiB. Requires sh.mu.
 func (sh *shard) putWindowLocked(slot uint32, state []byte, exp, nowMs int64) error {
 	e := &sh.slab[slot]
+	if e.klen <= inlineKey {
+		if m, c, ok := window.DecodeCounters(state); ok {
+			if tat, off, ok := winPack(m, c); ok {
+				sh.putInlineLocked(slot, tat, off, exp, nowMs)
+				return nil
+			}
+		}
+	}
 	ref := e.tat
-	if e.kind() != KindWindow {
-		ref = 0 // writeLocked releases another kind's state
+	if e.kind() != KindWindow || e.winInline() {
+		ref = 0 // writeLocked releases another kind's state; inline counters have no block
 	}
 	_, _, size := winUnref(ref)
 	if ref == 0 || len(state) > size {
@@ -214,7 +365,8 @@ func (sh *shard) allocWinLocked(n int) (uint64, error) {
 	return winRef(off, 0, capLog), nil
 }
 
-// freeWinLocked releases slot's block (a KindWindow entry) and its charge.
+// freeWinLocked releases slot's block (a KindWindow entry with a block)
+// and its charge.
 // Requires sh.mu.
 func (sh *shard) freeWinLocked(slot uint32) {
 	e := &sh.slab[slot]
@@ -239,7 +391,7 @@ func (sh *shard) compactWinLocked() {
 	heap := make([]byte, 0, live+live/4)
 	for i := range sh.slab {
 		e := &sh.slab[i]
-		if e.flags&flagUsed == 0 || e.kind() != KindWindow {
+		if e.flags&flagUsed == 0 || e.kind() != KindWindow || e.tat == 0 || e.winInline() {
 			continue
 		}
 		off, n, size := winUnref(e.tat)
@@ -255,9 +407,7 @@ func (sh *shard) compactWinLocked() {
 
 // dropWindowLocked is dropKindLocked's case for window keys.
 func (sh *shard) dropWindowLocked(slot uint32) {
-	if sh.slab[slot].kind() == KindWindow {
-		sh.freeWinLocked(slot)
-	}
+	sh.releaseWinBlockLocked(slot)
 }
 
 // LoadWindow inserts a restored window key without marking it dirty (it is
@@ -296,7 +446,7 @@ func (sh *shard) kindChangeLocked(slot uint32, key, buf []byte) (Change, []byte)
 	e := &sh.slab[slot]
 	start := len(buf)
 	if e.kind() == KindWindow {
-		buf = append(buf, sh.winState(slot)...)
+		buf = sh.appendWinState(buf, slot)
 	}
 	return Change{Key: key, Text: buf[start:len(buf):len(buf)], Kind: e.kind(), ExpireAtMs: e.exp}, buf
 }

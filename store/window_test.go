@@ -374,7 +374,9 @@ func BenchmarkChurn100k(b *testing.B) {
 // A window key that expires and is made again (FIXED's keys all do at
 // every window's end) reuses a dead block of its size: the heap does not
 // grow, holds no garbage once the keys are back, and the charge returns
-// to what it was; states stay right through the reuse.
+// to what it was; states stay right through the reuse. The names are
+// longer than inlineKey: a short name's FIXED state is inline and has no
+// block (window_inline_test.go).
 func TestWindowBlocksReused(t *testing.T) {
 	s := New(Options{})
 	l := winLimit(window.Fixed, 10, 1000)
@@ -387,17 +389,21 @@ func TestWindowBlocksReused(t *testing.T) {
 		return
 	}
 	const keys = 2000
+	name := func(i int) []byte { return fmt.Appendf(nil, "window-block-reuse:%d", i) }
 	for i := range keys {
-		if _, err := s.Window(fmt.Appendf(nil, "k%d", i), l, 1, now); err != nil {
+		if _, err := s.Window(name(i), l, 1, now); err != nil {
 			t.Fatal(err)
 		}
 	}
 	n0, _ := heapLen()
+	if n0 < keys*minWinBlock {
+		t.Fatalf("heap %d bytes for %d FIXED keys with long names, want a block each", n0, keys)
+	}
 	used0 := s.UsedMemory()
 	for round := 1; round <= 5; round++ {
 		now += 2000 // every key has expired (its TTL is its window's end)
 		for i := range keys {
-			r, err := s.Window(fmt.Appendf(nil, "k%d", i), l, int64(1+i%3), now)
+			r, err := s.Window(name(i), l, int64(1+i%3), now)
 			if err != nil || r.Remaining != 10-int64(1+i%3) {
 				t.Fatalf("round %d key %d: %+v %v, want a fresh window", round, i, r, err)
 			}

@@ -12,34 +12,106 @@ import "encoding/binary"
 // state read in a later window is shifted (SLIDING: curr becomes prev one
 // window on, both are 0 two windows on), so nothing is ever rewritten just
 // because time passed.
+//
+// The same state as numbers is Counters: a caller that keeps the numbers
+// itself (the store keeps short keys' counters inside their entry) decides
+// with ApplyCounters and never encodes; Apply on the bytes decodes,
+// calls it and encodes, so both are the one implementation.
 
 const (
 	fixedLen   = 1 + 8 + 8
 	slidingLen = 1 + 8 + 8 + 8
 )
 
+// Counters is a FIXED or SLIDING state as numbers. A small value: copy it
+// freely.
+type Counters struct {
+	Start int64 // start (Unix ms) of the window the counts were last written in
+	Prev  int64 // SLIDING: the window before Start's count; always 0 for FIXED
+	Curr  int64 // FIXED's count, SLIDING's curr: Start's window's count
+}
+
 func i64(b []byte) int64 { return int64(binary.LittleEndian.Uint64(b)) }
 
 func appendI64(b []byte, v int64) []byte { return binary.LittleEndian.AppendUint64(b, uint64(v)) }
 
-// applyFixed is FIXED (spec "FIXED"): used is the current window's count.
-func (l Limit) applyFixed(state []byte, now, q int64, next []byte) (Result, []byte, bool, error) {
-	w := l.WindowMs
-	var stored, count int64
+// DecodeCounters reads a FIXED or SLIDING state. ok is false for LOG's, or
+// for bytes that do not decode (a wrong length, a negative count; Apply
+// answers ErrCorrupt for those). It does not allocate.
+func DecodeCounters(state []byte) (m Mode, c Counters, ok bool) {
+	switch {
+	case len(state) == fixedLen && Mode(state[0]) == Fixed:
+		c = Counters{Start: i64(state[1:]), Curr: i64(state[9:])}
+	case len(state) == slidingLen && Mode(state[0]) == Sliding:
+		c = Counters{Start: i64(state[1:]), Prev: i64(state[9:]), Curr: i64(state[17:])}
+	default:
+		return 0, Counters{}, false
+	}
+	if c.Prev < 0 || c.Curr < 0 {
+		return 0, Counters{}, false
+	}
+	return Mode(state[0]), c, true
+}
+
+// AppendCounters appends c's encoding as a state of mode m (Fixed or
+// Sliding; FIXED's ignores Prev): the bytes Apply would have written.
+func AppendCounters(b []byte, m Mode, c Counters) []byte {
+	b = append(b, byte(m))
+	b = appendI64(b, c.Start)
+	if m == Sliding {
+		b = appendI64(b, c.Prev)
+	}
+	return appendI64(b, c.Curr)
+}
+
+// ApplyCounters is Apply for FIXED and SLIDING on a state held as numbers:
+// exists is false when the key has no state (c is then ignored). It
+// returns the decision and, when write is true, the new state, to be kept
+// with a TTL of r.ResetAfter. l.Mode must be Fixed or Sliding, and c must
+// be of that mode (the caller keeps the mode: a state of another mode is
+// ErrMode, which the caller answers itself). ErrCorrupt for a negative
+// count. O(1), no allocation.
+func (l Limit) ApplyCounters(c Counters, exists bool, nowMs, q int64) (r Result, next Counters, write bool, err error) {
+	if exists && (c.Prev < 0 || c.Curr < 0) {
+		return Result{}, Counters{}, false, ErrCorrupt
+	}
+	switch l.Mode {
+	case Fixed:
+		r, next, write = l.fixedCounters(c, exists, nowMs, q)
+	case Sliding:
+		r, next, write = l.slidingCounters(c, exists, nowMs, q)
+	default:
+		return Result{}, Counters{}, false, ErrMode
+	}
+	return r, next, write, nil
+}
+
+// applyCounters is Apply's FIXED and SLIDING case on encoded bytes.
+func (l Limit) applyCounters(state []byte, now, q int64, next []byte) (Result, []byte, bool, error) {
+	var c Counters
 	if len(state) > 0 {
-		if len(state) != fixedLen {
+		var ok bool
+		if _, c, ok = DecodeCounters(state); !ok {
 			return Result{}, next, false, ErrCorrupt
 		}
-		stored, count = i64(state[1:]), i64(state[9:])
-		if count < 0 {
-			return Result{}, next, false, ErrCorrupt
-		}
-		now = max(now, stored) // a clock step back: decide as of the stored window
+	}
+	r, nc, write, err := l.ApplyCounters(c, len(state) > 0, now, q)
+	if err != nil || !write {
+		return r, next, false, err
+	}
+	return r, AppendCounters(next, l.Mode, nc), true, nil
+}
+
+// fixedCounters is FIXED (spec "FIXED"): used is the current window's count.
+func (l Limit) fixedCounters(c Counters, exists bool, now, q int64) (Result, Counters, bool) {
+	w := l.WindowMs
+	if exists {
+		now = max(now, c.Start) // a clock step back: decide as of the stored window
 	}
 	start := windowStart(now, w)
 	used := int64(0)
-	if len(state) > 0 && stored == start {
-		used = count
+	if exists && c.Start == start {
+		used = c.Curr
 	}
 	untilEnd := start - now + w // end of the window − now, ≥ 1
 	r := Result{Limit: l.Limit, RetryAfter: -1}
@@ -52,7 +124,7 @@ func (l Limit) applyFixed(state []byte, now, q int64, next []byte) (Result, []by
 		if used > 0 {
 			r.ResetAfter = untilEnd
 		}
-		return r, next, false, nil
+		return r, Counters{}, false
 	}
 	used += q
 	r.Remaining = remaining(l.Limit, used)
@@ -60,37 +132,26 @@ func (l Limit) applyFixed(state []byte, now, q int64, next []byte) (Result, []by
 		r.ResetAfter = untilEnd
 	}
 	if q == 0 {
-		return r, next, false, nil
+		return r, Counters{}, false
 	}
-	next = append(next, byte(Fixed))
-	next = appendI64(next, start)
-	next = appendI64(next, used)
-	return r, next, true, nil
+	return r, Counters{Start: start, Curr: used}, true
 }
 
-// applySliding is SLIDING (spec "SLIDING"), in exact integers: allowed iff
-// prev×(w−elapsed) + (curr+q)×w ≤ limit×w, the products in 128 bits.
-func (l Limit) applySliding(state []byte, now, q int64, next []byte) (Result, []byte, bool, error) {
+// slidingCounters is SLIDING (spec "SLIDING"), in exact integers: allowed
+// iff prev×(w−elapsed) + (curr+q)×w ≤ limit×w, the products in 128 bits.
+func (l Limit) slidingCounters(c Counters, exists bool, now, q int64) (Result, Counters, bool) {
 	w := l.WindowMs
-	var stored, sp, sc int64
-	if len(state) > 0 {
-		if len(state) != slidingLen {
-			return Result{}, next, false, ErrCorrupt
-		}
-		stored, sp, sc = i64(state[1:]), i64(state[9:]), i64(state[17:])
-		if sp < 0 || sc < 0 {
-			return Result{}, next, false, ErrCorrupt
-		}
-		now = max(now, stored)
+	if exists {
+		now = max(now, c.Start)
 	}
 	start := windowStart(now, w)
 	var prev, curr int64
-	if len(state) > 0 {
+	if exists {
 		switch {
-		case stored == start:
-			prev, curr = sp, sc
-		case stored <= start-w && stored+w == start:
-			prev = sc
+		case c.Start == start:
+			prev, curr = c.Prev, c.Curr
+		case c.Start <= start-w && c.Start+w == start:
+			prev = c.Curr
 		}
 	}
 	e := now - start // elapsed, 0 ≤ e < w
@@ -111,13 +172,9 @@ func (l Limit) applySliding(state []byte, now, q int64, next []byte) (Result, []
 		r.ResetAfter = w - e
 	}
 	if r.Limited || q == 0 {
-		return r, next, false, nil
+		return r, Counters{}, false
 	}
-	next = append(next, byte(Sliding))
-	next = appendI64(next, start)
-	next = appendI64(next, prev)
-	next = appendI64(next, curr)
-	return r, next, true, nil
+	return r, Counters{Start: start, Prev: prev, Curr: curr}, true
 }
 
 // slidingFits reports prev×(w−e) + (curr+q)×w ≤ limit×w.

@@ -1,6 +1,7 @@
 package window
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math/rand/v2"
 	"testing"
@@ -199,6 +200,9 @@ func play(t *testing.T, mode Mode, limit, w int64, calls []event) {
 			t.Fatalf("%v limit %d window %d, call %d (t=+%d q=%d): got %v, reference %v\ncalls %v",
 				mode, limit, w, i, c.t-base, c.q, reply(got), reply(want), calls[:i+1])
 		}
+		if mode != Log {
+			checkCounters(t, l, state, c.t, c.q, got, next, write)
+		}
 		if got.Remaining < 0 || got.Remaining > limit {
 			t.Fatalf("call %d: remaining %d outside [0, %d]", i, got.Remaining, limit)
 		}
@@ -206,6 +210,34 @@ func play(t *testing.T, mode Mode, limit, w int64, calls []event) {
 			state = append(state[:0:0], next...)
 			exp = c.t + got.ResetAfter
 			buf = next[:0]
+		}
+	}
+}
+
+// checkCounters checks that ApplyCounters on state's numbers decides as
+// Apply did on its bytes (r, next, write), and that the numbers it returns
+// encode to Apply's bytes: the store keeps short keys' FIXED and SLIDING
+// state as numbers, so both forms must be one implementation.
+func checkCounters(t *testing.T, l Limit, state []byte, now, q int64, r Result, next []byte, write bool) {
+	t.Helper()
+	var c Counters
+	if len(state) > 0 {
+		m, dc, ok := DecodeCounters(state)
+		if !ok || m != l.Mode {
+			t.Fatalf("DecodeCounters(%x) = %v, %v, %v", state, m, dc, ok)
+		}
+		if back := AppendCounters(nil, m, dc); !bytes.Equal(back, state) {
+			t.Fatalf("AppendCounters(DecodeCounters(%x)) = %x", state, back)
+		}
+		c = dc
+	}
+	cr, cn, cw, err := l.ApplyCounters(c, len(state) > 0, now, q)
+	if err != nil || cr != r || cw != write {
+		t.Fatalf("ApplyCounters = %v, %v, %v; Apply = %v, %v", reply(cr), cw, err, reply(r), write)
+	}
+	if write {
+		if enc := AppendCounters(nil, l.Mode, cn); !bytes.Equal(enc, next) {
+			t.Fatalf("ApplyCounters wrote %x, Apply %x", enc, next)
 		}
 	}
 }

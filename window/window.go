@@ -137,10 +137,8 @@ func (l Limit) Apply(state []byte, nowMs, q int64, buf []byte) (r Result, next [
 	switch l.Mode {
 	case Log:
 		return l.applyLog(state, nowMs, q, next)
-	case Fixed:
-		return l.applyFixed(state, nowMs, q, next)
-	case Sliding:
-		return l.applySliding(state, nowMs, q, next)
+	case Fixed, Sliding:
+		return l.applyCounters(state, nowMs, q, next)
 	}
 	return Result{}, next, false, ErrCorrupt
 }
