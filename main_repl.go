@@ -90,7 +90,7 @@ func newReplNode(cfg *config.Config, st *store.Store, srvCfg *server.Config, log
 	if err != nil {
 		return nil, err
 	}
-	n := repl.New(dbs, repl.Options{Addr: addr, Ack: ack, MaxLag: cfg.MaxReplicaLag, Logger: log})
+	n := repl.New(dbs, repl.Options{Addr: addr, Ack: ack, MaxLag: cfg.MaxReplicaLag, MinReplicas: cfg.MinReplicas, Logger: log})
 	srvCfg.WriteGate = n.Gate
 	if ack == repl.Sync {
 		srvCfg.ReplyBarrier = n.Barrier
@@ -130,6 +130,7 @@ func cmdRepl(x *server.Ctx) {
 		fmt.Fprintf(&b, "followers:%d\r\nseq:%d\r\nacked:%d\r\n", st.Followers, st.Seq, st.Acked)
 		fmt.Fprintf(&b, "lag_us:%d\r\nlag_p50_us:%d\r\nlag_p99_us:%d\r\n", st.Lag.Microseconds(), st.LagP50.Microseconds(), st.LagP99.Microseconds())
 		fmt.Fprintf(&b, "bytes_sent:%d\r\nbytes_received:%d\r\nbytes_per_sec:%.0f\r\nrefused_writes:%d\r\n", st.BytesSent, st.BytesRecv, st.BytesPerS, st.Refused)
+		fmt.Fprintf(&b, "min_replicas:%d\r\nrefused_no_replicas:%d\r\n", st.MinReplicas, st.RefusedNoReplicas)
 		fmt.Fprintf(&b, "leader:%s\r\nsynced:%t\r\nrepl_addr:%s\r\n", st.Leader, st.Synced, n.ReplAddr())
 		x.BulkString(b.String())
 	case sub == "lead" && len(args) == 3:

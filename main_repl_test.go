@@ -216,3 +216,40 @@ func testFailover(t *testing.T, mode string) {
 		t.Fatal("control: a standby without replication showed no over-admission; the measure cannot see a lost state")
 	}
 }
+
+// TestProcessMinReplicas: the availability choice (docs/replica-availability.md).
+// --min-replicas 1: a leader with no synced follower refuses writes with
+// -NOREPLICAS, accepts them once one has synced, and refuses them again
+// once it is killed. The default, 0: a leader alone accepts writes long
+// after --max-replica-lag has passed.
+func TestProcessMinReplicas(t *testing.T) {
+	ctx := context.Background()
+	throttle := func(rdb *redis.Client, key string) error {
+		return rdb.Do(ctx, "CL.THROTTLE", key, 9, 10, 1).Err()
+	}
+	replA := freeAddr(t)
+	a := mustLaunch(t, t.TempDir(), "--replication", "yes", "--repl-addr", replA, "--min-replicas", "1")
+	ra := a.client()
+	if err := throttle(ra, "k"); err == nil || !strings.HasPrefix(err.Error(), "NOREPLICAS") {
+		t.Fatalf("--min-replicas 1, no follower: %v (want NOREPLICAS)", err)
+	}
+	b := mustLaunch(t, t.TempDir(), "--replicate-from", replA, "--repl-addr", freeAddr(t))
+	waitFor(t, "writes accepted once the follower synced", func() bool { return throttle(ra, "k") == nil })
+	b.kill()
+	waitFor(t, "writes refused once the follower is gone", func() bool {
+		err := throttle(ra, "k")
+		return err != nil && strings.HasPrefix(err.Error(), "NOREPLICAS")
+	})
+	if st := replStatus(t, ra); st["min_replicas"] != "1" || st["refused_no_replicas"] == "0" {
+		t.Errorf("status: min_replicas %s, refused_no_replicas %s", st["min_replicas"], st["refused_no_replicas"])
+	}
+
+	c := mustLaunch(t, t.TempDir(), "--replication", "yes", "--repl-addr", freeAddr(t), "--max-replica-lag", "5ms")
+	rc := c.client()
+	for i := range 50 { // ≥ 100 ms: twenty times the lag bound
+		if err := throttle(rc, fmt.Sprint("k", i)); err != nil {
+			t.Fatalf("--min-replicas 0, no follower, write %d: %v", i, err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}

@@ -105,7 +105,10 @@ func (l *leader) run() {
 			l.mu.Unlock()
 		}
 		l.mu.Lock()
-		if n > 0 {
+		// With MinReplicas 0 an effect waits for an ack only while a
+		// follower is connected: one that connects later gets it in its
+		// snapshot.
+		if n > 0 && (l.n.opts.MinReplicas > 0 || len(l.followers) > 0) {
 			buf = finishFrame(buf, at)
 			l.pending = append(l.pending, pend{seq, prev})
 			if len(l.pending) > maxPending {
@@ -129,18 +132,57 @@ func (l *leader) run() {
 	}
 }
 
-// updateGateLocked closes the gate while the oldest unacknowledged effect
-// is older than MaxLag, and opens it again once acks catch up. It only
-// moves the gate between open and lagging (the compare-and-swap from the
-// other of the two), never out of fenced or follower.
+// updateGateLocked closes the gate while fewer followers than MinReplicas
+// are synced (no replicas) or the oldest unacknowledged effect is older
+// than MaxLag (lagging), and opens it again once both hold. It only moves
+// the gate among open, lagging and no-replicas (compare-and-swap from the
+// state it read), never out of fenced or follower.
 func (l *leader) updateGateLocked(now time.Time) {
 	g := int32(gateOpen)
-	if len(l.pending) > 0 && now.Sub(l.pending[0].origin) > l.n.opts.MaxLag {
+	if min := l.n.opts.MinReplicas; min > 0 && l.syncedLocked() < min {
+		g = gateNoReplicas
+	} else if len(l.pending) > 0 && now.Sub(l.pending[0].origin) > l.n.opts.MaxLag {
 		g = gateLagging
 	}
-	if l.n.lead.Load() == l {
-		l.n.gate.CompareAndSwap(gateOpen+gateLagging-g, g)
+	if l.n.lead.Load() != l {
+		return
 	}
+	for {
+		cur := l.n.gate.Load()
+		if cur == g || (cur != gateOpen && cur != gateLagging && cur != gateNoReplicas) {
+			return
+		}
+		if l.n.gate.CompareAndSwap(cur, g) {
+			return
+		}
+	}
+}
+
+// syncedLocked counts the connected followers that hold a snapshot and
+// apply the stream. Requires l.mu.
+func (l *leader) syncedLocked() int {
+	n := 0
+	for p := range l.followers {
+		if p.synced.Load() {
+			n++
+		}
+	}
+	return n
+}
+
+// dropFollower forgets p. With MinReplicas 0 and no follower left, the
+// unacknowledged effects are forgotten too (the next follower gets them
+// in its snapshot), so the lag bound stops refusing writes and barriers
+// release: the availability choice (docs/replica-availability.md).
+func (l *leader) dropFollower(p *peer) {
+	l.mu.Lock()
+	delete(l.followers, p)
+	if l.n.opts.MinReplicas == 0 && len(l.followers) == 0 && len(l.pending) > 0 {
+		l.pending = nil
+		l.notifyLocked()
+	}
+	l.updateGateLocked(time.Now())
+	l.mu.Unlock()
 }
 
 func (l *leader) notifyLocked() {
@@ -288,9 +330,7 @@ func (l *leader) serveFollower(c net.Conn) {
 	l.followers[p] = struct{}{}
 	l.mu.Unlock()
 	defer func() {
-		l.mu.Lock()
-		delete(l.followers, p)
-		l.mu.Unlock()
+		l.dropFollower(p)
 		p.close()
 	}()
 	go func() { // acks
