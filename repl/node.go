@@ -62,12 +62,12 @@ type Options struct {
 
 // The gate's states (Node.gate): what a write meets.
 const (
-	gateOpen     = iota // leading, within the lag bound
-	gateLagging         // leading, the oldest unacked effect is older than MaxLag
-	gateFenced          // Fence was called
-	gateFollower        // following a leader
-	gateNoRole          // neither Lead nor Follow yet
-	gateNoReplicas      // leading with fewer synced followers than MinReplicas
+	gateOpen       = iota // leading, within the lag bound
+	gateLagging           // leading, the oldest unacked effect is older than MaxLag
+	gateFenced            // Fence was called
+	gateFollower          // following a leader
+	gateNoRole            // neither Lead nor Follow yet
+	gateNoReplicas        // leading with fewer synced followers than MinReplicas
 )
 
 // Errors a write meets at the gate, their text RESP's (the server writes
@@ -98,7 +98,7 @@ type Node struct {
 	// refused counts writes the gate refused while leading for lag;
 	// refusedNoReplicas those refused for fewer than MinReplicas followers.
 	refused, refusedNoReplicas atomic.Int64
-	lead    atomic.Pointer[leader] // the current leader role, nil when not leading
+	lead                       atomic.Pointer[leader] // the current leader role, nil when not leading
 
 	mu     sync.Mutex // guards the fields below and role changes
 	shard  int
@@ -332,8 +332,8 @@ type Status struct {
 	// than MinReplicas (leader).
 	RefusedNoReplicas int64
 	MinReplicas       int
-	Leader    string  // the leader's replication address (follower)
-	Synced    bool    // the follower holds a snapshot and applies the stream
+	Leader            string // the leader's replication address (follower)
+	Synced            bool   // the follower holds a snapshot and applies the stream
 }
 
 // Status describes the node now.
