@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -31,6 +32,14 @@ import (
 // test measures the failover time and counts intervals in which two nodes
 // answered for one shard (must be 0). CELLD_HA_KILLS sets the number of
 // kills (default 2; the figures in docs/ha.md used 12).
+//
+// Over-admission per failover: every client logs (sent, answered, key,
+// admitted); after the run each key's admissions are replayed against
+// GCRA's limit per fault (overAdmission) and the worst key per fault must
+// stay within the ack mode's bound: async b+1+⌈L/τ⌉, sync 0.
+// CELLD_HA_ACK sets the mode (async, sync; default async: CI runs that;
+// sync by env, or both with CELLD_HA_ACK=both); CELLD_HA_ADMISSIONS names
+// a file for the raw log.
 
 // etcdProxy forwards TCP to etcd until cut: then it closes every connection
 // and accepts new ones without forwarding a byte (a partition, not a reset).
@@ -118,12 +127,12 @@ type haMember struct {
 func (m *haMember) proc() *child { return m.cur.Load() }
 
 // start launches (or relaunches) the member's celld at its own address.
-func (m *haMember) start(t *testing.T, ttl time.Duration) {
+func (m *haMember) start(t *testing.T, ttl time.Duration, extra ...string) {
 	t.Helper()
 	c := &child{t: t, dir: m.dir, addr: m.addr, exited: make(chan struct{})}
 	c.logs = &logBuf{ready: make(chan struct{})}
-	c.cmd = exec.Command(celldBinary(t), "--addr", m.addr, "--dir", m.dir, "--etcd", m.proxy.URL(), "--cluster", "h",
-		"--node-id", m.id, "--ha-lease-ttl", ttl.String(), "--log-level", "debug")
+	c.cmd = exec.Command(celldBinary(t), append([]string{"--addr", m.addr, "--dir", m.dir, "--etcd", m.proxy.URL(), "--cluster", "h",
+		"--node-id", m.id, "--ha-lease-ttl", ttl.String(), "--log-level", "debug"}, extra...)...)
 	c.cmd.Stdout, c.cmd.Stderr = c.logs, c.logs
 	c.started = time.Now()
 	if err := c.cmd.Start(); err != nil {
@@ -332,8 +341,41 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 }
 
 func TestProcessHA(t *testing.T) {
+	modes := []string{"async"}
+	switch v := os.Getenv("CELLD_HA_ACK"); v {
+	case "", "async":
+	case "sync":
+		modes = []string{"sync"}
+	case "both":
+		modes = []string{"async", "sync"}
+	default:
+		t.Fatalf("CELLD_HA_ACK=%q: want async, sync or both", v)
+	}
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) { testProcessHA(t, mode) })
+	}
+}
+
+// The harness's limit: CL.THROTTLE key 5 10 60 (burst 5, 10 per minute:
+// τ = 6 s, so a state lost in a failover of ~2 s still shows: the bucket
+// takes 36 s to refill), and the lag bound its nodes run with.
+const (
+	haBurst = 5
+	haTau   = 6 * time.Second
+	haLag   = 10 * time.Millisecond
+)
+
+// haAdmission is one answered CL.THROTTLE that admitted, with the client's
+// clock before the call (retries included) and after its answer.
+type haAdmission struct {
+	key        string
+	sent, recv time.Time
+}
+
+func testProcessHA(t *testing.T, ack string) {
 	e := etcdtest.Start(t)
 	const ttl = 2 * time.Second
+	nodeArgs := []string{"--replica-ack", ack, "--max-replica-lag", haLag.String()}
 	kills := 2
 	if v, err := strconv.Atoi(os.Getenv("CELLD_HA_KILLS")); err == nil && v > 0 {
 		kills = v
@@ -359,7 +401,7 @@ func TestProcessHA(t *testing.T) {
 		t.Fatalf("celld cluster init: %v\n%s", err, out)
 	}
 	for _, m := range h.members {
-		m.start(t, ttl)
+		m.start(t, ttl, nodeArgs...)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -387,10 +429,15 @@ func TestProcessHA(t *testing.T) {
 		DialTimeout: 200 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond})
 	t.Cleanup(func() { cc.Close() })
 	var ok, failed atomic.Int64
-	// admissions is the client log (time, key, admitted) that replaying
-	// through gcra turns into over-admission per key per failover once
-	// replication exists (the hook: CELLD_HA_ADMISSIONS names a file).
+	// admissions is the client log: every answer (sent, answered, key,
+	// admitted) for CELLD_HA_ADMISSIONS, and the admissions for the replay.
 	var admissions strings.Builder
+	// phase is the fault the clients' keys are for: fault i's keys are
+	// "user<n>:<i>", fresh a second before it, so each key's history holds
+	// one fault (phase 0: before any).
+	var phase atomic.Int32
+	phases := []map[string][]haAdmission{{}}
+	names := []string{"steady state (before any fault)"}
 	var admMu sync.Mutex
 	for g := range 4 {
 		wg.Add(1)
@@ -398,8 +445,11 @@ func TestProcessHA(t *testing.T) {
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(uint64(g), 1))
 			for ctx.Err() == nil {
-				k := "user" + strconv.Itoa(r.IntN(200))
-				res, err := cc.Do(ctx, "CL.THROTTLE", k, 5, 10, 1).Int64Slice()
+				ph := phase.Load()
+				k := "user" + strconv.Itoa(r.IntN(200)) + ":" + strconv.Itoa(int(ph))
+				sent := time.Now()
+				res, err := cc.Do(ctx, "CL.THROTTLE", k, haBurst, 10, int(10*haTau/time.Second)).Int64Slice()
+				recv := time.Now()
 				if err != nil {
 					if ctx.Err() == nil {
 						failed.Add(1)
@@ -408,7 +458,10 @@ func TestProcessHA(t *testing.T) {
 				}
 				ok.Add(1)
 				admMu.Lock()
-				fmt.Fprintf(&admissions, "%d %s %d\n", time.Now().UnixNano(), k, 1-res[0])
+				fmt.Fprintf(&admissions, "%d %d %s %d\n", sent.UnixNano(), recv.UnixNano(), k, 1-res[0])
+				if res[0] == 0 {
+					phases[ph][k] = append(phases[ph][k], haAdmission{k, sent, recv})
+				}
 				admMu.Unlock()
 			}
 		}()
@@ -423,9 +476,27 @@ func TestProcessHA(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+	// isReplica: m routes as a replica and holds its leader's snapshot
+	// (so the next fault finds every shard with a synced follower).
 	isReplica := func(m *haMember) bool {
 		s, err := m.probe.Info(ctx, "cluster").Result()
-		return err == nil && strings.Contains(s, "cluster_role:replica") && strings.Contains(s, "cluster_fenced:0")
+		if err != nil || !strings.Contains(s, "cluster_role:replica") || !strings.Contains(s, "cluster_fenced:0") {
+			return false
+		}
+		st, err := m.probe.Do(ctx, "CELLD.REPL", "STATUS").Text()
+		return err == nil && strings.Contains(st, "synced:true")
+	}
+	// fault starts the phase of the next fault (fresh keys), lets the
+	// clients spend them on the leaders for a second, and returns the
+	// fault's time.
+	fault := func(name string) time.Time {
+		admMu.Lock()
+		phases = append(phases, map[string][]haAdmission{})
+		names = append(names, name)
+		phase.Store(int32(len(phases) - 1))
+		admMu.Unlock()
+		time.Sleep(time.Second)
+		return time.Now()
 	}
 	waitFor("client load flows", 10*time.Second, func() bool { return ok.Load() > 100 })
 
@@ -435,11 +506,11 @@ func TestProcessHA(t *testing.T) {
 		s := i % 2
 		leader := h.currentLeader(s)
 		m := h.members[leader]
-		killed := time.Now()
+		killed := fault(fmt.Sprintf("kill -9 #%d (%s, shard %d)", i+1, m.id, s))
 		m.proc().kill()
 		_, at := h.waitServed(s, leader, killed, 4*ttl)
 		failovers = append(failovers, at.Sub(killed))
-		m.start(t, ttl)
+		m.start(t, ttl, nodeArgs...)
 		waitFor(m.id+" back as a replica", 15*time.Second, func() bool { return isReplica(m) })
 	}
 	t.Logf("kill -9 of a leader: failover p50 %v, p99 %v, max %v over %d kills (TTL %v): %v",
@@ -455,8 +526,8 @@ func TestProcessHA(t *testing.T) {
 	// the server fences before the first batch), then follows.
 	leader := h.currentLeader(0)
 	m := h.members[leader]
+	stopped := fault("SIGSTOP (" + m.id + ", shard 0)")
 	h.paused.Store(1 << leader)
-	stopped := time.Now()
 	m.proc().cmd.Process.Signal(syscall.SIGSTOP)
 	_, at := h.waitServed(0, leader, stopped, 4*ttl)
 	t.Logf("SIGSTOP of a leader: failover %v", at.Sub(stopped))
@@ -474,7 +545,7 @@ func TestProcessHA(t *testing.T) {
 	// 3. A leader cut from etcd alone (clients still reach it).
 	leader = h.currentLeader(1)
 	m = h.members[leader]
-	cut := time.Now()
+	cut := fault("cut from etcd (" + m.id + ", shard 1)")
 	m.proxy.setCut(true)
 	_, at = h.waitServed(1, leader, cut, 4*ttl)
 	t.Logf("leader cut from etcd: failover %v", at.Sub(cut))
@@ -482,7 +553,7 @@ func TestProcessHA(t *testing.T) {
 	waitFor(m.id+" follows after the cut heals", 20*time.Second, func() bool { return isReplica(m) })
 
 	// 4. etcd stopped: every leader fences within the TTL; etcd back: served again.
-	etcdStopped := time.Now()
+	etcdStopped := fault("etcd stopped")
 	e.Stop()
 	waitFor("every leader fenced", 2*ttl, func() bool { return h.noneServes(time.Now()) })
 	fenced := time.Since(etcdStopped)
@@ -511,9 +582,94 @@ func TestProcessHA(t *testing.T) {
 	if f := os.Getenv("CELLD_HA_ADMISSIONS"); f != "" {
 		os.WriteFile(f, []byte(admissions.String()), 0o644)
 	}
+
+	// Over-admission per key per failover.
+	bound := 0
+	if ack == "async" {
+		bound = haBurst + 1 + int(math.Ceil(float64(haLag)/float64(haTau)))
+	}
+	var worst []int
+	nadm := 0
+	for _, ph := range phases {
+		for _, ads := range ph {
+			nadm += len(ads)
+		}
+	}
+	for _, r := range overAdmission(phases, names, haBurst, haTau) {
+		worst = append(worst, r.over)
+		t.Logf("%s: %-36s worst key %-8s over-admitted %d (bound %d)", ack, r.fault, r.key, r.over, bound)
+		if r.over > bound {
+			t.Errorf("%s: %s: key %s over-admitted %d, over the bound %d", ack, r.fault, r.key, r.over, bound)
+		}
+	}
+	sort.Ints(worst)
+	t.Logf("%s: over-admission per failover (worst key each) over %d phases, %d admissions: %v (bound %d)", ack, len(phases), nadm, worst, bound)
 	if t.Failed() || os.Getenv("CELLD_HA_LOGS") != "" {
 		for _, m := range h.members {
 			t.Logf("%s log:\n%s", m.id, m.proc().logs)
 		}
 	}
+}
+
+// faultExcess is the worst over-admission the replay found in one phase
+// (the keys used around one fault): the key and by how many admissions.
+type faultExcess struct {
+	fault string
+	key   string
+	over  int
+}
+
+// overAdmission replays each key's admissions against GCRA's limit (burst
+// b, emission interval tau). A GCRA key admits at most b+1+⌊d/τ⌋ calls in
+// any span of d, so a key's admissions, each decided somewhere between its
+// client's send and answer, hold more than a span allows only if some
+// decision was made from a state that forgot admissions. A key's excess is
+// the largest, over every span [s, e] (s a send time, e an answer time),
+// of (admissions sent and answered within it) − (b+1+⌊(e−s)/τ⌋). The
+// harness's clients use fresh keys for each fault (phases[i] for fault i,
+// phases[0] before any), so each key's excess is that one fault's doing.
+// The count is a lower bound on what the servers over-admitted
+// (client-side windows can hide over-admission, never invent it): a bound
+// asserted on it is never wrong about a correct server.
+func overAdmission(phases []map[string][]haAdmission, names []string, b int, tau time.Duration) []faultExcess {
+	var out []faultExcess
+	for i, byKey := range phases {
+		keys := make([]string, 0, len(byKey))
+		for k := range byKey {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		w := faultExcess{fault: names[i]}
+		for _, k := range keys {
+			if over := worstSpanExcess(byKey[k], b, tau); over > w.over || w.key == "" {
+				w.key, w.over = k, over
+			}
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// worstSpanExcess is the largest (admissions inside [s, e]) −
+// (b+1+⌊(e−s)/τ⌋) over spans with s a send time and e an answer time of
+// ads (0 when none exceeds). O(n²).
+func worstSpanExcess(ads []haAdmission, b int, tau time.Duration) int {
+	in := append([]haAdmission(nil), ads...)
+	sort.Slice(in, func(i, j int) bool { return in[i].sent.After(in[j].sent) }) // latest sent first
+	var recvs []time.Time                                                          // answer times of in[:i+1], ascending
+	worst := 0
+	for _, a := range in {
+		j := sort.Search(len(recvs), func(j int) bool { return recvs[j].After(a.recv) })
+		recvs = append(recvs, time.Time{})
+		copy(recvs[j+1:], recvs[j:])
+		recvs[j] = a.recv
+		// Every admission in recvs was sent at or after a.sent: the k-th
+		// answer time closes a span holding k+1 of them.
+		for k, e := range recvs {
+			if over := k + 1 - (b + 1 + int(e.Sub(a.sent)/tau)); over > worst {
+				worst = over
+			}
+		}
+	}
+	return worst
 }
