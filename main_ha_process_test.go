@@ -656,7 +656,7 @@ func overAdmission(phases []map[string][]haAdmission, names []string, b int, tau
 func worstSpanExcess(ads []haAdmission, b int, tau time.Duration) int {
 	in := append([]haAdmission(nil), ads...)
 	sort.Slice(in, func(i, j int) bool { return in[i].sent.After(in[j].sent) }) // latest sent first
-	var recvs []time.Time                                                          // answer times of in[:i+1], ascending
+	var recvs []time.Time                                                       // answer times of in[:i+1], ascending
 	worst := 0
 	for _, a := range in {
 		j := sort.Search(len(recvs), func(j int) bool { return recvs[j].After(a.recv) })
