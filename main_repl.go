@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/celld/celld/config"
+	"github.com/celld/celld/metrics"
 	"github.com/celld/celld/repl"
 	"github.com/celld/celld/server"
 	"github.com/celld/celld/store"
@@ -92,6 +93,7 @@ func newReplNode(cfg *config.Config, st *store.Store, srvCfg *server.Config, log
 	}
 	n := repl.New(dbs, repl.Options{Addr: addr, Ack: ack, MaxLag: cfg.MaxReplicaLag, MinReplicas: cfg.MinReplicas, Logger: log})
 	srvCfg.WriteGate = n.Gate
+	srvCfg.ReplicationInfo = n.Info
 	if ack == repl.Sync {
 		srvCfg.ReplyBarrier = n.Barrier
 	}
@@ -149,4 +151,29 @@ func cmdRepl(x *server.Ctx) {
 	default:
 		x.Error("ERR usage: CELLD.REPL STATUS | LEAD epoch | FOLLOW epoch host:port | FENCE")
 	}
+}
+
+// attachRepl exports the node's replication (when on) as Prometheus
+// series: metrics/replication.go.
+func (ms *metricsService) attachRepl() {
+	n := replNode.Load()
+	if ms == nil || n == nil {
+		return
+	}
+	ms.e.SetReplication(func() metrics.Replication {
+		st := n.Status()
+		r := metrics.Replication{Role: st.Role, Epoch: st.Epoch, Followers: st.Followers,
+			Offset: st.LastBatch, AckedOffset: st.Acked, LagSeconds: st.Lag.Seconds(),
+			LagBuckets: map[float64]uint64{}, LagSum: st.LagSum.Seconds(),
+			RefusedLag: st.Refused, RefusedMin: st.RefusedNoReplicas,
+			SentBytes: st.BytesSent, RecvBytes: st.BytesRecv, Synced: st.Synced}
+		for i, b := range repl.LagBounds {
+			r.LagBuckets[b.Seconds()] = st.LagCounts[i]
+		}
+		r.LagCount = st.LagCounts[len(st.LagCounts)-1]
+		if st.Role == "follower" {
+			r.Offset = st.Acked // applied
+		}
+		return r
+	})
 }

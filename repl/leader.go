@@ -29,6 +29,7 @@ type leader struct {
 	followers map[*peer]struct{}
 	pending   []pend        // batches sent, not acknowledged by any follower, oldest first
 	lastRound uint64        // the last round finished
+	lastBatch uint64        // the last round that sent a batch (INFO's master_repl_offset)
 	acked     uint64        // highest seq a follower acknowledged
 	changed   chan struct{} // closed (and replaced) when lastRound or acked moves
 	lags      [1024]time.Duration
@@ -110,6 +111,7 @@ func (l *leader) run() {
 		// snapshot.
 		if n > 0 && (l.n.opts.MinReplicas > 0 || len(l.followers) > 0) {
 			buf = finishFrame(buf, at)
+			l.lastBatch = seq
 			l.pending = append(l.pending, pend{seq, prev})
 			if len(l.pending) > maxPending {
 				l.pending[1].origin = l.pending[0].origin
@@ -209,6 +211,7 @@ func (l *leader) onAck(seq uint64) {
 	}
 	i := 0
 	for i < len(l.pending) && l.pending[i].seq <= seq {
+		l.n.lags.observe(now.Sub(l.pending[i].origin))
 		l.lags[l.nlags%len(l.lags)] = now.Sub(l.pending[i].origin)
 		l.nlags++
 		i++
@@ -273,8 +276,13 @@ func (l *leader) status(st *Status) {
 		if p.synced.Load() {
 			st.Followers++
 		}
+		ps := PeerStatus{Addr: p.conn.RemoteAddr().String(), Synced: p.synced.Load(), Acked: p.acked.Load()}
+		if at := p.lastAck.Load(); at != 0 {
+			ps.SinceAck = now.Sub(time.Unix(0, at))
+		}
+		st.Peers = append(st.Peers, ps)
 	}
-	st.Seq, st.Acked = l.lastRound, l.acked
+	st.Seq, st.Acked, st.LastBatch = l.lastRound, l.acked, l.lastBatch
 	if len(l.pending) > 0 {
 		st.Lag = now.Sub(l.pending[0].origin)
 	}
@@ -349,6 +357,8 @@ func (l *leader) serveFollower(c net.Conn) {
 			if seq >= from {
 				p.synced.Store(true)
 			}
+			p.acked.Store(seq)
+			p.lastAck.Store(time.Now().UnixNano())
 			l.onAck(seq)
 		}
 	}()
@@ -403,6 +413,10 @@ type peer struct {
 	conn   net.Conn
 	wake   chan struct{}
 	synced atomic.Bool
+	// acked is the highest seq this follower acknowledged, lastAck when
+	// (unix ns): INFO's slave<n> lines.
+	acked   atomic.Uint64
+	lastAck atomic.Int64
 
 	mu     sync.Mutex
 	q      [][]byte

@@ -99,6 +99,7 @@ type Node struct {
 	// refusedNoReplicas those refused for fewer than MinReplicas followers.
 	refused, refusedNoReplicas atomic.Int64
 	lead                       atomic.Pointer[leader] // the current leader role, nil when not leading
+	lags                       lagHistogram           // every acknowledged batch's lag, across terms
 
 	mu     sync.Mutex // guards the fields below and role changes
 	shard  int
@@ -334,6 +335,19 @@ type Status struct {
 	MinReplicas       int
 	Leader            string // the leader's replication address (follower)
 	Synced            bool   // the follower holds a snapshot and applies the stream
+	// LastBatch is the last round that sent a batch of changes (leader).
+	LastBatch uint64
+	// LastIO is when the follower last read from its leader (follower).
+	LastIO time.Time
+	// Peers are the followers connected now (leader).
+	Peers []PeerStatus
+	// MaxLag is Options.MaxLag.
+	MaxLag time.Duration
+	// LagCounts[i] counts acknowledged batches whose lag was at most
+	// LagBounds[i] (cumulative, as a Prometheus histogram; the last
+	// element counts them all); LagSum is their lags' sum. Across terms.
+	LagCounts []uint64
+	LagSum    time.Duration
 }
 
 // Status describes the node now.
@@ -346,6 +360,8 @@ func (n *Node) Status() Status {
 	f := n.fol
 	n.mu.Unlock()
 	st.Refused, st.RefusedNoReplicas, st.MinReplicas = n.refused.Load(), n.refusedNoReplicas.Load(), n.opts.MinReplicas
+	st.MaxLag = n.opts.MaxLag
+	st.LagCounts, st.LagSum = n.lags.snapshot()
 	if l := n.lead.Load(); l != nil {
 		l.status(&st)
 	}

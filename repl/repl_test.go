@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -290,4 +291,58 @@ func TestPromotion(t *testing.T) {
 	a.Follow(0, 2, b.ReplAddr())
 	throttle(t, bd.DB(0), "other")
 	eventually(t, "a mirrors b", func() bool { return fmt.Sprint(dump(ad)) == fmt.Sprint(dump(bd)) })
+}
+
+// TestInfo: INFO's replication lines. A leader with a synced follower is
+// role:master with one slave0 line (state=online); the follower is
+// role:slave with its link up and, once it applied everything, the
+// leader's master_repl_offset as its slave_repl_offset; acknowledged
+// batches land in the lag histogram (cumulative, its total last).
+func TestInfo(t *testing.T) {
+	ld, fd := newDBs(t), newDBs(t)
+	leader, follower := newNode(t, ld, Async), newNode(t, fd, Async)
+	leader.Lead(0, 3)
+	follower.Follow(0, 3, leader.ReplAddr())
+	eventually(t, "follower synced", func() bool { return follower.Status().Synced })
+	for i := range 20 {
+		throttle(t, ld.DB(0), fmt.Sprint("k", i))
+	}
+	field := func(lines []string, name string) string {
+		for _, l := range lines {
+			if k, v, ok := strings.Cut(l, ":"); ok && k == name {
+				return v
+			}
+		}
+		return "<absent>"
+	}
+	eventually(t, "the follower applied every batch", func() bool {
+		li, fi := leader.Info(), follower.Info()
+		return field(li, "repl_acked_offset") == field(li, "master_repl_offset") &&
+			field(fi, "slave_repl_offset") == field(li, "master_repl_offset")
+	})
+	li, fi := leader.Info(), follower.Info()
+	for name, want := range map[string]string{"role": "master", "connected_slaves": "1", "repl_role": "leader",
+		"repl_epoch": "3", "repl_synced_followers": "1", "repl_ack": "async"} {
+		if got := field(li, name); got != want {
+			t.Errorf("leader %s:%s, want %s\n%s", name, got, want, strings.Join(li, "\n"))
+		}
+	}
+	if s := field(li, "slave0"); !strings.Contains(s, "state=online") || !strings.Contains(s, "offset=") {
+		t.Errorf("leader slave0:%s", s)
+	}
+	for name, want := range map[string]string{"role": "slave", "master_link_status": "up", "master_sync_in_progress": "0",
+		"repl_role": "follower", "connected_slaves": "0"} {
+		if got := field(fi, name); got != want {
+			t.Errorf("follower %s:%s, want %s\n%s", name, got, want, strings.Join(fi, "\n"))
+		}
+	}
+	st := leader.Status()
+	if len(st.LagCounts) != len(LagBounds)+1 || st.LagCounts[len(st.LagCounts)-1] == 0 || st.LagSum <= 0 {
+		t.Fatalf("lag histogram %v sum %v", st.LagCounts, st.LagSum)
+	}
+	for i := 1; i < len(st.LagCounts); i++ {
+		if st.LagCounts[i] < st.LagCounts[i-1] {
+			t.Fatalf("lag histogram not cumulative: %v", st.LagCounts)
+		}
+	}
 }
