@@ -317,7 +317,7 @@ func TestInfo(t *testing.T) {
 	}
 	eventually(t, "the follower applied every batch", func() bool {
 		li, fi := leader.Info(), follower.Info()
-		return field(li, "repl_acked_offset") == field(li, "master_repl_offset") &&
+		return field(li, "master_repl_offset") != "0" && field(li, "repl_acked_offset") == field(li, "master_repl_offset") &&
 			field(fi, "slave_repl_offset") == field(li, "master_repl_offset")
 	})
 	li, fi := leader.Info(), follower.Info()
