@@ -346,3 +346,31 @@ func TestInfo(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaderEvictionsReachFollower: a follower applies without a
+// --maxmemory bound of its own (Redis's replica-ignore-maxmemory) because
+// the leader's evictions reach it as deletes: after the leader evicts
+// under a lowered bound, the follower holds exactly the leader's keys.
+func TestLeaderEvictionsReachFollower(t *testing.T) {
+	ld, fd := newDBs(t), newDBs(t)
+	leader, follower := newNode(t, ld, Async), newNode(t, fd, Async)
+	leader.Lead(0, 1)
+	follower.Follow(0, 1, leader.ReplAddr())
+	eventually(t, "follower synced", func() bool { return follower.Status().Synced })
+	st := ld.DB(0)
+	base := st.UsedMemory()
+	for i := range 2000 {
+		throttle(t, st, fmt.Sprint("key", i))
+	}
+	eventually(t, "follower mirrors the leader", func() bool { return fmt.Sprint(dump(fd)) == fmt.Sprint(dump(ld)) })
+	st.SetPolicy(store.AllKeysRandom)
+	st.SetMaxMemory(base + (st.UsedMemory()-base)/2)
+	n, err := st.EvictToLimit(time.Now().UnixMilli())
+	if err != nil || n == 0 {
+		t.Fatalf("evicted %d: %v", n, err)
+	}
+	eventually(t, "follower drops what the leader evicted", func() bool { return fmt.Sprint(dump(fd)) == fmt.Sprint(dump(ld)) })
+	if got := len(dump(fd)); got > 2000-int(n) {
+		t.Fatalf("follower holds %d keys, leader evicted %d of 2000", got, n)
+	}
+}
