@@ -441,6 +441,18 @@ func testProcessHA(t *testing.T, ack string) {
 		MinRetryBackoff: 50 * time.Millisecond, MaxRetryBackoff: 500 * time.Millisecond,
 		DialTimeout: 200 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond})
 	t.Cleanup(func() { cc.Close() })
+	// redis-py and ioredis cluster clients too (main_ha_clients_test.go).
+	var foreignKeys [2]string
+	for i := 0; foreignKeys[0] == "" || foreignKeys[1] == ""; i++ {
+		k := "foreign" + strconv.Itoa(i)
+		foreignKeys[cluster.KeySlotString(k)/8192] = k
+	}
+	foreign := startForeignClients(t, addrs, foreignKeys)
+	type killRec struct {
+		shard int
+		at    time.Time
+	}
+	var killRecs []killRec
 	var ok, failed atomic.Int64
 	// admissions is the client log: every answer (sent, answered, key,
 	// admitted) for CELLD_HA_ADMISSIONS, and the admissions for the replay.
@@ -529,6 +541,12 @@ func testProcessHA(t *testing.T, ack string) {
 		m.proc().kill()
 		nl, at := h.waitServed(s, leader, killed, 4*ttl)
 		failovers = append(failovers, at.Sub(killed))
+		if at.Sub(killed) > ttl+1500*time.Millisecond { // the logs now, before a restart replaces one
+			for _, m := range h.members {
+				t.Logf("slow failover #%d: %s log:\n%s", i+1, m.id, m.proc().logs)
+			}
+		}
+		killRecs = append(killRecs, killRec{s, at})
 		if control { // the new leader forgets what it replicated
 			if err := h.members[nl].probe.FlushAll(ctx).Err(); err != nil {
 				t.Fatalf("control: FLUSHALL on the new leader: %v", err)
@@ -594,6 +612,27 @@ func testProcessHA(t *testing.T, ack string) {
 
 	cancel()
 	wg.Wait()
+	for _, f := range foreign {
+		f.stop()
+		t.Log(f.summary())
+		var first []time.Duration
+		for i, k := range killRecs {
+			// Answered on the killed shard after its failover: the client
+			// followed the new leader (10 s: a liveness bound).
+			var d time.Duration = -1
+			for step := 50 * time.Millisecond; step <= 10*time.Second; step += 50 * time.Millisecond {
+				if f.answeredAfter(k.shard, k.at, k.at.Add(step)) {
+					d = step
+					break
+				}
+			}
+			if d < 0 {
+				t.Errorf("%s: kill -9 #%d: shard %d not answered within 10 s of its failover", f.name, i+1, k.shard)
+			}
+			first = append(first, d)
+		}
+		t.Logf("%s: first answer on the killed shard after each failover (±50 ms): %v", f.name, first)
+	}
 	bad := h.overlaps()
 	h.mu.Lock()
 	nprobes := len(h.probes)
