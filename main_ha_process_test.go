@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -31,6 +32,17 @@ import (
 // test measures the failover time and counts intervals in which two nodes
 // answered for one shard (must be 0). CELLD_HA_KILLS sets the number of
 // kills (default 2; the figures in docs/ha.md used 12).
+//
+// Over-admission per failover: every client logs (sent, answered, key,
+// admitted); after the run each key's admissions are replayed against
+// GCRA's limit per fault (overAdmission) and the worst key per fault must
+// stay within the ack mode's bound: async b+1+⌈L/τ⌉, sync 0.
+// CELLD_HA_ACK sets the mode (async, sync; default async: CI runs that;
+// sync by env, or both with CELLD_HA_ACK=both); CELLD_HA_ADMISSIONS names
+// a file for the raw log. CELLD_HA_ACK=control is the check of the check:
+// async, but each new leader's keyspace is flushed right after a kill's
+// failover (a leader that lost the state), and the replay must then find
+// over-admission.
 
 // etcdProxy forwards TCP to etcd until cut: then it closes every connection
 // and accepts new ones without forwarding a byte (a partition, not a reset).
@@ -118,12 +130,12 @@ type haMember struct {
 func (m *haMember) proc() *child { return m.cur.Load() }
 
 // start launches (or relaunches) the member's celld at its own address.
-func (m *haMember) start(t *testing.T, ttl time.Duration) {
+func (m *haMember) start(t *testing.T, ttl time.Duration, extra ...string) {
 	t.Helper()
 	c := &child{t: t, dir: m.dir, addr: m.addr, exited: make(chan struct{})}
 	c.logs = &logBuf{ready: make(chan struct{})}
-	c.cmd = exec.Command(celldBinary(t), "--addr", m.addr, "--dir", m.dir, "--etcd", m.proxy.URL(), "--cluster", "h",
-		"--node-id", m.id, "--ha-lease-ttl", ttl.String(), "--log-level", "debug")
+	c.cmd = exec.Command(celldBinary(t), append([]string{"--addr", m.addr, "--dir", m.dir, "--etcd", m.proxy.URL(), "--cluster", "h",
+		"--node-id", m.id, "--ha-lease-ttl", ttl.String(), "--log-level", "debug"}, extra...)...)
 	c.cmd.Stdout, c.cmd.Stderr = c.logs, c.logs
 	c.started = time.Now()
 	if err := c.cmd.Start(); err != nil {
@@ -332,8 +344,51 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 }
 
 func TestProcessHA(t *testing.T) {
+	modes := []string{"async"}
+	switch v := os.Getenv("CELLD_HA_ACK"); v {
+	case "", "async":
+	case "sync":
+		modes = []string{"sync"}
+	case "both":
+		modes = []string{"async", "sync"}
+	case "control":
+		modes = []string{"control"}
+	default:
+		t.Fatalf("CELLD_HA_ACK=%q: want async, sync or both", v)
+	}
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) { testProcessHA(t, mode) })
+	}
+}
+
+// The harness's limit: CL.THROTTLE key 5 10 60 (burst 5, 10 per minute:
+// τ = 6 s, so a state lost in a failover of ~2 s still shows: the bucket
+// takes 36 s to refill), and the lag bound its nodes run with.
+const (
+	haBurst = 5
+	haTau   = 6 * time.Second
+	haLag   = 10 * time.Millisecond
+	// haLossSlack is how late past L the leader's sender may notice an
+	// unacknowledged change (it checks once per 1 ms tick; a loaded CI
+	// machine under -race delays goroutines by tens of ms).
+	haLossSlack = 250 * time.Millisecond
+)
+
+// haAdmission is one answered CL.THROTTLE that admitted, with the client's
+// clock before the call (retries included) and after its answer.
+type haAdmission struct {
+	key        string
+	sent, recv time.Time
+}
+
+func testProcessHA(t *testing.T, ack string) {
 	e := etcdtest.Start(t)
 	const ttl = 2 * time.Second
+	control := ack == "control"
+	if control {
+		ack = "async"
+	}
+	nodeArgs := []string{"--replica-ack", ack, "--max-replica-lag", haLag.String()}
 	kills := 2
 	if v, err := strconv.Atoi(os.Getenv("CELLD_HA_KILLS")); err == nil && v > 0 {
 		kills = v
@@ -359,7 +414,7 @@ func TestProcessHA(t *testing.T) {
 		t.Fatalf("celld cluster init: %v\n%s", err, out)
 	}
 	for _, m := range h.members {
-		m.start(t, ttl)
+		m.start(t, ttl, nodeArgs...)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -386,11 +441,29 @@ func TestProcessHA(t *testing.T) {
 		MinRetryBackoff: 50 * time.Millisecond, MaxRetryBackoff: 500 * time.Millisecond,
 		DialTimeout: 200 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond})
 	t.Cleanup(func() { cc.Close() })
+	// redis-py and ioredis cluster clients too (main_ha_clients_test.go).
+	var foreignKeys [2]string
+	for i := 0; foreignKeys[0] == "" || foreignKeys[1] == ""; i++ {
+		k := "foreign" + strconv.Itoa(i)
+		foreignKeys[cluster.KeySlotString(k)/8192] = k
+	}
+	foreign := startForeignClients(t, addrs, foreignKeys)
+	type killRec struct {
+		shard int
+		at    time.Time
+	}
+	var killRecs []killRec
 	var ok, failed atomic.Int64
-	// admissions is the client log (time, key, admitted) that replaying
-	// through gcra turns into over-admission per key per failover once
-	// replication exists (the hook: CELLD_HA_ADMISSIONS names a file).
+	// admissions is the client log: every answer (sent, answered, key,
+	// admitted) for CELLD_HA_ADMISSIONS, and the admissions for the replay.
 	var admissions strings.Builder
+	// phase is the fault the clients' keys are for: fault i's keys are
+	// "user<n>:<i>", fresh a second before it, so each key's history holds
+	// one fault (phase 0: before any).
+	var phase atomic.Int32
+	phases := []map[string][]haAdmission{{}}
+	names := []string{"steady state (before any fault)"}
+	killedAt := map[int]time.Time{} // phase → when its leader was killed
 	var admMu sync.Mutex
 	for g := range 4 {
 		wg.Add(1)
@@ -398,8 +471,11 @@ func TestProcessHA(t *testing.T) {
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(uint64(g), 1))
 			for ctx.Err() == nil {
-				k := "user" + strconv.Itoa(r.IntN(200))
-				res, err := cc.Do(ctx, "CL.THROTTLE", k, 5, 10, 1).Int64Slice()
+				ph := phase.Load()
+				k := "user" + strconv.Itoa(r.IntN(200)) + ":" + strconv.Itoa(int(ph))
+				sent := time.Now()
+				res, err := cc.Do(ctx, "CL.THROTTLE", k, haBurst, 10, int(10*haTau/time.Second)).Int64Slice()
+				recv := time.Now()
 				if err != nil {
 					if ctx.Err() == nil {
 						failed.Add(1)
@@ -408,7 +484,10 @@ func TestProcessHA(t *testing.T) {
 				}
 				ok.Add(1)
 				admMu.Lock()
-				fmt.Fprintf(&admissions, "%d %s %d\n", time.Now().UnixNano(), k, 1-res[0])
+				fmt.Fprintf(&admissions, "%d %d %s %d\n", sent.UnixNano(), recv.UnixNano(), k, 1-res[0])
+				if res[0] == 0 {
+					phases[ph][k] = append(phases[ph][k], haAdmission{k, sent, recv})
+				}
 				admMu.Unlock()
 			}
 		}()
@@ -423,9 +502,29 @@ func TestProcessHA(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+	// isReplica: m routes as a replica and holds its leader's snapshot
+	// (so the next fault finds every shard with a synced follower).
 	isReplica := func(m *haMember) bool {
 		s, err := m.probe.Info(ctx, "cluster").Result()
-		return err == nil && strings.Contains(s, "cluster_role:replica") && strings.Contains(s, "cluster_fenced:0")
+		if err != nil || !strings.Contains(s, "cluster_role:replica") || !strings.Contains(s, "cluster_fenced:0") {
+			return false
+		}
+		st, err := m.probe.Do(ctx, "CELLD.REPL", "STATUS").Text()
+		return err == nil && strings.Contains(st, "synced:true")
+	}
+	// fault lets the clients use the previous fault's keys for another
+	// second (on the new leader: what it forgot shows then), starts the
+	// phase of the next fault (fresh keys), lets the clients spend them on
+	// the leaders for a second, and returns the fault's time.
+	fault := func(name string) time.Time {
+		time.Sleep(time.Second)
+		admMu.Lock()
+		phases = append(phases, map[string][]haAdmission{})
+		names = append(names, name)
+		phase.Store(int32(len(phases) - 1))
+		admMu.Unlock()
+		time.Sleep(time.Second)
+		return time.Now()
 	}
 	waitFor("client load flows", 10*time.Second, func() bool { return ok.Load() > 100 })
 
@@ -435,11 +534,25 @@ func TestProcessHA(t *testing.T) {
 		s := i % 2
 		leader := h.currentLeader(s)
 		m := h.members[leader]
-		killed := time.Now()
+		killed := fault(fmt.Sprintf("kill -9 #%d (%s, shard %d)", i+1, m.id, s))
+		admMu.Lock()
+		killedAt[len(phases)-1] = killed
+		admMu.Unlock()
 		m.proc().kill()
-		_, at := h.waitServed(s, leader, killed, 4*ttl)
+		nl, at := h.waitServed(s, leader, killed, 4*ttl)
 		failovers = append(failovers, at.Sub(killed))
-		m.start(t, ttl)
+		if at.Sub(killed) > ttl+1500*time.Millisecond { // the logs now, before a restart replaces one
+			for _, m := range h.members {
+				t.Logf("slow failover #%d: %s log:\n%s", i+1, m.id, m.proc().logs)
+			}
+		}
+		killRecs = append(killRecs, killRec{s, at})
+		if control { // the new leader forgets what it replicated
+			if err := h.members[nl].probe.FlushAll(ctx).Err(); err != nil {
+				t.Fatalf("control: FLUSHALL on the new leader: %v", err)
+			}
+		}
+		m.start(t, ttl, nodeArgs...)
 		waitFor(m.id+" back as a replica", 15*time.Second, func() bool { return isReplica(m) })
 	}
 	t.Logf("kill -9 of a leader: failover p50 %v, p99 %v, max %v over %d kills (TTL %v): %v",
@@ -455,8 +568,8 @@ func TestProcessHA(t *testing.T) {
 	// the server fences before the first batch), then follows.
 	leader := h.currentLeader(0)
 	m := h.members[leader]
+	stopped := fault("SIGSTOP (" + m.id + ", shard 0)")
 	h.paused.Store(1 << leader)
-	stopped := time.Now()
 	m.proc().cmd.Process.Signal(syscall.SIGSTOP)
 	_, at := h.waitServed(0, leader, stopped, 4*ttl)
 	t.Logf("SIGSTOP of a leader: failover %v", at.Sub(stopped))
@@ -474,7 +587,7 @@ func TestProcessHA(t *testing.T) {
 	// 3. A leader cut from etcd alone (clients still reach it).
 	leader = h.currentLeader(1)
 	m = h.members[leader]
-	cut := time.Now()
+	cut := fault("cut from etcd (" + m.id + ", shard 1)")
 	m.proxy.setCut(true)
 	_, at = h.waitServed(1, leader, cut, 4*ttl)
 	t.Logf("leader cut from etcd: failover %v", at.Sub(cut))
@@ -482,7 +595,7 @@ func TestProcessHA(t *testing.T) {
 	waitFor(m.id+" follows after the cut heals", 20*time.Second, func() bool { return isReplica(m) })
 
 	// 4. etcd stopped: every leader fences within the TTL; etcd back: served again.
-	etcdStopped := time.Now()
+	etcdStopped := fault("etcd stopped")
 	e.Stop()
 	waitFor("every leader fenced", 2*ttl, func() bool { return h.noneServes(time.Now()) })
 	fenced := time.Since(etcdStopped)
@@ -499,6 +612,27 @@ func TestProcessHA(t *testing.T) {
 
 	cancel()
 	wg.Wait()
+	for _, f := range foreign {
+		f.stop()
+		t.Log(f.summary())
+		var first []time.Duration
+		for i, k := range killRecs {
+			// Answered on the killed shard after its failover: the client
+			// followed the new leader (10 s: a liveness bound).
+			var d time.Duration = -1
+			for step := 50 * time.Millisecond; step <= 10*time.Second; step += 50 * time.Millisecond {
+				if f.answeredAfter(k.shard, k.at, k.at.Add(step)) {
+					d = step
+					break
+				}
+			}
+			if d < 0 {
+				t.Errorf("%s: kill -9 #%d: shard %d not answered within 10 s of its failover", f.name, i+1, k.shard)
+			}
+			first = append(first, d)
+		}
+		t.Logf("%s: first answer on the killed shard after each failover (±50 ms): %v", f.name, first)
+	}
 	bad := h.overlaps()
 	h.mu.Lock()
 	nprobes := len(h.probes)
@@ -511,9 +645,122 @@ func TestProcessHA(t *testing.T) {
 	if f := os.Getenv("CELLD_HA_ADMISSIONS"); f != "" {
 		os.WriteFile(f, []byte(admissions.String()), 0o644)
 	}
+
+	// Over-admission per key per failover.
+	bound := 0
+	if ack == "async" {
+		bound = haBurst + 1 + int(math.Ceil(float64(haLag)/float64(haTau)))
+	}
+	var worst []int
+	nadm := 0
+	for _, ph := range phases {
+		for _, ads := range ph {
+			nadm += len(ads)
+		}
+	}
+	for _, r := range overAdmission(phases, names, haBurst, haTau) {
+		worst = append(worst, r.over)
+		t.Logf("%s: %-36s worst key %-8s over-admitted %d (bound %d)", ack, r.fault, r.key, r.over, bound)
+		if r.over > bound && !control {
+			t.Errorf("%s: %s: key %s over-admitted %d, over the bound %d", ack, r.fault, r.key, r.over, bound)
+		}
+	}
+	// The bound above is what a key that spent its whole burst in the
+	// last L can lose; a full loss of this limit's state costs b+1 and
+	// stays within it. The sharper check, for kills: what a new leader
+	// can lack is the admissions decided in the last L (plus the sender's
+	// scheduling: haLossSlack) before the kill, so no key may be
+	// over-admitted by more than it was admitted then (sync: by nothing).
+	beyond := 0
+	for ph, at := range killedAt {
+		for k, ads := range phases[ph] {
+			lossable := 0
+			for _, a := range ads {
+				if ack == "async" && !a.recv.Before(at.Add(-haLag-haLossSlack)) && !a.sent.After(at) {
+					lossable++
+				}
+			}
+			if over := worstSpanExcess(ads, haBurst, haTau); over > lossable {
+				beyond = max(beyond, over-lossable)
+				if !control {
+					t.Errorf("%s: %s: key %s over-admitted %d, but only %d of its admissions were made in the last L+%v before the kill",
+						ack, names[ph], k, over, lossable, haLossSlack)
+				}
+			}
+		}
+	}
+	t.Logf("%s: over-admission beyond the admissions of the last L+%v before a kill, worst key over %d kills: %d", ack, haLossSlack, len(killedAt), beyond)
+	if control && beyond == 0 {
+		t.Errorf("control: new leaders that lost the state, and the replay found no over-admission")
+	}
+	sort.Ints(worst)
+	t.Logf("%s: over-admission per failover (worst key each) over %d phases, %d admissions: %v (bound %d)", ack, len(phases), nadm, worst, bound)
 	if t.Failed() || os.Getenv("CELLD_HA_LOGS") != "" {
 		for _, m := range h.members {
 			t.Logf("%s log:\n%s", m.id, m.proc().logs)
 		}
 	}
+}
+
+// faultExcess is the worst over-admission the replay found in one phase
+// (the keys used around one fault): the key and by how many admissions.
+type faultExcess struct {
+	fault string
+	key   string
+	over  int
+}
+
+// overAdmission replays each key's admissions against GCRA's limit (burst
+// b, emission interval tau). A GCRA key admits at most b+1+⌊d/τ⌋ calls in
+// any span of d, so a key's admissions, each decided somewhere between its
+// client's send and answer, hold more than a span allows only if some
+// decision was made from a state that forgot admissions. A key's excess is
+// the largest, over every span [s, e] (s a send time, e an answer time),
+// of (admissions sent and answered within it) − (b+1+⌊(e−s)/τ⌋). The
+// harness's clients use fresh keys for each fault (phases[i] for fault i,
+// phases[0] before any), so each key's excess is that one fault's doing.
+// The count is a lower bound on what the servers over-admitted
+// (client-side windows can hide over-admission, never invent it): a bound
+// asserted on it is never wrong about a correct server.
+func overAdmission(phases []map[string][]haAdmission, names []string, b int, tau time.Duration) []faultExcess {
+	var out []faultExcess
+	for i, byKey := range phases {
+		keys := make([]string, 0, len(byKey))
+		for k := range byKey {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		w := faultExcess{fault: names[i]}
+		for _, k := range keys {
+			if over := worstSpanExcess(byKey[k], b, tau); over > w.over || w.key == "" {
+				w.key, w.over = k, over
+			}
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// worstSpanExcess is the largest (admissions inside [s, e]) −
+// (b+1+⌊(e−s)/τ⌋) over spans with s a send time and e an answer time of
+// ads (0 when none exceeds). O(n²).
+func worstSpanExcess(ads []haAdmission, b int, tau time.Duration) int {
+	in := append([]haAdmission(nil), ads...)
+	sort.Slice(in, func(i, j int) bool { return in[i].sent.After(in[j].sent) }) // latest sent first
+	var recvs []time.Time                                                       // answer times of in[:i+1], ascending
+	worst := 0
+	for _, a := range in {
+		j := sort.Search(len(recvs), func(j int) bool { return recvs[j].After(a.recv) })
+		recvs = append(recvs, time.Time{})
+		copy(recvs[j+1:], recvs[j:])
+		recvs[j] = a.recv
+		// Every admission in recvs was sent at or after a.sent: the k-th
+		// answer time closes a span holding k+1 of them.
+		for k, e := range recvs {
+			if over := k + 1 - (b + 1 + int(e.Sub(a.sent)/tau)); over > worst {
+				worst = over
+			}
+		}
+	}
+	return worst
 }

@@ -53,6 +53,7 @@ func (ms *metricsService) attach(srv *server.Server, p *persistence) {
 		return
 	}
 	ms.e.SetStats(srv.Stats)
+	ms.attachRepl() // main_repl.go
 	if p != nil {
 		ms.e.SetPersistence(p.metricsSnapshot)
 		ms.e.SetHealth(p.healthy)

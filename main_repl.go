@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/celld/celld/config"
+	"github.com/celld/celld/metrics"
 	"github.com/celld/celld/repl"
 	"github.com/celld/celld/server"
 	"github.com/celld/celld/store"
@@ -90,8 +91,9 @@ func newReplNode(cfg *config.Config, st *store.Store, srvCfg *server.Config, log
 	if err != nil {
 		return nil, err
 	}
-	n := repl.New(dbs, repl.Options{Addr: addr, Ack: ack, MaxLag: cfg.MaxReplicaLag, Logger: log})
+	n := repl.New(dbs, repl.Options{Addr: addr, Ack: ack, MaxLag: cfg.MaxReplicaLag, MinReplicas: cfg.MinReplicas, Logger: log})
 	srvCfg.WriteGate = n.Gate
+	srvCfg.ReplicationInfo = n.Info
 	if ack == repl.Sync {
 		srvCfg.ReplyBarrier = n.Barrier
 	}
@@ -130,6 +132,7 @@ func cmdRepl(x *server.Ctx) {
 		fmt.Fprintf(&b, "followers:%d\r\nseq:%d\r\nacked:%d\r\n", st.Followers, st.Seq, st.Acked)
 		fmt.Fprintf(&b, "lag_us:%d\r\nlag_p50_us:%d\r\nlag_p99_us:%d\r\n", st.Lag.Microseconds(), st.LagP50.Microseconds(), st.LagP99.Microseconds())
 		fmt.Fprintf(&b, "bytes_sent:%d\r\nbytes_received:%d\r\nbytes_per_sec:%.0f\r\nrefused_writes:%d\r\n", st.BytesSent, st.BytesRecv, st.BytesPerS, st.Refused)
+		fmt.Fprintf(&b, "min_replicas:%d\r\nrefused_no_replicas:%d\r\n", st.MinReplicas, st.RefusedNoReplicas)
 		fmt.Fprintf(&b, "leader:%s\r\nsynced:%t\r\nrepl_addr:%s\r\n", st.Leader, st.Synced, n.ReplAddr())
 		x.BulkString(b.String())
 	case sub == "lead" && len(args) == 3:
@@ -148,4 +151,29 @@ func cmdRepl(x *server.Ctx) {
 	default:
 		x.Error("ERR usage: CELLD.REPL STATUS | LEAD epoch | FOLLOW epoch host:port | FENCE")
 	}
+}
+
+// attachRepl exports the node's replication (when on) as Prometheus
+// series: metrics/replication.go.
+func (ms *metricsService) attachRepl() {
+	n := replNode.Load()
+	if ms == nil || n == nil {
+		return
+	}
+	ms.e.SetReplication(func() metrics.Replication {
+		st := n.Status()
+		r := metrics.Replication{Role: st.Role, Epoch: st.Epoch, Followers: st.Followers,
+			Offset: st.LastBatch, AckedOffset: st.Acked, LagSeconds: st.Lag.Seconds(),
+			LagBuckets: map[float64]uint64{}, LagSum: st.LagSum.Seconds(),
+			RefusedLag: st.Refused, RefusedMin: st.RefusedNoReplicas,
+			SentBytes: st.BytesSent, RecvBytes: st.BytesRecv, Synced: st.Synced}
+		for i, b := range repl.LagBounds {
+			r.LagBuckets[b.Seconds()] = st.LagCounts[i]
+		}
+		r.LagCount = st.LagCounts[len(st.LagCounts)-1]
+		if st.Role == "follower" {
+			r.Offset = st.Acked // applied
+		}
+		return r
+	})
 }

@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -214,5 +217,81 @@ func testFailover(t *testing.T, mode string) {
 		mode, len(log), after, refused.Load(), errs.Load(), worst, bound)
 	if control && worst == 0 {
 		t.Fatal("control: a standby without replication showed no over-admission; the measure cannot see a lost state")
+	}
+}
+
+// TestProcessMinReplicas: the availability choice (docs/replica-availability.md).
+// --min-replicas 1: a leader with no synced follower refuses writes with
+// -NOREPLICAS, accepts them once one has synced, and refuses them again
+// once it is killed. The default, 0: a leader alone accepts writes long
+// after --max-replica-lag has passed. On the way, INFO replication (both
+// roles) and the Prometheus series say what happened.
+func TestProcessMinReplicas(t *testing.T) {
+	ctx := context.Background()
+	throttle := func(rdb *redis.Client, key string) error {
+		return rdb.Do(ctx, "CL.THROTTLE", key, 9, 10, 1).Err()
+	}
+	replA := freeAddr(t)
+	metricsA := freeAddr(t)
+	a := mustLaunch(t, t.TempDir(), "--replication", "yes", "--repl-addr", replA, "--min-replicas", "1", "--metrics-addr", metricsA)
+	ra := a.client()
+	if err := throttle(ra, "k"); err == nil || !strings.HasPrefix(err.Error(), "NOREPLICAS") {
+		t.Fatalf("--min-replicas 1, no follower: %v (want NOREPLICAS)", err)
+	}
+	b := mustLaunch(t, t.TempDir(), "--replicate-from", replA, "--repl-addr", freeAddr(t))
+	waitFor(t, "writes accepted once the follower synced", func() bool { return throttle(ra, "k") == nil })
+	for i := range 20 {
+		if err := throttle(ra, fmt.Sprint("w", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info := func(rdb *redis.Client) string { return rdb.Info(ctx, "replication").Val() }
+	waitFor(t, "INFO replication on both sides", func() bool {
+		li, fi := info(ra), info(b.client())
+		return strings.Contains(li, "role:master\r\nconnected_slaves:1\r\nslave0:") && strings.Contains(li, "state=online") &&
+			strings.Contains(li, "repl_min_replicas:1") &&
+			strings.Contains(fi, "role:slave") && strings.Contains(fi, "master_link_status:up") &&
+			strings.Contains(fi, "master_port:"+replA[strings.LastIndex(replA, ":")+1:])
+	})
+	b.kill()
+	waitFor(t, "writes refused once the follower is gone", func() bool {
+		err := throttle(ra, "k")
+		return err != nil && strings.HasPrefix(err.Error(), "NOREPLICAS")
+	})
+	if st := replStatus(t, ra); st["min_replicas"] != "1" || st["refused_no_replicas"] == "0" {
+		t.Errorf("status: min_replicas %s, refused_no_replicas %s", st["min_replicas"], st["refused_no_replicas"])
+	}
+	if li := info(ra); !strings.Contains(li, "connected_slaves:0") || strings.Contains(li, "repl_refused_no_replicas:0\r\n") {
+		t.Errorf("INFO replication after the follower died:\n%s", li)
+	}
+	resp, err := http.Get("http://" + metricsA + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	series := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		if name, v, ok := strings.Cut(line, " "); ok && strings.HasPrefix(name, "celld_replication_") {
+			series[name], _ = strconv.ParseFloat(v, 64)
+		}
+	}
+	for _, s := range []string{`celld_replication_refused_writes_total{reason="no_replicas"}`, "celld_replication_ack_lag_seconds_count",
+		`celld_replication_ack_lag_seconds_bucket{le="+Inf"}`, `celld_replication_role{role="leader"}`, "celld_replication_sent_bytes_total", "celld_replication_offset"} {
+		if series[s] <= 0 {
+			t.Errorf("/metrics: %s = %v", s, series[s])
+		}
+	}
+	if v, ok := series["celld_replication_connected_followers"]; !ok || v != 0 {
+		t.Errorf("/metrics: connected followers %v (present %v) after the follower died", v, ok)
+	}
+
+	c := mustLaunch(t, t.TempDir(), "--replication", "yes", "--repl-addr", freeAddr(t), "--max-replica-lag", "5ms")
+	rc := c.client()
+	for i := range 50 { // ≥ 100 ms: twenty times the lag bound
+		if err := throttle(rc, fmt.Sprint("k", i)); err != nil {
+			t.Fatalf("--min-replicas 0, no follower, write %d: %v", i, err)
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 }

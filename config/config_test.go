@@ -385,15 +385,17 @@ func TestRequestLimits(t *testing.T) {
 // refused.
 func TestReplicationSettings(t *testing.T) {
 	c := mustParse(t, env{"CELLD_REPLICA_ACK": "sync"}, "--replicate-from", "10.0.0.1:16379",
-		"--repl-addr", "0.0.0.0:16380", "--max-replica-lag", "25ms", "--replication", "yes")
+		"--repl-addr", "0.0.0.0:16380", "--max-replica-lag", "25ms", "--replication", "yes", "--min-replicas", "1")
 	if !c.Replication || c.ReplicateFrom != "10.0.0.1:16379" || c.ReplAddr != "0.0.0.0:16380" ||
-		c.ReplicaAck != "sync" || c.MaxReplicaLag != 25*time.Millisecond {
+		c.ReplicaAck != "sync" || c.MaxReplicaLag != 25*time.Millisecond || c.MinReplicas != 1 {
 		t.Fatalf("parsed %+v", c)
 	}
 	for _, bad := range [][]string{
 		{"--replica-ack", "quorum"},
 		{"--max-replica-lag", "0"},
 		{"--max-replica-lag", "2m"},
+		{"--min-replicas", "-1"},
+		{"--min-replicas", "two"},
 		{"--replicate-from", "nohostport"},
 		{"--repl-addr", "x"},
 	} {

@@ -65,6 +65,7 @@ type Config struct {
 	ReplAddr      string        // this node's replication address; "" = client port + 10000
 	ReplicaAck    string        // "async" or "sync"
 	MaxReplicaLag time.Duration // async: refuse writes past this lag
+	MinReplicas   int           // refuse writes with fewer synced followers (0 = stay available; docs/replica-availability.md)
 	// HA mode (docs/ha.md): leadership and topology in etcd.
 
 	Etcd       string        // etcd endpoints, comma-separated; "" = off
@@ -252,6 +253,9 @@ var table = []setting{
 		bind: func(c *Config) value {
 			return durationValue{p: &c.MaxReplicaLag, min: time.Millisecond, max: time.Minute}
 		}},
+	{Name: "min-replicas", Group: Cluster, Default: "0",
+		Usage: "a leader refuses writes (-NOREPLICAS) while fewer followers than this are connected and synced; 0 = stay available with none, the lag bound applying only while a follower is connected (docs/replica-availability.md)",
+		bind:  func(c *Config) value { return intValue{p: &c.MinReplicas, min: 0, max: 16} }},
 	{Name: "etcd", Group: Cluster, Default: "",
 		Usage: "HA mode: etcd endpoints (URL[,URL]) holding the topology and the shards' leadership; needs --cluster and --node-id; '' = off (docs/ha.md)",
 		bind:  func(c *Config) value { return stringValue{p: &c.Etcd, m: "URL,..."} }},

@@ -42,6 +42,11 @@ type Config struct {
 	// Replicator is told of role changes (nil: NopReplicator).
 	Replicator Replicator
 	Log        *slog.Logger
+
+	// campaign (tests only; nil = e.Campaign) runs one campaign of this
+	// node in shard's election: the seam fault-injection tests use to make
+	// a campaign fail the way an unreachable etcd does.
+	campaign func(ctx context.Context, e *concurrency.Election, sess *concurrency.Session, shard int, val string) error
 }
 
 // Node is one celld node in HA mode: its registration, its campaign for its
@@ -99,6 +104,11 @@ func Start(cfg Config) (*Node, error) {
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.campaign == nil {
+		cfg.campaign = func(ctx context.Context, e *concurrency.Election, _ *concurrency.Session, _ int, val string) error {
+			return e.Campaign(ctx, val)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{cfg: cfg, cancel: cancel, done: make(chan struct{})}
@@ -402,7 +412,7 @@ func (n *Node) session(ctx context.Context, r *roles) error {
 				campaignCancel = cc
 				e := concurrency.NewElection(sess, electionKey(cfg.Cluster, myShard))
 				go func(shard int) {
-					err := e.Campaign(cctx, cfg.NodeID)
+					err := cfg.campaign(cctx, e, sess, shard, cfg.NodeID)
 					if err == nil {
 						select {
 						case won <- win{shard, e}:

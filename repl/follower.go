@@ -27,6 +27,7 @@ type follower struct {
 	applied atomic.Uint64 // the last seq applied
 	recv    atomic.Int64  // bytes read from leaders
 	synced  atomic.Bool
+	lastIO  atomic.Int64 // unix ns of the last frame read from the leader
 
 	mu   sync.Mutex
 	conn net.Conn
@@ -156,6 +157,7 @@ func (f *follower) session(c net.Conn) error {
 			return err
 		}
 		f.recv.Add(int64(len(p)) + 2)
+		f.lastIO.Store(time.Now().UnixNano())
 		var ack uint64
 		switch t {
 		case frameSnapshot:
@@ -283,6 +285,9 @@ func (f *follower) status(st *Status) {
 	st.Acked = f.applied.Load()
 	st.Synced = f.synced.Load()
 	st.BytesRecv = f.recv.Load()
+	if at := f.lastIO.Load(); at != 0 {
+		st.LastIO = time.Unix(0, at)
+	}
 	f.mu.Lock()
 	st.BytesPerS = f.rate.last // updated on every ping
 	f.mu.Unlock()

@@ -29,6 +29,7 @@ type leader struct {
 	followers map[*peer]struct{}
 	pending   []pend        // batches sent, not acknowledged by any follower, oldest first
 	lastRound uint64        // the last round finished
+	lastBatch uint64        // the last round that sent a batch (INFO's master_repl_offset)
 	acked     uint64        // highest seq a follower acknowledged
 	changed   chan struct{} // closed (and replaced) when lastRound or acked moves
 	lags      [1024]time.Duration
@@ -105,8 +106,12 @@ func (l *leader) run() {
 			l.mu.Unlock()
 		}
 		l.mu.Lock()
-		if n > 0 {
+		// With MinReplicas 0 an effect waits for an ack only while a
+		// follower is connected: one that connects later gets it in its
+		// snapshot.
+		if n > 0 && (l.n.opts.MinReplicas > 0 || len(l.followers) > 0) {
 			buf = finishFrame(buf, at)
+			l.lastBatch = seq
 			l.pending = append(l.pending, pend{seq, prev})
 			if len(l.pending) > maxPending {
 				l.pending[1].origin = l.pending[0].origin
@@ -129,18 +134,57 @@ func (l *leader) run() {
 	}
 }
 
-// updateGateLocked closes the gate while the oldest unacknowledged effect
-// is older than MaxLag, and opens it again once acks catch up. It only
-// moves the gate between open and lagging (the compare-and-swap from the
-// other of the two), never out of fenced or follower.
+// updateGateLocked closes the gate while fewer followers than MinReplicas
+// are synced (no replicas) or the oldest unacknowledged effect is older
+// than MaxLag (lagging), and opens it again once both hold. It only moves
+// the gate among open, lagging and no-replicas (compare-and-swap from the
+// state it read), never out of fenced or follower.
 func (l *leader) updateGateLocked(now time.Time) {
 	g := int32(gateOpen)
-	if len(l.pending) > 0 && now.Sub(l.pending[0].origin) > l.n.opts.MaxLag {
+	if min := l.n.opts.MinReplicas; min > 0 && l.syncedLocked() < min {
+		g = gateNoReplicas
+	} else if len(l.pending) > 0 && now.Sub(l.pending[0].origin) > l.n.opts.MaxLag {
 		g = gateLagging
 	}
-	if l.n.lead.Load() == l {
-		l.n.gate.CompareAndSwap(gateOpen+gateLagging-g, g)
+	if l.n.lead.Load() != l {
+		return
 	}
+	for {
+		cur := l.n.gate.Load()
+		if cur == g || (cur != gateOpen && cur != gateLagging && cur != gateNoReplicas) {
+			return
+		}
+		if l.n.gate.CompareAndSwap(cur, g) {
+			return
+		}
+	}
+}
+
+// syncedLocked counts the connected followers that hold a snapshot and
+// apply the stream. Requires l.mu.
+func (l *leader) syncedLocked() int {
+	n := 0
+	for p := range l.followers {
+		if p.synced.Load() {
+			n++
+		}
+	}
+	return n
+}
+
+// dropFollower forgets p. With MinReplicas 0 and no follower left, the
+// unacknowledged effects are forgotten too (the next follower gets them
+// in its snapshot), so the lag bound stops refusing writes and barriers
+// release: the availability choice (docs/replica-availability.md).
+func (l *leader) dropFollower(p *peer) {
+	l.mu.Lock()
+	delete(l.followers, p)
+	if l.n.opts.MinReplicas == 0 && len(l.followers) == 0 && len(l.pending) > 0 {
+		l.pending = nil
+		l.notifyLocked()
+	}
+	l.updateGateLocked(time.Now())
+	l.mu.Unlock()
 }
 
 func (l *leader) notifyLocked() {
@@ -167,6 +211,7 @@ func (l *leader) onAck(seq uint64) {
 	}
 	i := 0
 	for i < len(l.pending) && l.pending[i].seq <= seq {
+		l.n.lags.observe(now.Sub(l.pending[i].origin))
 		l.lags[l.nlags%len(l.lags)] = now.Sub(l.pending[i].origin)
 		l.nlags++
 		i++
@@ -231,8 +276,13 @@ func (l *leader) status(st *Status) {
 		if p.synced.Load() {
 			st.Followers++
 		}
+		ps := PeerStatus{Addr: p.conn.RemoteAddr().String(), Synced: p.synced.Load(), Acked: p.acked.Load()}
+		if at := p.lastAck.Load(); at != 0 {
+			ps.SinceAck = now.Sub(time.Unix(0, at))
+		}
+		st.Peers = append(st.Peers, ps)
 	}
-	st.Seq, st.Acked = l.lastRound, l.acked
+	st.Seq, st.Acked, st.LastBatch = l.lastRound, l.acked, l.lastBatch
 	if len(l.pending) > 0 {
 		st.Lag = now.Sub(l.pending[0].origin)
 	}
@@ -288,9 +338,7 @@ func (l *leader) serveFollower(c net.Conn) {
 	l.followers[p] = struct{}{}
 	l.mu.Unlock()
 	defer func() {
-		l.mu.Lock()
-		delete(l.followers, p)
-		l.mu.Unlock()
+		l.dropFollower(p)
 		p.close()
 	}()
 	go func() { // acks
@@ -309,6 +357,8 @@ func (l *leader) serveFollower(c net.Conn) {
 			if seq >= from {
 				p.synced.Store(true)
 			}
+			p.acked.Store(seq)
+			p.lastAck.Store(time.Now().UnixNano())
 			l.onAck(seq)
 		}
 	}()
@@ -363,6 +413,10 @@ type peer struct {
 	conn   net.Conn
 	wake   chan struct{}
 	synced atomic.Bool
+	// acked is the highest seq this follower acknowledged, lastAck when
+	// (unix ns): INFO's slave<n> lines.
+	acked   atomic.Uint64
+	lastAck atomic.Int64
 
 	mu     sync.Mutex
 	q      [][]byte

@@ -45,6 +45,12 @@ type Options struct {
 	// MaxLag is the oldest unacknowledged effect a leader tolerates
 	// before refusing writes. Default 10ms.
 	MaxLag time.Duration
+	// MinReplicas is how many connected, synced followers a leader needs
+	// to accept writes (Redis's min-replicas-to-write): below it writes
+	// are refused with -NOREPLICAS. 0 (the default) chooses availability:
+	// a leader with no follower accepts writes, and the MaxLag bound
+	// applies only while a follower is connected (docs/replica-availability.md).
+	MinReplicas int
 	// Tick is how often the leader drains its effects. Default 1ms.
 	Tick time.Duration
 	// BarrierTimeout bounds Barrier's wait (then the client's connection
@@ -56,11 +62,12 @@ type Options struct {
 
 // The gate's states (Node.gate): what a write meets.
 const (
-	gateOpen     = iota // leading, within the lag bound
-	gateLagging         // leading, the oldest unacked effect is older than MaxLag
-	gateFenced          // Fence was called
-	gateFollower        // following a leader
-	gateNoRole          // neither Lead nor Follow yet
+	gateOpen       = iota // leading, within the lag bound
+	gateLagging           // leading, the oldest unacked effect is older than MaxLag
+	gateFenced            // Fence was called
+	gateFollower          // following a leader
+	gateNoRole            // neither Lead nor Follow yet
+	gateNoReplicas        // leading with fewer synced followers than MinReplicas
 )
 
 // Errors a write meets at the gate, their text RESP's (the server writes
@@ -71,6 +78,8 @@ var (
 	ErrReadOnly = errors.New("READONLY You can't write against a read only replica.")
 	ErrNoRole   = errors.New("TRYAGAIN this node neither leads nor follows yet")
 	ErrNoAck    = errors.New("repl: no follower acknowledged in time")
+	// ErrNoReplicas is Redis's reply when min-replicas-to-write is not met.
+	ErrNoReplicas = errors.New("NOREPLICAS Not enough good replicas to write.")
 )
 
 // Node is one celld's replication: it leads (serves writes, streams its
@@ -86,9 +95,11 @@ type Node struct {
 	opts Options
 	log  *slog.Logger
 	gate atomic.Int32
-	// refused counts writes the gate refused while leading (lag).
-	refused atomic.Int64
-	lead    atomic.Pointer[leader] // the current leader role, nil when not leading
+	// refused counts writes the gate refused while leading for lag;
+	// refusedNoReplicas those refused for fewer than MinReplicas followers.
+	refused, refusedNoReplicas atomic.Int64
+	lead                       atomic.Pointer[leader] // the current leader role, nil when not leading
+	lags                       lagHistogram           // every acknowledged batch's lag, across terms
 
 	mu     sync.Mutex // guards the fields below and role changes
 	shard  int
@@ -128,6 +139,9 @@ func (n *Node) Gate() error {
 	case gateLagging:
 		n.refused.Add(1)
 		return ErrLagging
+	case gateNoReplicas:
+		n.refusedNoReplicas.Add(1)
+		return ErrNoReplicas
 	case gateFenced:
 		return ErrFenced
 	case gateFollower:
@@ -152,9 +166,8 @@ func (n *Node) Barrier() error {
 // Lead makes the node its shard's leader at epoch: it stops following,
 // listens on Options.Addr (once) and streams every effect from now on to
 // followers that connect with the same epoch, after a snapshot. Writes are
-// accepted as soon as the lag bound allows (a leader with no follower
-// acknowledging refuses writes once MaxLag has passed since its oldest
-// effect).
+// accepted at once with MinReplicas 0 (the MaxLag bound then applies while
+// a follower is connected), else once MinReplicas followers are synced.
 func (n *Node) Lead(shard int, epoch uint64) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -180,7 +193,11 @@ func (n *Node) Lead(shard int, epoch uint64) {
 	n.dbs.SetRepl(true)
 	l := newLeader(n, epoch)
 	n.lead.Store(l)
-	n.gate.Store(gateOpen)
+	if n.opts.MinReplicas > 0 {
+		n.gate.Store(gateNoReplicas)
+	} else {
+		n.gate.Store(gateOpen)
+	}
 	go l.run()
 	n.log.Info("replication: leading", "shard", shard, "epoch", epoch, "addr", n.ln.Addr().String(), "ack", n.opts.Ack)
 }
@@ -312,8 +329,25 @@ type Status struct {
 	BytesRecv int64   // bytes read from the leader (follower)
 	BytesPerS float64 // of BytesSent, or BytesRecv, over the last second or so
 	Refused   int64   // writes refused for lag (leader)
-	Leader    string  // the leader's replication address (follower)
-	Synced    bool    // the follower holds a snapshot and applies the stream
+	// RefusedNoReplicas counts writes refused for fewer synced followers
+	// than MinReplicas (leader).
+	RefusedNoReplicas int64
+	MinReplicas       int
+	Leader            string // the leader's replication address (follower)
+	Synced            bool   // the follower holds a snapshot and applies the stream
+	// LastBatch is the last round that sent a batch of changes (leader).
+	LastBatch uint64
+	// LastIO is when the follower last read from its leader (follower).
+	LastIO time.Time
+	// Peers are the followers connected now (leader).
+	Peers []PeerStatus
+	// MaxLag is Options.MaxLag.
+	MaxLag time.Duration
+	// LagCounts[i] counts acknowledged batches whose lag was at most
+	// LagBounds[i] (cumulative, as a Prometheus histogram; the last
+	// element counts them all); LagSum is their lags' sum. Across terms.
+	LagCounts []uint64
+	LagSum    time.Duration
 }
 
 // Status describes the node now.
@@ -325,7 +359,9 @@ func (n *Node) Status() Status {
 	}
 	f := n.fol
 	n.mu.Unlock()
-	st.Refused = n.refused.Load()
+	st.Refused, st.RefusedNoReplicas, st.MinReplicas = n.refused.Load(), n.refusedNoReplicas.Load(), n.opts.MinReplicas
+	st.MaxLag = n.opts.MaxLag
+	st.LagCounts, st.LagSum = n.lags.snapshot()
 	if l := n.lead.Load(); l != nil {
 		l.status(&st)
 	}

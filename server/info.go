@@ -299,6 +299,9 @@ func (s *Server) infoStats(now time.Time) []string {
 }
 
 func (s *Server) infoReplication(time.Time) []string {
+	if f := s.cfg.ReplicationInfo; f != nil { // replication on (repl.Node.Info)
+		return append(f(), "master_replid:"+s.ext.id())
+	}
 	return []string{
 		"role:master",
 		"connected_slaves:0",

@@ -106,6 +106,9 @@ type Config struct {
 	// nil (the default) costs a write one nil check.
 	WriteGate    func() error
 	ReplyBarrier func() error
+	// ReplicationInfo, when set, gives INFO's replication section (the
+	// server adds master_replid); called per INFO, from any goroutine.
+	ReplicationInfo func() []string
 	// LimiterSeparator ends a key's limiter name, the label its decisions
 	// are counted under (decisions.go). Default ":".
 	LimiterSeparator string
