@@ -81,7 +81,8 @@ type shard struct {
 	used    int                  // live words in table
 	tombs   int                  // tombstones in table
 	arena   []byte               // key bytes
-	garbage int                  // dead bytes in arena
+	garbage int                  // dead bytes in arena, free chunks included
+	afree   *arenaFree           // the arena's free chunks by size (arena.go); nil until a long key is deleted
 	slab    []entry
 	free    []uint32          // free slots, reused LIFO
 	raw     map[uint32]string // verbatim text for slots with flagRaw
@@ -165,7 +166,7 @@ func newStore(acct *memoryState, track bool, id uint32) *Store {
 
 func (sh *shard) reset() {
 	sh.table, sh.used, sh.tombs = nil, 0, 0
-	sh.arena, sh.garbage = nil, 0
+	sh.arena, sh.garbage, sh.afree = nil, 0, nil
 	sh.slab, sh.free = nil, nil
 	sh.raw = make(map[uint32]string)
 	sh.win = windowHeap{}
@@ -294,7 +295,7 @@ func (sh *shard) removeLocked(slot uint32, pos int) {
 	}
 	sh.indexRemoveLocked(pos)
 	if e.klen > inlineKey {
-		sh.garbage += int(e.klen)
+		sh.arenaFreeLocked(e.off, e.klen) // arena.go
 	}
 	sh.seq++
 	*e = entry{}
@@ -387,8 +388,7 @@ func (sh *shard) insertLocked(key []byte, h uint64, pos int) uint32 {
 	if len(key) <= inlineKey {
 		copy(e.inl[:], key)
 	} else {
-		e.off = uint32(len(sh.arena))
-		sh.arena = append(sh.arena, key...)
+		e.off = sh.arenaPutLocked(key) // arena.go
 	}
 	sh.indexAddLocked(h, slot, pos)
 	sh.addMemLocked(keyCost(uint32(len(key))))
