@@ -576,6 +576,9 @@ func TestConfigSetMovesMemoryLimit(t *testing.T) {
 	if got, want := debug.SetMemoryLimit(-1), int64(64<<20*3/2+16<<20); got != want {
 		t.Fatalf("after CONFIG SET maxmemory 64mb: limit %d, want %d", got, want)
 	}
+	if got := gcHeadroom.Load(); got != 4<<20 {
+		t.Fatalf("after CONFIG SET maxmemory 64mb: GC headroom %d, want 4 MiB", got)
+	}
 	// With persistence on (the default) an eighth of the bound is set
 	// aside for its buffers, and counted in used_memory.
 	if got := st.ExternalMemory(); got != 8<<20 {
@@ -591,6 +594,9 @@ func TestConfigSetMovesMemoryLimit(t *testing.T) {
 	set(rdb, "0")
 	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
 		t.Fatalf("after CONFIG SET maxmemory 0: limit %d, want none", got)
+	}
+	if got := gcHeadroom.Load(); got != 0 {
+		t.Fatalf("after CONFIG SET maxmemory 0: GC headroom %d, want none", got)
 	}
 	if got := st.ExternalMemory(); got != 0 {
 		t.Fatalf("after CONFIG SET maxmemory 0: reserve %d, want 0", got)
