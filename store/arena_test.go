@@ -2,7 +2,6 @@ package store
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"runtime"
 	"strconv"
 	"testing"
@@ -116,72 +115,4 @@ func TestArenaReusesFreedChunks(t *testing.T) {
 		t.Fatalf("%d keys in the slabs, Len %d", live, s.Len())
 	}
 	checkMem(t, s)
-}
-
-// TestIndexBackwardShift: deletions leave no tombstones, and after any mix
-// of inserts and deletes every key is found, none deleted is, and every
-// index word is reachable from its key's home (checked word by word), with
-// small tables (so probe runs wrap around the end) and a model map.
-func TestIndexBackwardShift(t *testing.T) {
-	steps := 200_000
-	if testing.Short() || raceEnabled {
-		steps = 40_000
-	}
-	s := New(Options{})
-	rng := rand.New(rand.NewPCG(3, 4))
-	model := map[string]bool{}
-	const space = 6000 // ~23 keys a shard: 32- and 64-word tables
-	for i := range steps {
-		k := fmt.Appendf(nil, "k%d", rng.IntN(space))
-		if rng.IntN(2) == 0 {
-			putValue(s, string(k), t0ms, Value{TAT: uint64(i)})
-			model[string(k)] = true
-		} else {
-			if got := s.Delete(k, t0ms); got != model[string(k)] {
-				t.Fatalf("step %d: Delete(%s) = %v, model %v", i, k, got, model[string(k)])
-			}
-			delete(model, string(k))
-		}
-		if i%10_000 == 0 || i == steps-1 {
-			checkIndex(t, s)
-		}
-	}
-	for i := range space {
-		k := fmt.Appendf(nil, "k%d", i)
-		if _, ok := s.Get(k, t0ms); ok != model[string(k)] {
-			t.Fatalf("Get(%s) found %v, model %v", k, ok, model[string(k)])
-		}
-	}
-	if s.Len() != len(model) {
-		t.Fatalf("Len %d, model %d", s.Len(), len(model))
-	}
-}
-
-// checkIndex verifies every shard's index: no tombstones, used matches the
-// words, and each word is found by findLocked at its own position.
-func checkIndex(t *testing.T, s *Store) {
-	t.Helper()
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		words := 0
-		for pos, w := range sh.table {
-			if w == tombWord {
-				t.Fatalf("shard %d: tombstone at %d", i, pos)
-			}
-			if w == emptyWord {
-				continue
-			}
-			words++
-			key := sh.keyOf(&sh.slab[uint32(w)-1])
-			slot, at, ok := sh.findLocked(key, s.hashKey(key))
-			if !ok || at != pos || slot != uint32(w)-1 {
-				t.Fatalf("shard %d: word %d (key %q) found %v at %d", i, pos, key, ok, at)
-			}
-		}
-		if words != sh.used || sh.tombs != 0 {
-			t.Fatalf("shard %d: %d words, used %d, tombs %d", i, words, sh.used, sh.tombs)
-		}
-		sh.mu.Unlock()
-	}
 }

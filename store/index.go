@@ -67,29 +67,26 @@ func (sh *shard) findLocked(key []byte, h uint64) (slot uint32, pos int, ok bool
 	}
 }
 
-// indexAddLocked records slot for a key known to be absent, in the first
-// free word of its probe path. pos (from findLocked) is not trusted: a
-// deletion since the lookup (an eviction or an expired key met on the way)
-// may have shifted words back (indexRemoveLocked), so the path is probed
-// again from the key's home; its words are the ones findLocked just read.
-// Requires sh.mu.
+// indexAddLocked records slot for a key known to be absent, at pos from
+// findLocked (or anywhere after a resize). Requires sh.mu.
 func (sh *shard) indexAddLocked(h uint64, slot uint32, pos int) {
-	_ = pos
 	if (sh.used+sh.tombs+1)*4 > len(sh.table)*3 {
 		size := max(minTable, nextPow2((sh.used+1)*2))
 		if (sh.used+1)*8 <= len(sh.table)*5 {
-			// Mostly tombstones (only tables too large for
-			// backward-shift deletion have them): rebuilding at the
-			// same size clears them without doubling a table that
-			// is not fuller than 5/8.
+			// Mostly tombstones (deletions, evictions at a memory
+			// bound): rebuilding at the same size clears them without
+			// doubling a table that is not fuller than 5/8.
 			size = len(sh.table)
 		}
 		sh.rehashLocked(size)
+		pos = -1
 	}
-	mask := len(sh.table) - 1
-	pos = int(h>>8) & mask
-	for sh.table[pos] != emptyWord && sh.table[pos] != tombWord {
-		pos = (pos + 1) & mask
+	if pos < 0 || sh.table[pos] != emptyWord && sh.table[pos] != tombWord {
+		mask := len(sh.table) - 1
+		pos = int(h>>8) & mask
+		for sh.table[pos] != emptyWord && sh.table[pos] != tombWord {
+			pos = (pos + 1) & mask
+		}
 	}
 	if sh.table[pos] == tombWord {
 		sh.tombs--
@@ -98,57 +95,15 @@ func (sh *shard) indexAddLocked(h uint64, slot uint32, pos int) {
 	sh.used++
 }
 
-// shiftMaxTable is the largest index for which a word's home position can
-// be recovered from its fingerprint (the hash's bits 8-31), which
-// backward-shift deletion needs: 16M words, far beyond a shard's size in
-// practice (2^23 keys).
-const shiftMaxTable = 1 << 24
-
 // indexRemoveLocked deletes the word at pos. Requires sh.mu.
-//
-// By backward-shift deletion: the words after pos in its probe run that
-// may move back (their home is not between the hole and themselves) fill
-// the hole in turn, and the run's last hole becomes empty, so no
-// tombstone is left. Tombstones made every removal permanent until the
-// table was rebuilt: at a memory bound, where every insert follows an
-// eviction, each shard rebuilt its index (a new table, the old one
-// garbage) every few thousand evictions, 10-15% of celld's allocation
-// under a key spray. Costs the rest of the probe run (usually one or two
-// words in the same cache line). Prefetch may meet a word twice or miss
-// it while it moves; it only hints.
 func (sh *shard) indexRemoveLocked(pos int) {
 	mask := len(sh.table) - 1
-	if len(sh.table) > shiftMaxTable {
-		if sh.table[(pos+1)&mask] == emptyWord {
-			atomic.StoreUint64(&sh.table[pos], emptyWord) // end of a probe run: no tombstone needed
-		} else {
-			atomic.StoreUint64(&sh.table[pos], tombWord)
-			sh.tombs++
-		}
-		sh.used--
-		return
+	if sh.table[(pos+1)&mask] == emptyWord {
+		atomic.StoreUint64(&sh.table[pos], emptyWord) // end of a probe run: no tombstone needed
+	} else {
+		atomic.StoreUint64(&sh.table[pos], tombWord)
+		sh.tombs++
 	}
-	hole := pos
-	for j := (pos + 1) & mask; ; j = (j + 1) & mask {
-		w := sh.table[j]
-		if w == emptyWord {
-			break
-		}
-		home := int(w>>40) & mask // (h>>8)&mask; w>>32 is h's low 32 bits
-		// w stays when its home lies cyclically in (hole, j]: moving it
-		// before its home would hide it.
-		var stays bool
-		if hole < j {
-			stays = hole < home && home <= j
-		} else {
-			stays = hole < home || home <= j
-		}
-		if !stays {
-			atomic.StoreUint64(&sh.table[hole], w)
-			hole = j
-		}
-	}
-	atomic.StoreUint64(&sh.table[hole], emptyWord)
 	sh.used--
 }
 
