@@ -4,6 +4,7 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,34 +21,74 @@ import (
 // collections of 0.5-0.9 s of CPU each during 200k calls. So while the
 // scannable part of the heap is a large share of it, the target is Go's
 // default (gcPercentRich): collections then come four times less often.
+//
+// Under a memory bound (--maxmemory) a lean heap grows by a fixed headroom
+// between collections instead of by a quarter (gcHeadroom: a sixteenth of
+// the bound): a quarter of a heap at a 64 MB bound is 16-20 MB of garbage
+// on top of the keys, which was most of the RSS celld had over Redis's
+// under a key spray. At the bound the keyspace allocates next to nothing
+// (the arena and index reuse what evictions free, store/arena.go), so the
+// smaller headroom costs few collections, and a lean heap is cheap to
+// mark. A rich heap keeps gcPercentRich: marking it is what costs.
 
 const (
 	gcPercentLean = 25
 	gcPercentRich = 100
+	// gcPercentMin is the least target a bound's headroom sets: a
+	// collection at least every 5% of heap growth.
+	gcPercentMin = 5
 )
 
+// gcHeadroom is the heap growth between collections for a lean heap under
+// a memory bound (bytes; 0: no bound, gcPercentLean applies). Set by
+// followBound (main_memory.go) when the bound changes; read by
+// adaptGCPercent's loop. Safe for concurrent use.
+var gcHeadroom atomic.Int64
+
+// headroomFor is gcHeadroom under the bound n (0: none): a sixteenth of it,
+// at least 2 MiB.
+func headroomFor(n int64) int64 {
+	if n <= 0 {
+		return 0
+	}
+	return max(n/16, 2<<20)
+}
+
 // gcPercentFor is the target for a heap of live bytes of which scan bytes
-// hold pointers, given the current target (hysteresis: rich from a
-// quarter, lean again below an eighth, and never rich below 16 MiB of
-// scannable heap, where a collection is cheap whatever its share).
-func gcPercentFor(scan, live uint64, current int) int {
+// hold pointers, given the current target and the bound's headroom (0: no
+// bound). The heap is rich from a quarter of scannable bytes and lean
+// again below an eighth (hysteresis), and never rich below 16 MiB of
+// scannable heap, where a collection is cheap whatever its share. Rich:
+// gcPercentRich. Lean: gcPercentLean, or under a bound the percentage of
+// live that headroom is (gcPercentMin to gcPercentRich-1).
+func gcPercentFor(scan, live uint64, current int, headroom uint64) int {
 	const floor = 16 << 20
+	rich := current == gcPercentRich
 	switch {
 	case scan < floor:
-		return gcPercentLean
+		rich = false
 	case scan*4 >= live:
-		return gcPercentRich
+		rich = true
 	case scan*8 < live:
-		return gcPercentLean
+		rich = false
 	}
-	return current
+	switch {
+	case rich:
+		return gcPercentRich
+	case headroom == 0:
+		return gcPercentLean
+	case live == 0:
+		return gcPercentLean // before the first collection's figure
+	}
+	// Below gcPercentRich, so that the hysteresis tells the two apart.
+	return int(min(max(headroom*100/live, gcPercentMin), gcPercentRich-1))
 }
 
 var adaptGCOnce sync.Once
 
-// adaptGCPercent re-reads the heap's scannable share every period and
-// moves the GC target between gcPercentLean and gcPercentRich
-// (debug.SetGCPercent, only on a change). It runs for the process's life;
+// adaptGCPercent re-reads the heap's scannable share and live size every
+// period and sets the GC target gcPercentFor gives (debug.SetGCPercent,
+// only on a change). It runs for the process's life;
 // started once, by tuneRuntime, unless GOGC is set.
 func adaptGCPercent(period time.Duration) {
 	adaptGCOnce.Do(func() {
@@ -59,7 +100,7 @@ func adaptGCPercent(period time.Duration) {
 				if s[0].Value.Kind() != metrics.KindUint64 || s[1].Value.Kind() != metrics.KindUint64 {
 					return // not this runtime's metrics: keep the lean target
 				}
-				if p := gcPercentFor(s[0].Value.Uint64(), s[1].Value.Uint64(), current); p != current {
+				if p := gcPercentFor(s[0].Value.Uint64(), s[1].Value.Uint64(), current, uint64(gcHeadroom.Load())); p != current {
 					debug.SetGCPercent(p)
 					current = p
 				}

@@ -24,8 +24,39 @@ func TestGCPercentFor(t *testing.T) {
 		{1 << 40, 1 << 40, gcPercentLean, gcPercentRich},  // no overflow
 		{40 * mb, 0, gcPercentLean, gcPercentRich},        // before the first GC's live figure
 	} {
-		if got := gcPercentFor(c.scan, c.live, c.current); got != c.want {
+		if got := gcPercentFor(c.scan, c.live, c.current, 0); got != c.want {
 			t.Errorf("step %d: gcPercentFor(%d MB, %d MB, %d) = %d, want %d", i, c.scan/mb, c.live/mb, c.current, got, c.want)
+		}
+	}
+}
+
+// Under a bound a lean heap's target is its headroom's share of live (a
+// collection every headroom bytes of growth), from gcPercentMin to just
+// under gcPercentRich; a rich heap keeps gcPercentRich, with the same
+// hysteresis as without a bound.
+func TestGCPercentForUnderABound(t *testing.T) {
+	const mb = 1 << 20
+	h := uint64(headroomFor(64 * mb)) // 4 MiB
+	if h != 4*mb || headroomFor(0) != 0 || headroomFor(1*mb) != 2*mb {
+		t.Fatalf("headroomFor: %d %d %d", h, headroomFor(0), headroomFor(1*mb))
+	}
+	for i, c := range []struct {
+		scan, live uint64
+		current    int
+		want       int
+	}{
+		{0, 64 * mb, gcPercentLean, 6},                    // at a 64 MB bound: 4 MiB of 64
+		{0, 16 * mb, 6, 25},                               // filling
+		{0, 2 * mb, 25, gcPercentRich - 1},                // a small heap: capped
+		{0, 400 * mb, 25, gcPercentMin},                   // floor
+		{0, 0, 25, gcPercentLean},                         // no figure yet
+		{36 * mb, 46 * mb, 6, gcPercentRich},              // rich
+		{20 * mb, 120 * mb, gcPercentRich, gcPercentRich}, // in between: kept rich
+		{20 * mb, 120 * mb, 6, gcPercentMin},              // ... or lean: 4 of 120 MiB, floored
+		{20 * mb, 200 * mb, gcPercentRich, gcPercentMin},  // lean again
+	} {
+		if got := gcPercentFor(c.scan, c.live, c.current, h); got != c.want {
+			t.Errorf("step %d: gcPercentFor(%d MB, %d MB, %d, 4 MiB) = %d, want %d", i, c.scan/mb, c.live/mb, c.current, got, c.want)
 		}
 	}
 }

@@ -16,11 +16,14 @@ import (
 // followBound makes what depends on the bound follow it, at start-up and
 // after every CONFIG SET maxmemory: the Go runtime's soft memory limit
 // (softMemoryLimit; an explicit GOMEMLIMIT wins: then the limit is left
-// alone), and with persistence on the share of the bound set aside for
-// persistence's buffers (persistReserve).
+// alone), the GC's headroom for a lean heap (gcHeadroom, main_gc.go; an
+// explicit GOGC wins: the target is not adapted then), and with
+// persistence on the share of the bound set aside for persistence's
+// buffers (persistReserve).
 func followBound(st *store.Store, persist bool) {
 	_, explicit := os.LookupEnv("GOMEMLIMIT")
 	st.OnMaxMemory(func(n int64) {
+		gcHeadroom.Store(headroomFor(n))
 		if persist {
 			st.SetExternalMemory(persistReserve(n))
 		}

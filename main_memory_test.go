@@ -64,13 +64,22 @@ func TestMemoryFlags(t *testing.T) {
 }
 
 // rssBytes reads a process's resident set from /proc (0 if unavailable).
-func rssBytes(pid int) int64 {
+func rssBytes(pid int) int64 { return procStatus(pid, "VmRSS:") }
+
+// rssAnonBytes reads the anonymous part of a process's resident set: RSS
+// less the mapped files (the binary, shared libraries), which are page
+// cache the kernel may drop and share.
+func rssAnonBytes(pid int) int64 { return procStatus(pid, "RssAnon:") }
+
+// procStatus reads a kB field of /proc/<pid>/status, in bytes (0 if
+// unavailable).
+func procStatus(pid int, field string) int64 {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field); ok {
 			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
 			return kb << 10
 		}
@@ -111,6 +120,7 @@ type sprayResult struct {
 	sent, oom, otherErr int64
 	dur                 time.Duration
 	maxRSS, maxUsed     int64
+	maxAnon             int64 // the largest anonymous part of RSS seen
 	evicted             int64
 	pingP99, pingMax    time.Duration
 	pings               int
@@ -193,6 +203,7 @@ func spray(t testing.TB, addr string, pid, conns int, dur time.Duration, cmd fun
 		defer tk.Stop()
 		for {
 			res.maxRSS = max(res.maxRSS, rssBytes(pid))
+			res.maxAnon = max(res.maxAnon, rssAnonBytes(pid))
 			if s, err := rdb.Info(context.Background(), "memory").Result(); err == nil {
 				for _, l := range strings.Split(s, "\r\n") {
 					if v, ok := strings.CutPrefix(l, "used_memory:"); ok {
@@ -333,9 +344,9 @@ func TestProcessKeySpray(t *testing.T) {
 			t.Logf("%s: INFO memory after the spray: used_memory %s, used_memory_rss %s, go_heap_alloc %s, go_heap_sys %s",
 				policy, mem["used_memory"], mem["used_memory_rss"], mem["go_heap_alloc"], mem["go_heap_sys"])
 			mb := float64(bound) / (1 << 20)
-			t.Logf("%s, maxmemory %.0f MB: %d calls in %v (%.0f/s), %d OOM, %d evicted; max RSS %.1f MB (bar %.0f), max used_memory %.1f MB (bar %.1f); PING p99 %v max %v over %d; long-lived keys lost: %d",
+			t.Logf("%s, maxmemory %.0f MB: %d calls in %v (%.0f/s), %d OOM, %d evicted; max RSS %.1f MB (bar %.0f; anon %.1f), max used_memory %.1f MB (bar %.1f); PING p99 %v max %v over %d; long-lived keys lost: %d",
 				policy, mb, res.sent, res.dur.Round(time.Millisecond), float64(res.sent)/res.dur.Seconds(), res.oom, res.evicted,
-				float64(res.maxRSS)/(1<<20), 1.5*mb+40, float64(res.maxUsed)/(1<<20), 1.1*mb, res.pingP99, res.pingMax, res.pings, lost)
+				float64(res.maxRSS)/(1<<20), 1.5*mb+40, float64(res.maxAnon)/(1<<20), float64(res.maxUsed)/(1<<20), 1.1*mb, res.pingP99, res.pingMax, res.pings, lost)
 			if res.maxRSS > bound*3/2+40<<20 {
 				t.Errorf("RSS reached %d bytes, over 1.5 x maxmemory + 40 MB", res.maxRSS)
 			}
@@ -463,11 +474,15 @@ func longKeysCheck(rdb *redis.Client, n int) func() int {
 
 // TestProcessSprayVersusRedis is the side-by-side of the issue, opt-in
 // (CELLD_SPRAY_REDIS=1; needs redis-server): the same spray of unique keys
-// with a one-minute TTL (SET k v PX 60000, as Redis has no CL.THROTTLE
-// without the module; and CL.THROTTLE on celld), against redis-server
-// and celld with maxmemory 64mb and volatile-ttl. It logs RSS, evicted
-// keys and throughput; nothing is asserted beyond the bars of
-// TestProcessKeySpray.
+// against redis-server and celld with maxmemory 64mb and volatile-ttl.
+// With CELLD_REDIS_CELL_MODULE pointing at a built libredis_cell.so, both
+// get CL.THROTTLE (P from CELLD_SPRAY_PERIOD, 600 for a 60 s TTL); without
+// it Redis gets SET k v PX 60000 and celld both SET PX and CL.THROTTLE.
+// Redis runs without persistence (no RDB, no AOF); celld with its defaults
+// plus CELLD_SPRAY_ARGS (--persist=false for the like-for-like run). It
+// logs RSS (and its anonymous part: RSS less the mapped binary and
+// libraries), evicted keys and throughput; nothing is asserted beyond the
+// bars of TestProcessKeySpray.
 func TestProcessSprayVersusRedis(t *testing.T) {
 	if os.Getenv("CELLD_SPRAY_REDIS") == "" {
 		t.Skip("set CELLD_SPRAY_REDIS=1 to run the side-by-side with redis-server")
@@ -476,6 +491,7 @@ func TestProcessSprayVersusRedis(t *testing.T) {
 	if err != nil {
 		t.Skip("no redis-server")
 	}
+	module := os.Getenv("CELLD_REDIS_CELL_MODULE")
 	setCmd := func(i int64) []string {
 		return []string{"SET", fmt.Sprintf("ip:2001:db8:%x:%x", i>>16, i&0xffff), "1", "PX", "60000"}
 	}
@@ -483,19 +499,32 @@ func TestProcessSprayVersusRedis(t *testing.T) {
 		return []string{"CL.THROTTLE", fmt.Sprintf("ip:2001:db8:%x:%x", i>>16, i&0xffff), "10", "10", sprayPeriod(), "1"}
 	}
 	report := func(name string, r sprayResult) {
-		t.Logf("%-22s %9d calls %7.0f/s  RSS max %6.1f MB  used_memory max %6.1f MB  evicted %9d  OOM %d  PING p99 %v max %v",
-			name, r.sent, float64(r.sent)/r.dur.Seconds(), float64(r.maxRSS)/(1<<20), float64(r.maxUsed)/(1<<20), r.evicted, r.oom, r.pingP99, r.pingMax)
+		t.Logf("%-26s %9d calls %7.0f/s  RSS max %6.1f MB (anon %6.1f)  used_memory max %6.1f MB  evicted %9d  OOM %d  PING p99 %v max %v",
+			name, r.sent, float64(r.sent)/r.dur.Seconds(), float64(r.maxRSS)/(1<<20), float64(r.maxAnon)/(1<<20), float64(r.maxUsed)/(1<<20), r.evicted, r.oom, r.pingP99, r.pingMax)
+	}
+	type sprayCmd struct {
+		name string
+		fn   func(int64) []string
+	}
+	redisCmd, celldCmds := sprayCmd{"SET PX", setCmd}, []sprayCmd{{"SET PX", setCmd}, {"CL.THROTTLE", thrCmd}}
+	if module != "" {
+		redisCmd, celldCmds = sprayCmd{"CL.THROTTLE", thrCmd}, []sprayCmd{{"CL.THROTTLE", thrCmd}}
 	}
 	rounds := 1
 	if n, err := strconv.Atoi(os.Getenv("CELLD_SPRAY_ROUNDS")); err == nil && n > 0 {
 		rounds = n
 	}
+	dur, _, _ := sprayDuration()
 	for round := range rounds {
 		// redis-server
 		addr := freeAddr(t)
 		_, port, _ := net.SplitHostPort(addr)
-		rs := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-			"--maxmemory", "64mb", "--maxmemory-policy", "volatile-ttl")
+		args := []string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--maxmemory", "64mb", "--maxmemory-policy", "volatile-ttl"}
+		if module != "" {
+			args = append(args, "--loadmodule", module)
+		}
+		rs := exec.Command(bin, args...)
 		if err := rs.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -507,16 +536,12 @@ func TestProcessSprayVersusRedis(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		rdb.Close()
-		dur, _, _ := sprayDuration()
-		report(fmt.Sprintf("round %d redis SET PX", round), spray(t, addr, rs.Process.Pid, 8, dur, setCmd))
+		report(fmt.Sprintf("round %d redis %s", round, redisCmd.name), spray(t, addr, rs.Process.Pid, 8, dur, redisCmd.fn))
 		rs.Process.Kill()
 		rs.Wait()
-		// celld, persistence on (its default), both commands.
-		for _, cmd := range []struct {
-			name string
-			fn   func(int64) []string
-		}{{"SET PX", setCmd}, {"CL.THROTTLE", thrCmd}} {
-			c := mustLaunch(t, t.TempDir(), "--maxmemory", "64mb", "--maxmemory-policy", "volatile-ttl")
+		for _, cmd := range celldCmds {
+			args := append([]string{"--maxmemory", "64mb", "--maxmemory-policy", "volatile-ttl"}, strings.Fields(os.Getenv("CELLD_SPRAY_ARGS"))...)
+			c := mustLaunch(t, t.TempDir(), args...)
 			report(fmt.Sprintf("round %d celld %s", round, cmd.name), spray(t, c.addr, c.cmd.Process.Pid, 8, dur, cmd.fn))
 			c.termOK()
 		}
@@ -576,6 +601,9 @@ func TestConfigSetMovesMemoryLimit(t *testing.T) {
 	if got, want := debug.SetMemoryLimit(-1), int64(64<<20*3/2+16<<20); got != want {
 		t.Fatalf("after CONFIG SET maxmemory 64mb: limit %d, want %d", got, want)
 	}
+	if got := gcHeadroom.Load(); got != 4<<20 {
+		t.Fatalf("after CONFIG SET maxmemory 64mb: GC headroom %d, want 4 MiB", got)
+	}
 	// With persistence on (the default) an eighth of the bound is set
 	// aside for its buffers, and counted in used_memory.
 	if got := st.ExternalMemory(); got != 8<<20 {
@@ -591,6 +619,9 @@ func TestConfigSetMovesMemoryLimit(t *testing.T) {
 	set(rdb, "0")
 	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
 		t.Fatalf("after CONFIG SET maxmemory 0: limit %d, want none", got)
+	}
+	if got := gcHeadroom.Load(); got != 0 {
+		t.Fatalf("after CONFIG SET maxmemory 0: GC headroom %d, want none", got)
 	}
 	if got := st.ExternalMemory(); got != 0 {
 		t.Fatalf("after CONFIG SET maxmemory 0: reserve %d, want 0", got)

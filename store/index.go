@@ -144,20 +144,3 @@ func (sh *shard) compactArenaLocked() {
 	}
 	sh.rewriteArenaLocked()
 }
-
-// rewriteArenaLocked rewrites the arena with only live keys (and an eighth
-// of slack). Requires sh.mu. O(live key bytes).
-func (sh *shard) rewriteArenaLocked() {
-	arena := make([]byte, 0, len(sh.arena)-sh.garbage+len(sh.arena)/8)
-	for i := range sh.slab {
-		e := &sh.slab[i]
-		if e.flags&flagUsed == 0 || e.klen <= inlineKey {
-			continue
-		}
-		off := uint32(len(arena))
-		arena = append(arena, sh.keyOf(e)...)
-		e.off = off
-	}
-	sh.arena = arena
-	sh.garbage = 0
-}

@@ -81,7 +81,8 @@ type shard struct {
 	used    int                  // live words in table
 	tombs   int                  // tombstones in table
 	arena   []byte               // key bytes
-	garbage int                  // dead bytes in arena
+	garbage int                  // dead bytes in arena, free chunks included
+	afree   *arenaFree           // the arena's free chunks by size (arena.go); nil until a long key is deleted
 	slab    []entry
 	free    []uint32 // free slots, reused LIFO
 	dirty   []uint32 // slots written since the last Drain (if tracking)
@@ -169,7 +170,7 @@ func newStore(acct *memoryState, track bool, id uint32) *Store {
 
 func (sh *shard) reset() {
 	sh.table, sh.used, sh.tombs = nil, 0, 0
-	sh.arena, sh.garbage = nil, 0
+	sh.arena, sh.garbage, sh.afree = nil, 0, nil
 	sh.slab, sh.free = nil, nil
 	sh.rawv, sh.rawFree = nil, nil
 	sh.win = windowHeap{}
@@ -301,7 +302,7 @@ func (sh *shard) removeLocked(slot uint32, pos int) {
 	}
 	sh.indexRemoveLocked(pos)
 	if e.klen > inlineKey {
-		sh.garbage += int(e.klen)
+		sh.arenaFreeLocked(e.off, e.klen) // arena.go
 	}
 	sh.seq++
 	*e = entry{}
@@ -391,8 +392,7 @@ func (sh *shard) insertLocked(key []byte, h uint64, pos int) uint32 {
 	if len(key) <= inlineKey {
 		copy(e.inl[:], key)
 	} else {
-		e.off = uint32(len(sh.arena))
-		sh.arena = append(sh.arena, key...)
+		e.off = sh.arenaPutLocked(key) // arena.go
 	}
 	sh.indexAddLocked(h, slot, pos)
 	sh.addMemLocked(keyCost(uint32(len(key))))
