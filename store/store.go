@@ -87,7 +87,12 @@ type shard struct {
 	free    []uint32 // free slots, reused LIFO
 	dirty   []uint32 // slots written since the last Drain (if tracking)
 	spare   []uint32 // the previous dirty list, reused by Drain
-	deleted [][]byte // keys deleted since the last Drain (if tracking)
+	// drainPer is the bytes per dirty key the last drain cut (keys, texts,
+	// window states): the next drain's block estimate, so a window load
+	// (32-40 bytes a key) does not regrow its block on every drain while a
+	// TAT load (~20) does not over-allocate.
+	drainPer int
+	deleted  [][]byte // keys deleted since the last Drain (if tracking)
 	// delBlock holds the bytes of deleted's keys: one allocation per few
 	// KiB of deletions instead of one per key. Only ever appended to, so
 	// slices handed out by Drain stay valid (see noteDeletedLocked).

@@ -248,13 +248,15 @@ func (s *Store) DrainFunc(nowMs int64, block []byte, fn func(Change)) []byte {
 		for _, k := range deleted {
 			fn(Change{Key: k, Deleted: true})
 		}
-		// Keys up to 16 bytes inline (TATs need no text): ~16 bytes each.
-		est := len(dirty) * 20
+		// Keys up to 16 bytes inline (TATs need no text): ~16-20 bytes
+		// each; window states and texts more: the last drain's figure.
+		est := len(dirty) * max(sh.drainPer, 20)
 		blk := block
 		shared := cap(block)-len(block) >= est
 		if !shared && len(dirty) > 0 {
 			blk = make([]byte, 0, est)
 		}
+		base := len(blk)
 		for j, slot := range dirty {
 			if j+drainAhead < len(dirty) {
 				// Dirty slots are in no useful order: start the miss
@@ -279,6 +281,9 @@ func (s *Store) DrainFunc(nowMs int64, block []byte, fn func(Change)) []byte {
 			var c Change
 			c, blk = sh.changeLocked(slot, key, blk)
 			fn(c)
+		}
+		if len(dirty) > 0 {
+			sh.drainPer = min((len(blk)-base)/len(dirty)+4, 64)
 		}
 		if shared {
 			block = blk
