@@ -85,13 +85,26 @@ func (j *journal) check(size int64) {
 	}
 }
 
+// room makes space for n more record bytes: a window's first record
+// allocates once (at least 32 bytes) instead of growing from nothing in
+// append's small steps.
+func (j *journal) room(n int) {
+	if cap(j.recs)-len(j.recs) < n {
+		r := make([]byte, len(j.recs), allocSize(max(32, 2*cap(j.recs), len(j.recs)+n)))
+		copy(r, j.recs)
+		j.recs = r
+	}
+}
+
 func (j *journal) rec1(tag byte, s string, size int64) {
+	j.room(1 + binary.MaxVarintLen64 + len(s))
 	j.recs = append(j.recs, tag)
 	j.recs = appendStr(j.recs, s)
 	j.check(size)
 }
 
 func (j *journal) rec2(tag byte, a, b string, size int64) {
+	j.room(1 + 2*binary.MaxVarintLen64 + len(a) + len(b))
 	j.recs = append(j.recs, tag)
 	j.recs = appendStr(j.recs, a)
 	j.recs = appendStr(j.recs, b)

@@ -671,3 +671,15 @@ func FuzzCompactAgainstModel(f *testing.F) {
 		}
 	})
 }
+
+// allocSize agrees with the runtime's size classes: append rounds a fresh
+// allocation's capacity up to its class.
+func TestAllocSizeMatchesRuntime(t *testing.T) {
+	for n := 1; n <= 40000; n += 1 + n/64 {
+		got := allocSize(n)
+		want := cap(append([]byte(nil), make([]byte, n)...))
+		if got != want {
+			t.Fatalf("allocSize(%d) = %d, the runtime rounds to %d", n, got, want)
+		}
+	}
+}

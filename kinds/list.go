@@ -318,6 +318,7 @@ func (l *List) Clear() {
 
 // recIndex records a list write at index i with item s.
 func (l *List) recIndex(tag byte, i int, s string) {
+	l.room(1 + 2*binary.MaxVarintLen64 + len(s))
 	l.journal.recs = binary.AppendUvarint(append(l.journal.recs, tag), uint64(i))
 	l.journal.recs = appendStr(l.journal.recs, s)
 	l.check(l.Size())

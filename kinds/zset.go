@@ -199,6 +199,7 @@ func (z *ZSet) Set(member string, score float64) (added bool) {
 		// before the write can move the compact bytes it might point into;
 		// a write that changes nothing records nothing.
 		if old, ok := z.Score(member); !ok || old != score {
+			z.room(1 + 8 + binary.MaxVarintLen64 + len(member))
 			z.journal.recs = binary.LittleEndian.AppendUint64(append(z.journal.recs, 'S'), math.Float64bits(score))
 			z.rec1Raw(member)
 		}
