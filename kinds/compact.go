@@ -3,7 +3,7 @@ package kinds
 import "unsafe"
 
 // Compact encodings of small hashes and lists, as Redis keeps them in a
-// listpack (hash-max-listpack-entries 128, hash-max-listpack-value 64;
+// listpack (hash-max-listpack-entries 512, hash-max-listpack-value 64;
 // list-max-listpack-size -2, 8 KiB): the elements in one []byte, each with
 // a one-byte length, instead of a map, a slice of string headers and one
 // allocation per string. A read walks the bytes (O(n), n small); a write
@@ -18,8 +18,13 @@ import "unsafe"
 // with a negative count, LPOS RANK -1, RPOP).
 
 const (
-	// CompactMaxEntries is the most fields a compact hash holds.
+	// CompactMaxEntries is the most members a compact sorted set holds
+	// (zset-max-listpack-entries).
 	CompactMaxEntries = 128
+	// CompactMaxHashEntries is the most fields a compact hash holds
+	// (hash-max-listpack-entries: 512 in Redis 7.0, against 128 for
+	// sorted sets).
+	CompactMaxHashEntries = 512
 	// CompactMaxValue is the longest field, value or list item (bytes)
 	// kept compact.
 	CompactMaxValue = 64
@@ -119,6 +124,20 @@ const hashCompactBase = 80
 // compact reports whether h is in its compact form.
 func (h *Hash) compact() bool { return h.hashFull == nil }
 
+// Encoding is OBJECT ENCODING's name for h's form, as Redis 7.0 names the
+// same form: "listpack" while compact, "hashtable" after.
+func (h *Hash) Encoding() string {
+	if h.compact() {
+		return "listpack"
+	}
+	return "hashtable"
+}
+
+// Encoding is OBJECT ENCODING's name for a list: "quicklist" in either
+// form, as Redis 7.0 answers for every list (its listpack-encoded lists
+// came in 7.2).
+func (l *List) Encoding() string { return "quicklist" }
+
 // compactSize is a compact h's Size.
 func (h *Hash) compactSize() int64 { return hashCompactBase + int64(cap(h.lp)) }
 
@@ -159,7 +178,7 @@ func (h *Hash) lpSet(field, value string) (added, done bool) {
 		h.lp = splice(h.lp, voff, voff+vl, value)
 		return false, true
 	}
-	if int(h.n) >= CompactMaxEntries {
+	if int(h.n) >= CompactMaxHashEntries {
 		return false, false
 	}
 	h.lp = reserve(h.lp, 2+len(field)+len(value))

@@ -383,7 +383,7 @@ func checkListSize(t *testing.T, l *List, m []string) {
 }
 
 // TestHashAgainstModel runs random sets and deletes on a Hash and a map
-// side by side: a hash that stays compact (at most CompactMaxEntries
+// side by side: a hash that stays compact (at most CompactMaxHashEntries
 // fields), one that outgrows it, one that meets a long value.
 func TestHashAgainstModel(t *testing.T) {
 	for _, tc := range []struct {
@@ -391,7 +391,7 @@ func TestHashAgainstModel(t *testing.T) {
 		fields   int
 		long     bool
 		wantFull bool
-	}{{"compact", CompactMaxEntries, false, false}, {"grows", 200, false, true}, {"long value", 100, true, true}} {
+	}{{"compact", CompactMaxHashEntries, false, false}, {"grows", 2 * CompactMaxHashEntries, false, true}, {"long value", 100, true, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(5, 6))
 			h := NewHash()

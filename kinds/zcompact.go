@@ -19,6 +19,15 @@ const zsetCompactBase = 72
 // compact reports whether z is in its compact form.
 func (z *ZSet) compact() bool { return z.zFull == nil }
 
+// Encoding is OBJECT ENCODING's name for z's form, as Redis 7.0 names the
+// same form: "listpack" while compact, "skiplist" after.
+func (z *ZSet) Encoding() string {
+	if z.compact() {
+		return "listpack"
+	}
+	return "skiplist"
+}
+
 func (z *ZSet) compactSize() int64 { return zsetCompactBase + int64(cap(z.lp)) }
 
 // zEntry decodes the element at off: member, score and the next offset.

@@ -161,6 +161,27 @@ func (s *Store) ReadObject(key []byte, kind Kind, nowMs int64, fn func(obj Objec
 	return true, nil
 }
 
+// PeekObject calls fn with key's object when key is live and holds one,
+// under the key's shard lock (fn must not keep obj, nor call back into the
+// Store), and reports whether it did. Unlike ReadObject it leaves the
+// key's LRU clock alone (OBJECT's lookups do not count as accesses).
+func (s *Store) PeekObject(key []byte, nowMs int64, fn func(obj Object)) bool {
+	h := s.hashKey(key)
+	sh := s.shardFor(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	slot, ok := sh.lookupLocked(key, h, nowMs)
+	if !ok {
+		return false
+	}
+	o := sh.objLocked(slot)
+	if o == nil {
+		return false
+	}
+	fn(o.obj)
+	return true
+}
+
 // WriteObject runs fn on key's object under the key's shard lock and
 // records what it did; it is how every write of an object kind is made.
 //
