@@ -117,9 +117,10 @@ func splice(b []byte, from, to int, s string) []byte {
 	return b
 }
 
-// hashCompactBase is a compact Hash's own allocation (the struct, 32
-// bytes of it the journal's header, journal.go).
-const hashCompactBase = 80
+// hashCompactBase is a compact Hash's own allocation: the struct (56
+// bytes, 8 of them the journal's pointer, journal.go) in its 64-byte size
+// class.
+const hashCompactBase = 64
 
 // compact reports whether h is in its compact form.
 func (h *Hash) compact() bool { return h.hashFull == nil }
@@ -240,9 +241,10 @@ func (h *Hash) toFull() {
 	h.hashFull, h.lp, h.n, h.cur = &hashFull{idx: idx, items: items, size: size}, nil, 0, cursor{}
 }
 
-// listCompactBase is a compact List's own allocation (the struct, 32
-// bytes of it the journal's header, journal.go).
-const listCompactBase = 80
+// listCompactBase is a compact List's own allocation: the struct (56
+// bytes, 8 of them the journal's pointer, journal.go) in its 64-byte size
+// class.
+const listCompactBase = 64
 
 // compact reports whether l is in its compact form.
 func (l *List) compact() bool { return l.listRing == nil }
