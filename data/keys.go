@@ -382,7 +382,13 @@ func cmdObject(x *server.Ctx) {
 	}
 	switch name {
 	case "encoding":
-		x.BulkString(encoding(v))
+		enc := encoding(v)
+		x.Store().PeekObject(a[2], x.NowMs(), func(o store.Object) {
+			if e, ok := o.(interface{ Encoding() string }); ok {
+				enc = e.Encoding() // its form now (compact or not)
+			}
+		})
+		x.BulkString(enc)
 	case "idletime":
 		x.Int(idle)
 	case "freq":
@@ -398,7 +404,8 @@ func cmdObject(x *server.Ctx) {
 
 // encoding is OBJECT ENCODING's answer: for a string, Redis's choice for
 // its bytes; for the other kinds, the encoding Redis uses for a large
-// value of that kind.
+// value of that kind (objects that can tell their form, kinds' Encoding
+// methods, answer for themselves).
 func encoding(v store.Value) string {
 	switch v.Kind {
 	case store.KindString:

@@ -3,7 +3,7 @@ package kinds
 import "unsafe"
 
 // Compact encodings of small hashes and lists, as Redis keeps them in a
-// listpack (hash-max-listpack-entries 128, hash-max-listpack-value 64;
+// listpack (hash-max-listpack-entries 512, hash-max-listpack-value 64;
 // list-max-listpack-size -2, 8 KiB): the elements in one []byte, each with
 // a one-byte length, instead of a map, a slice of string headers and one
 // allocation per string. A read walks the bytes (O(n), n small); a write
@@ -18,8 +18,13 @@ import "unsafe"
 // with a negative count, LPOS RANK -1, RPOP).
 
 const (
-	// CompactMaxEntries is the most fields a compact hash holds.
+	// CompactMaxEntries is the most members a compact sorted set holds
+	// (zset-max-listpack-entries).
 	CompactMaxEntries = 128
+	// CompactMaxHashEntries is the most fields a compact hash holds
+	// (hash-max-listpack-entries: 512 in Redis 7.0, against 128 for
+	// sorted sets).
+	CompactMaxHashEntries = 512
 	// CompactMaxValue is the longest field, value or list item (bytes)
 	// kept compact.
 	CompactMaxValue = 64
@@ -41,16 +46,24 @@ func bstr(b []byte) string {
 	return unsafe.String(&b[0], len(b))
 }
 
-// reserve returns b with room for extra more bytes, growing by a 32nd
-// beyond the need rather than append's doubling, whose slack Size would
-// count (Redis reallocs a listpack on every insert; this reallocates about
-// 200 times on the way from empty to 8 KiB).
+// reserve returns b with room for extra more bytes. It grows by an
+// eighth beyond the need while b is small (below 512 bytes, where an entry
+// is a large share of the whole) and by a 32nd above, rather than by
+// append's doubling, whose slack Size would count, and rounds up to the
+// allocator's size class, which the allocation takes anyway (Redis
+// reallocs a listpack on every insert; this reallocates about 150 times on
+// the way from empty to 8 KiB).
 func reserve(b []byte, extra int) []byte {
 	if cap(b)-len(b) >= extra {
 		return b
 	}
 	n := len(b) + extra
-	nb := make([]byte, len(b), (n+n/32+15)&^15)
+	if n < 512 {
+		n += n / 8
+	} else {
+		n += n / 32
+	}
+	nb := make([]byte, len(b), allocSize(n))
 	copy(nb, b)
 	return nb
 }
@@ -58,11 +71,34 @@ func reserve(b []byte, extra int) []byte {
 // fit gives b back its slack when it holds less than half its capacity.
 func fit(b []byte) []byte {
 	if cap(b) > 64 && len(b) < cap(b)/2 {
-		nb := make([]byte, len(b), (len(b)+len(b)/4+15)&^15)
+		nb := make([]byte, len(b), allocSize(len(b)+len(b)/4))
 		copy(nb, b)
 		return nb
 	}
 	return b
+}
+
+// sizeClasses are the Go allocator's small size classes (Go 1.26's
+// internal/runtime/gc SizeClassToSize): a request of n bytes takes the
+// first class ≥ n.
+var sizeClasses = [...]uint16{8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256, 288, 320, 352, 384, 416, 448, 480, 512, 576, 640, 704, 768, 896, 1024, 1152, 1280, 1408, 1536, 1792, 2048, 2304, 2688, 3072, 3200, 3456, 4096, 4864, 5376, 6144, 6528, 6784, 6912, 8192, 9472, 9728, 10240, 10880, 12288, 13568, 14336, 16384, 18432, 19072, 20480, 21760, 24576, 27264, 28672, 32768}
+
+// allocSize is the bytes the allocator hands out for a request of n: its
+// size class up to 32 KiB, whole 8 KiB pages above.
+func allocSize(n int) int {
+	if n > 32768 {
+		return (n + 8191) &^ 8191
+	}
+	lo, hi := 0, len(sizeClasses)-1
+	for lo < hi {
+		m := (lo + hi) / 2
+		if int(sizeClasses[m]) < n {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return int(sizeClasses[lo])
 }
 
 // splice replaces b[from:to] with s and returns b.
@@ -81,12 +117,27 @@ func splice(b []byte, from, to int, s string) []byte {
 	return b
 }
 
-// hashCompactBase is a compact Hash's own allocation (the struct, 32
-// bytes of it the journal's header, journal.go).
-const hashCompactBase = 80
+// hashCompactBase is a compact Hash's own allocation: the struct (56
+// bytes, 8 of them the journal's pointer, journal.go) in its 64-byte size
+// class.
+const hashCompactBase = 64
 
 // compact reports whether h is in its compact form.
 func (h *Hash) compact() bool { return h.hashFull == nil }
+
+// Encoding is OBJECT ENCODING's name for h's form, as Redis 7.0 names the
+// same form: "listpack" while compact, "hashtable" after.
+func (h *Hash) Encoding() string {
+	if h.compact() {
+		return "listpack"
+	}
+	return "hashtable"
+}
+
+// Encoding is OBJECT ENCODING's name for a list: "quicklist" in either
+// form, as Redis 7.0 answers for every list (its listpack-encoded lists
+// came in 7.2).
+func (l *List) Encoding() string { return "quicklist" }
 
 // compactSize is a compact h's Size.
 func (h *Hash) compactSize() int64 { return hashCompactBase + int64(cap(h.lp)) }
@@ -128,7 +179,7 @@ func (h *Hash) lpSet(field, value string) (added, done bool) {
 		h.lp = splice(h.lp, voff, voff+vl, value)
 		return false, true
 	}
-	if int(h.n) >= CompactMaxEntries {
+	if int(h.n) >= CompactMaxHashEntries {
 		return false, false
 	}
 	h.lp = reserve(h.lp, 2+len(field)+len(value))
@@ -190,9 +241,10 @@ func (h *Hash) toFull() {
 	h.hashFull, h.lp, h.n, h.cur = &hashFull{idx: idx, items: items, size: size}, nil, 0, cursor{}
 }
 
-// listCompactBase is a compact List's own allocation (the struct, 32
-// bytes of it the journal's header, journal.go).
-const listCompactBase = 80
+// listCompactBase is a compact List's own allocation: the struct (56
+// bytes, 8 of them the journal's pointer, journal.go) in its 64-byte size
+// class.
+const listCompactBase = 64
 
 // compact reports whether l is in its compact form.
 func (l *List) compact() bool { return l.listRing == nil }

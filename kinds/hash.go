@@ -5,7 +5,7 @@ package kinds
 // order) indexed by a map; a deleted field is replaced by the last one.
 //
 // A small hash is kept compact (compact.go): its fields in one []byte,
-// in insertion order, until it holds more than CompactMaxEntries fields or
+// in insertion order, until it holds more than CompactMaxHashEntries fields or
 // a field or value longer than CompactMaxValue.
 //
 // The zero value is an empty hash, ready to use. Not safe for concurrent

@@ -383,7 +383,7 @@ func checkListSize(t *testing.T, l *List, m []string) {
 }
 
 // TestHashAgainstModel runs random sets and deletes on a Hash and a map
-// side by side: a hash that stays compact (at most CompactMaxEntries
+// side by side: a hash that stays compact (at most CompactMaxHashEntries
 // fields), one that outgrows it, one that meets a long value.
 func TestHashAgainstModel(t *testing.T) {
 	for _, tc := range []struct {
@@ -391,7 +391,7 @@ func TestHashAgainstModel(t *testing.T) {
 		fields   int
 		long     bool
 		wantFull bool
-	}{{"compact", CompactMaxEntries, false, false}, {"grows", 200, false, true}, {"long value", 100, true, true}} {
+	}{{"compact", CompactMaxHashEntries, false, false}, {"grows", 2 * CompactMaxHashEntries, false, true}, {"long value", 100, true, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(5, 6))
 			h := NewHash()
@@ -570,16 +570,20 @@ func cloneIndependent(t *testing.T, size int) {
 	}
 }
 
-// The compact forms' own allocations are what Size charges for them.
+// The compact forms' own allocations are what Size charges for them: each
+// struct's size rounded to the allocator's class.
 func TestCompactBases(t *testing.T) {
-	if n := unsafe.Sizeof(Hash{}); n > hashCompactBase {
-		t.Fatalf("Hash is %d bytes, hashCompactBase %d", n, hashCompactBase)
-	}
-	if n := unsafe.Sizeof(List{}); n > listCompactBase {
-		t.Fatalf("List is %d bytes, listCompactBase %d", n, listCompactBase)
-	}
-	if n := unsafe.Sizeof(ZSet{}); n > zsetCompactBase {
-		t.Fatalf("ZSet is %d bytes, zsetCompactBase %d", n, zsetCompactBase)
+	for _, c := range []struct {
+		name       string
+		size, base int
+	}{
+		{"Hash", int(unsafe.Sizeof(Hash{})), hashCompactBase},
+		{"List", int(unsafe.Sizeof(List{})), listCompactBase},
+		{"ZSet", int(unsafe.Sizeof(ZSet{})), zsetCompactBase},
+	} {
+		if allocSize(c.size) != c.base {
+			t.Errorf("%s is %d bytes (allocated %d), its base %d", c.name, c.size, allocSize(c.size), c.base)
+		}
 	}
 }
 
@@ -670,4 +674,16 @@ func FuzzCompactAgainstModel(f *testing.F) {
 			checkHash(t, h, hm)
 		}
 	})
+}
+
+// allocSize agrees with the runtime's size classes: append rounds a fresh
+// allocation's capacity up to its class.
+func TestAllocSizeMatchesRuntime(t *testing.T) {
+	for n := 1; n <= 40000; n += 1 + n/64 {
+		got := allocSize(n)
+		want := cap(append([]byte(nil), make([]byte, n)...))
+		if got != want {
+			t.Fatalf("allocSize(%d) = %d, the runtime rounds to %d", n, got, want)
+		}
+	}
 }

@@ -139,7 +139,8 @@ func (l *List) pushBack(s string) {
 // PopFront removes and returns the head (the list must not be empty).
 func (l *List) PopFront() string {
 	if l.recording() {
-		l.journal.recs = append(l.journal.recs, 'l')
+		r := l.room(1)
+		r.recs = append(r.recs, 'l')
 	}
 	if l.compact() {
 		return l.lpRemove(0)
@@ -156,7 +157,8 @@ func (l *List) PopFront() string {
 // PopBack removes and returns the tail (the list must not be empty).
 func (l *List) PopBack() string {
 	if l.recording() {
-		l.journal.recs = append(l.journal.recs, 'r')
+		r := l.room(1)
+		r.recs = append(r.recs, 'r')
 	}
 	if l.compact() {
 		return l.lpRemove(len(l.lp) - 2 - int(l.lp[len(l.lp)-1]))
@@ -284,7 +286,8 @@ func (l *List) Filter(keep func(i int, s string) bool) int {
 // drops the rest: O(dropped).
 func (l *List) Trim(start, stop int) {
 	if l.recording() {
-		l.journal.recs = binary.AppendUvarint(binary.AppendUvarint(append(l.journal.recs, 'M'), uint64(start)), uint64(stop))
+		r := l.room(1 + 2*binary.MaxVarintLen64)
+		r.recs = binary.AppendUvarint(binary.AppendUvarint(append(r.recs, 'M'), uint64(start)), uint64(stop))
 		l.check(l.Size())
 	}
 	if l.compact() {
@@ -311,23 +314,26 @@ func (l *List) Trim(start, stop int) {
 // Clear empties the list.
 func (l *List) Clear() {
 	if l.recording() {
-		l.journal.recs = append(l.journal.recs, 'C')
+		r := l.room(1)
+		r.recs = append(r.recs, 'C')
 	}
 	*l = List{journal: l.journal}
 }
 
 // recIndex records a list write at index i with item s.
 func (l *List) recIndex(tag byte, i int, s string) {
-	l.journal.recs = binary.AppendUvarint(append(l.journal.recs, tag), uint64(i))
-	l.journal.recs = appendStr(l.journal.recs, s)
+	r := l.room(1 + 2*binary.MaxVarintLen64 + len(s))
+	r.recs = binary.AppendUvarint(append(r.recs, tag), uint64(i))
+	r.recs = appendStr(r.recs, s)
 	l.check(l.Size())
 }
 
 // recFilter records the indices Filter removed (ascending).
 func (l *List) recFilter(gone []int) {
-	l.journal.recs = binary.AppendUvarint(append(l.journal.recs, 'F'), uint64(len(gone)))
+	b := l.room(1 + binary.MaxVarintLen64*(1+len(gone)))
+	b.recs = binary.AppendUvarint(append(b.recs, 'F'), uint64(len(gone)))
 	for _, r := range gone {
-		l.journal.recs = binary.AppendUvarint(l.journal.recs, uint64(r))
+		b.recs = binary.AppendUvarint(b.recs, uint64(r))
 	}
 	l.check(l.Size())
 }

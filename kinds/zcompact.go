@@ -12,12 +12,22 @@ import (
 // them linearly, as Redis's zzl* functions walk a listpack: a lex range
 // over members of different scores answers as Redis's small sets do.
 
-// zsetCompactBase is a compact ZSet's own allocation (the struct, 32
-// bytes of it the journal's header, journal.go).
-const zsetCompactBase = 72
+// zsetCompactBase is a compact ZSet's own allocation: the struct (48
+// bytes, 8 of them the journal's pointer, journal.go), a size class of
+// its own.
+const zsetCompactBase = 48
 
 // compact reports whether z is in its compact form.
 func (z *ZSet) compact() bool { return z.zFull == nil }
+
+// Encoding is OBJECT ENCODING's name for z's form, as Redis 7.0 names the
+// same form: "listpack" while compact, "skiplist" after.
+func (z *ZSet) Encoding() string {
+	if z.compact() {
+		return "listpack"
+	}
+	return "skiplist"
+}
 
 func (z *ZSet) compactSize() int64 { return zsetCompactBase + int64(cap(z.lp)) }
 

@@ -199,7 +199,8 @@ func (z *ZSet) Set(member string, score float64) (added bool) {
 		// before the write can move the compact bytes it might point into;
 		// a write that changes nothing records nothing.
 		if old, ok := z.Score(member); !ok || old != score {
-			z.journal.recs = binary.LittleEndian.AppendUint64(append(z.journal.recs, 'S'), math.Float64bits(score))
+			r := z.room(1 + 8 + binary.MaxVarintLen64 + len(member))
+			r.recs = binary.LittleEndian.AppendUint64(append(r.recs, 'S'), math.Float64bits(score))
 			z.rec1Raw(member)
 		}
 	}
@@ -252,7 +253,8 @@ func (z *ZSet) removeRec(score float64, member string) {
 
 // rec1Raw ends a record with member (its tag and score are in already).
 func (z *ZSet) rec1Raw(member string) {
-	z.journal.recs = appendStr(z.journal.recs, member)
+	r := z.out()
+	r.recs = appendStr(r.recs, member)
 	z.check(z.Size())
 }
 

@@ -11,8 +11,8 @@ import (
 // that code and test suites that tune them run unchanged, and CONFIG GET
 // reports Redis 7's defaults.
 var encodingParams = [][2]string{
-	{"hash-max-listpack-entries", "128"}, {"hash-max-listpack-value", "64"},
-	{"hash-max-ziplist-entries", "128"}, {"hash-max-ziplist-value", "64"},
+	{"hash-max-listpack-entries", "512"}, {"hash-max-listpack-value", "64"},
+	{"hash-max-ziplist-entries", "512"}, {"hash-max-ziplist-value", "64"},
 	{"list-max-listpack-size", "-2"}, {"list-max-ziplist-size", "-2"}, {"list-compress-depth", "0"},
 	{"zset-max-listpack-entries", "128"}, {"zset-max-listpack-value", "64"},
 	{"zset-max-ziplist-entries", "128"}, {"zset-max-ziplist-value", "64"},

@@ -15,7 +15,7 @@ import (
 // the key. A drain's image is a new generation and restarts the journal; a
 // drain's delta is one segment per generation it closes. The base
 // rewrite's snapshot (DumpShard) closes the open generation first
-// ("seals" the journal: its records wait in objSlot.sealed for the next
+// ("seals" the journal: its records wait in shard.sealed for the next
 // drain, which hands them out under their generation), so the snapshot's
 // image is exactly the state of its generation. On replay a segment
 // applies only to an image of an older generation: records that a
@@ -78,13 +78,13 @@ func eachSegment(p []byte, fn func(gen uint64, recs []byte)) error {
 }
 
 // takeSegmentLocked closes the open generation of o: the journal's
-// records since the last take become a segment of generation o.gen+1
+// records since the last take become a segment of generation o's + 1
 // appended to b (nothing when there are none). ok is false when the
 // journal holds no complete record (never started, or abandoned): the
 // caller must hand out the image instead.
 func takeSegmentLocked(o *objSlot, j Journaled, b []byte) (_ []byte, ok bool) {
 	n := len(b)
-	b = appendSegmentHead(b, o.gen+1)
+	b = appendSegmentHead(b, o.gen&^genImaged+1)
 	recs := len(b)
 	b, ok = j.TakeJournal(b)
 	switch {
@@ -105,30 +105,34 @@ func takeSegmentLocked(o *objSlot, j Journaled, b []byte) (_ []byte, ok bool) {
 func (sh *shard) drainObjectLocked(slot uint32, key, buf []byte) (Change, []byte) {
 	e := &sh.slab[slot]
 	c := Change{Key: key, Kind: e.kind(), ExpireAtMs: e.exp}
-	o, ok := sh.objs[slot]
+	o := sh.objLocked(slot)
+	if o == nil {
+		return sh.objectChangeLocked(slot, key, buf)
+	}
 	j, journaled := o.obj.(Journaled)
-	if !ok || !journaled {
+	if !journaled {
 		return sh.objectChangeLocked(slot, key, buf)
 	}
 	start := len(buf)
-	if o.imaged {
-		buf = append(buf, o.sealed...)
+	var sealed []byte
+	if len(sh.sealed) > 0 {
+		sealed = sh.sealed[slot]
+		delete(sh.sealed, slot) // sealed only by a base snapshot: not worth keeping
+	}
+	if o.gen&genImaged != 0 {
+		buf = append(buf, sealed...)
 		var whole bool
-		if buf, whole = takeSegmentLocked(&o, j, buf); whole {
-			o.sealed = nil // sealed only by a base snapshot: not worth keeping
-			sh.objs[slot] = o
-			c.Delta, c.Gen = true, o.gen
+		if buf, whole = takeSegmentLocked(o, j, buf); whole {
+			c.Delta, c.Gen = true, o.gen&^genImaged
 			c.Image = buf[start:len(buf):len(buf)]
 			return c, buf
 		}
 		buf = buf[:start]
 	}
-	o.gen++
-	o.imaged, o.sealed = true, nil
+	o.gen = (o.gen+1)&^genImaged | genImaged
 	j.StartJournal()
-	sh.objs[slot] = o
 	buf = o.obj.AppendImage(buf)
-	c.Gen = o.gen
+	c.Gen = o.gen &^ genImaged
 	c.Image = buf[start:len(buf):len(buf)]
 	return c, buf
 }
@@ -137,15 +141,22 @@ func (sh *shard) drainObjectLocked(slot uint32, key, buf []byte) (Change, []byte
 // image, as the generation it now completes (the open generation's
 // records are sealed for the next drain first). Requires sh.mu.
 func (sh *shard) snapshotObjectLocked(slot uint32, key, buf []byte) (Change, []byte) {
-	o, ok := sh.objs[slot]
-	if j, journaled := o.obj.(Journaled); ok && journaled && o.imaged {
+	o := sh.objLocked(slot)
+	if o == nil {
+		return sh.objectChangeLocked(slot, key, buf)
+	}
+	if j, journaled := o.obj.(Journaled); journaled && o.gen&genImaged != 0 {
 		// Abandoned (not whole): the next drain hands out an image of a
 		// later generation than this one's, which supersedes it.
-		o.sealed, _ = takeSegmentLocked(&o, j, o.sealed)
-		sh.objs[slot] = o
+		if sealed, _ := takeSegmentLocked(o, j, sh.sealed[slot]); len(sealed) > 0 {
+			if sh.sealed == nil {
+				sh.sealed = make(map[uint32][]byte)
+			}
+			sh.sealed[slot] = sealed
+		}
 	}
 	c, buf := sh.objectChangeLocked(slot, key, buf)
-	c.Gen = o.gen
+	c.Gen = o.gen &^ genImaged
 	return c, buf
 }
 
@@ -159,9 +170,8 @@ func (s *Store) LoadObjectGen(key []byte, kind Kind, obj Object, gen uint64, exp
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if slot, _, ok := sh.findLocked(key, h); ok {
-		if o, ok := sh.objs[slot]; ok {
-			o.gen = gen
-			sh.objs[slot] = o
+		if o := sh.objLocked(slot); o != nil {
+			o.gen = gen&^genImaged | genImaged
 		}
 	}
 }
@@ -184,18 +194,18 @@ func (s *Store) LoadDelta(key []byte, kind Kind, payload []byte, expireAtMs int6
 	if !ok || sh.slab[slot].kind() != kind {
 		return 0, eachSegment(payload, func(uint64, []byte) { mismatched = 1 })
 	}
-	o, ok := sh.objs[slot]
-	if !ok {
+	o := sh.objLocked(slot)
+	if o == nil {
 		return 0, nil
 	}
 	err = eachSegment(payload, func(gen uint64, recs []byte) {
-		if gen <= o.gen {
+		if gen <= o.gen&^genImaged {
 			return // the image holds it already
 		}
 		if apply(o.obj, recs) != nil {
 			mismatched++
 		}
-		o.gen = gen
+		o.gen = gen&^genImaged | o.gen&genImaged
 	})
 	sh.slab[slot].exp = expireAtMs
 	if j, ok := o.obj.(Journaled); ok {
@@ -208,7 +218,7 @@ func (s *Store) LoadDelta(key []byte, kind Kind, payload []byte, expireAtMs int6
 		}
 		return mismatched, err
 	}
-	sh.chargeLocked(slot, o)
+	sh.chargeLocked(o)
 	return mismatched, err
 }
 

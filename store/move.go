@@ -136,7 +136,11 @@ func (sh *shard) copyableLocked(slot uint32, move bool) bool {
 	}
 	switch k {
 	case KindHash, KindList, KindZSet:
-		_, ok := sh.objs[slot].obj.(Duplicator)
+		o := sh.objLocked(slot)
+		if o == nil {
+			return false
+		}
+		_, ok := o.obj.(Duplicator)
 		return ok
 	}
 	return false
@@ -159,23 +163,21 @@ func (sh *shard) copyKindLocked(dslot uint32, src *shard, sslot uint32, move boo
 			sh.deleteSlotLocked(dslot) // a heap past 4 GiB: the copy is lost, not corrupt
 		}
 	case KindHash, KindList, KindZSet:
-		o, ok := src.objs[sslot]
-		if !ok {
-			return
-		}
+		// The entry's tat is the source's index into src.objs: dslot
+		// gets an object of its own in sh's table.
+		sh.slab[dslot].tat = 0
 		if !move { // a deep copy (copyableLocked checked it can be made)
-			if sh.objs == nil {
-				sh.objs = make(map[uint32]objSlot)
+			o := src.objLocked(sslot)
+			if o == nil {
+				return
 			}
-			sh.chargeLocked(dslot, objSlot{obj: o.obj.(Duplicator).Duplicate().(Object)})
+			sh.putObjLocked(dslot, objSlot{obj: o.obj.(Duplicator).Duplicate().(Object)})
 			return
 		}
-		delete(src.objs, sslot) // handed over: src's delete releases nothing more
-		src.addMemLocked(-o.charged)
-		if sh.objs == nil {
-			sh.objs = make(map[uint32]objSlot)
+		// Handed over: src's delete releases nothing more.
+		if o := src.takeObjLocked(sslot); o.obj != nil {
+			sh.putObjLocked(dslot, objSlot{obj: o.obj})
 		}
-		sh.chargeLocked(dslot, objSlot{obj: o.obj})
 	}
 }
 

@@ -239,10 +239,7 @@ func (s *Store) ApplyChange(c Change, obj Object, maxTAT bool, nowMs int64) erro
 		}
 		sh.dropObjectLocked(slot)
 		sh.writeLocked(slot, 0, c.ExpireAtMs, kindFlags(c.Kind)|lruFlags(nowMs), "")
-		if sh.objs == nil {
-			sh.objs = make(map[uint32]objSlot)
-		}
-		sh.chargeLocked(slot, objSlot{obj: obj})
+		sh.putObjLocked(slot, objSlot{obj: obj})
 	default:
 		return ErrBadChange
 	}

@@ -105,7 +105,9 @@ type shard struct {
 	expired  int64        // keys removed because their TTL passed (stats.go)
 	seed     maphash.Seed // the store's seed, for rehashing
 
-	objs map[uint32]objSlot // objects of the richer kinds (object.go)
+	objs   []objSlot         // objects of the richer kinds, at entry.tat-1 (object.go)
+	ofree  []uint32          // free indices of objs, reused LIFO
+	sealed map[uint32][]byte // by slot: records a base snapshot sealed (journal.go)
 
 	// Verbatim texts of flagRaw slots, each at its entry.tat (strings.go),
 	// and rawv's free indexes, reused LIFO.
@@ -179,7 +181,7 @@ func (sh *shard) reset() {
 	sh.slab, sh.free = nil, nil
 	sh.rawv, sh.rawFree = nil, nil
 	sh.win = windowHeap{}
-	sh.objs = nil
+	sh.objs, sh.ofree, sh.sealed = nil, nil, nil
 	sh.sweep, sh.peak = 0, 0
 	sh.resetMemLocked()
 	sh.publishLocked()
