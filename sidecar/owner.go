@@ -15,6 +15,10 @@ type owner struct {
 	br   breaker
 	lat  histogram
 	next atomic.Uint32
+	// gen counts the owner's falls (up → down): an event loop's
+	// connection dialled before the last fall is not used again
+	// (loop.go), since the owner may have restarted meanwhile.
+	gen atomic.Uint64
 
 	mu    sync.Mutex    // guards conns and dbConns
 	conns [2][]*muxConn // database 0: [resp3], PoolSize each, nil until first used
@@ -83,6 +87,7 @@ func (o *owner) failed(err error) {
 	if !o.br.fail(time.Now(), err) {
 		return
 	}
+	o.gen.Add(1)
 	o.sc.log.Warn("upstream owner unreachable: fallback decides its keys", "owner", o.addr,
 		"fallback", o.sc.cfg.Fallback.String(), "err", err)
 	o.closeConns()

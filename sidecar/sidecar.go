@@ -87,14 +87,18 @@ type Config struct {
 }
 
 // Sidecar forwards commands to their owners; it implements
-// server.Forwarder. Safe for concurrent use.
+// server.Forwarder and server.AsyncForwarder (loop.go: clients served by
+// the event loops). Safe for concurrent use.
 type Sidecar struct {
 	cfg  Config
 	log  *slog.Logger
 	topo atomic.Pointer[topology]
 
-	mu     sync.Mutex        // guards owners
+	mu     sync.Mutex        // guards owners and loops
 	owners map[string]*owner // by address, kept across refreshes
+	// loops are the event loops that serve clients (loop.go), each
+	// with its own upstream connections.
+	loops map[server.ForwardLoop]*loopState
 
 	refreshing atomic.Bool
 	closed     chan struct{}
@@ -162,7 +166,8 @@ func (s *Sidecar) Start() {
 	if err := s.refresh(); err != nil {
 		s.log.Warn("upstream topology not read yet", "err", err)
 	}
-	s.wg.Add(1)
+	s.wg.Add(2)
+	go s.timeoutTicks() // loop.go
 	go func() {
 		defer s.wg.Done()
 		t := time.NewTicker(s.cfg.RefreshInterval)
@@ -188,6 +193,11 @@ func (s *Sidecar) Close() {
 	defer s.mu.Unlock()
 	for _, o := range s.owners {
 		o.closeConns()
+	}
+	for _, ls := range s.loops {
+		if !ls.l.Post(ls.closeAll) {
+			ls.closeAll() // the loop has stopped: nothing else uses them
+		}
 	}
 }
 
