@@ -1,6 +1,8 @@
 package server
 
 import (
+	"runtime/debug"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -69,7 +71,23 @@ func (l *eventLoop) extEvent(fd int, ev uint32) {
 	if fd < 0 || fd >= len(l.ext) || l.ext[fd] == nil {
 		return
 	}
+	defer l.recoverExt()
 	l.ext[fd].FdEvent(ev&^uint32(unix.EPOLLOUT) != 0, ev&unix.EPOLLOUT != 0)
+}
+
+// runPosted runs a function posted to the loop (Post).
+func (l *eventLoop) runPosted(fn func()) {
+	defer l.recoverExt()
+	fn()
+}
+
+// recoverExt logs a panic of the forwarder's code run by the loop, as
+// serve does for a connection's: the server goes on.
+func (l *eventLoop) recoverExt() {
+	if p := recover(); p != nil {
+		l.s.stats.panics.Add(1)
+		l.s.log.Error("panic in the forwarder's event handler", "panic", p, "stack", string(debug.Stack()))
+	}
 }
 
 // parkedEvent handles an event of a connection parked while its commands
@@ -118,6 +136,7 @@ func (l *eventLoop) runResumed() {
 			l.ready = ready[:0]
 		}
 	}
+	defer l.recoverExt()
 	for _, fn := range l.after {
 		fn()
 	}

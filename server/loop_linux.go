@@ -648,7 +648,7 @@ func (l *eventLoop) handleWake() bool {
 	l.adds, l.kicks, l.posts = nil, nil, nil
 	l.mu.Unlock()
 	for _, fn := range posts {
-		fn()
+		l.runPosted(fn) // forward_loop_linux.go
 	}
 	for _, lc := range adds {
 		lc.st = l.s.newConnState(lc.c)

@@ -45,6 +45,9 @@ type loopState struct {
 	sc    *Sidecar
 	l     server.ForwardLoop
 	conns map[connKey]*upConn
+	// plain are the live conns of database 0 in RESP2 (the common
+	// case) by owner.id: the same as in conns, without hashing a key.
+	plain []*upConn
 	dirty []*upConn // written by flush after this wake's events
 }
 
@@ -133,11 +136,13 @@ func (s *loopSession) Start(reqs []server.ForwardReq, done func()) bool {
 		s.errs = make([]error, n)
 	}
 	s.route, s.replies, s.errs = s.route[:len(reqs)], s.replies[:len(reqs)], s.errs[:len(reqs)]
-	s.left, s.follow = 0, false
+	// Start holds one count itself, so that no failure met while it
+	// queues (a stale connection closed) finishes the run under it.
+	s.left, s.follow = 1, false
 	now := time.Now().UnixNano()
 	for i := range reqs {
 		r := &reqs[i]
-		o := t.slots[r.Slot]
+		o := t.owner(r.Slot)
 		s.route[i], s.errs[i] = nil, nil
 		if cap(s.replies[i]) > maxKeepBuf {
 			s.replies[i] = nil
@@ -160,7 +165,12 @@ func (s *loopSession) Start(reqs []server.ForwardReq, done func()) bool {
 		s.left++
 		u.queue(s, i, r, now)
 	}
-	if s.left == 0 {
+	s.left--
+	if s.left == 0 { // nothing awaited: owners down, or failed already
+		if s.settle() {
+			s.followRedirects()
+			return false
+		}
 		s.reqs, s.done = nil, nil
 		return true
 	}
@@ -207,10 +217,22 @@ func (s *loopSession) answered() {
 	}
 }
 
-// finish gives every forwarded request of the run its reply: the owner's,
-// or the fallback's for those whose owner failed. Redirects are followed
-// on the blocking path.
+// finish ends a run whose replies are all in: done, or first the
+// redirects followed on the blocking path.
 func (s *loopSession) finish() {
+	if s.settle() {
+		s.followRedirects()
+		return
+	}
+	done := s.done
+	s.reqs, s.done = nil, nil
+	done()
+}
+
+// settle gives every forwarded request of the run its reply: the owner's,
+// or the fallback's for those whose owner failed. It reports whether some
+// replies are MOVED/ASK redirects (their route stays set).
+func (s *loopSession) settle() bool {
 	sc := s.ls.sc
 	reqs := s.reqs
 	for i := range reqs {
@@ -231,25 +253,26 @@ func (s *loopSession) finish() {
 		sc.stats.Forwarded.Add(1)
 		reqs[i].Reply = s.replies[i]
 	}
-	if s.follow {
-		s.blocking(func() {
-			for i := range reqs {
-				if s.route[i] == nil {
-					continue
-				}
-				addr, ask, _ := redirect(s.replies[i])
-				sc.stats.Redirects.Add(1)
-				if !ask {
-					sc.triggerRefresh()
-				}
-				s.sync.follow(&reqs[i], nil, sc.ownerFor(addr), ask)
+	return s.follow
+}
+
+// followRedirects follows the run's redirects on the blocking path (once
+// each, as session.Do does), then posts done.
+func (s *loopSession) followRedirects() {
+	sc, reqs := s.ls.sc, s.reqs
+	s.blocking(func() {
+		for i := range reqs {
+			if s.route[i] == nil {
+				continue
 			}
-		})
-		return
-	}
-	done := s.done
-	s.reqs, s.done = nil, nil
-	done()
+			addr, ask, _ := redirect(s.replies[i])
+			sc.stats.Redirects.Add(1)
+			if !ask {
+				sc.triggerRefresh()
+			}
+			s.sync.follow(&reqs[i], nil, sc.ownerFor(addr), ask)
+		}
+	})
 }
 
 // Do implements server.ForwardSession (a session is not used blocking on
@@ -276,6 +299,12 @@ func (s *loopSession) Close() {
 // MaxInFlight replies are awaited on it already. A connection dialled
 // before the owner last went down is closed and replaced.
 func (ls *loopState) conn(o *owner, db int, resp3 bool) *upConn {
+	if db == 0 && !resp3 && o.id < len(ls.plain) {
+		if u := ls.plain[o.id]; u != nil && !u.dead && u.gen == o.gen.Load() &&
+			len(u.pending)-u.head < ls.sc.cfg.MaxInFlight {
+			return u
+		}
+	}
 	k := connKey{o, db, resp3}
 	u := ls.conns[k]
 	if u != nil && u.gen != o.gen.Load() {
@@ -296,6 +325,12 @@ func (ls *loopState) conn(o *owner, db int, resp3 bool) *upConn {
 func (ls *loopState) dial(k connKey) *upConn {
 	u := &upConn{ls: ls, key: k, gen: k.o.gen.Load(), fd: -1}
 	ls.conns[k] = u
+	if k.db == 0 && !k.resp3 {
+		if k.o.id >= len(ls.plain) {
+			ls.plain = append(ls.plain, make([]*upConn, k.o.id+1-len(ls.plain))...)
+		}
+		ls.plain[k.o.id] = u
+	}
 	opts := ls.sc.dialOpts(k.resp3)
 	opts.db = k.db
 	go func() {
@@ -540,6 +575,9 @@ func (u *upConn) fail(err error) {
 	}
 	if u.ls.conns[u.key] == u {
 		delete(u.ls.conns, u.key)
+	}
+	if id := u.key.o.id; id < len(u.ls.plain) && u.ls.plain[id] == u {
+		u.ls.plain[id] = nil
 	}
 	pending := u.pending[u.head:]
 	u.pending, u.head, u.wbuf, u.rbuf = nil, 0, nil, nil

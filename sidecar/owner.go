@@ -11,6 +11,7 @@ import (
 // multiplexed connections per protocol version, and its latency.
 type owner struct {
 	addr string
+	id   int // order of creation: an index for per-loop tables (loop.go)
 	sc   *Sidecar
 	br   breaker
 	lat  histogram

@@ -122,6 +122,39 @@ type topology struct {
 	cluster bool
 	slots   [cluster.SlotCount]*owner
 	owners  []*owner // distinct, sorted by address
+	// idx is slots as indexes into owners (set by index, when there
+	// are at most 255 owners): 16 KiB instead of 128 KiB, so that the
+	// lookup of a random slot on the forwarding path stays in cache.
+	idx   [cluster.SlotCount]uint8
+	small bool
+}
+
+// index fills idx from slots and owners.
+func (t *topology) index() *topology {
+	if len(t.owners) > 255 {
+		return t
+	}
+	at := make(map[*owner]uint8, len(t.owners))
+	for i, o := range t.owners {
+		at[o] = uint8(i)
+	}
+	for i, o := range t.slots {
+		k, ok := at[o]
+		if !ok {
+			return t // a slot without an owner (nil): keep the pointer table
+		}
+		t.idx[i] = k
+	}
+	t.small = true
+	return t
+}
+
+// owner returns slot's owner (nil when none).
+func (t *topology) owner(slot int) *owner {
+	if t.small {
+		return t.owners[t.idx[slot]]
+	}
+	return t.slots[slot]
 }
 
 // New returns a Sidecar; Start begins the topology reads.
@@ -156,7 +189,7 @@ func New(cfg Config) (*Sidecar, error) {
 		t.slots[i] = o
 	}
 	t.owners = []*owner{o}
-	s.topo.Store(t)
+	s.topo.Store(t.index())
 	return s, nil
 }
 
@@ -210,7 +243,7 @@ func (s *Sidecar) ownerFor(addr string) *owner {
 	defer s.mu.Unlock()
 	o := s.owners[addr]
 	if o == nil {
-		o = &owner{addr: addr, sc: s}
+		o = &owner{addr: addr, sc: s, id: len(s.owners)}
 		o.conns[0] = make([]*muxConn, s.cfg.PoolSize)
 		o.conns[1] = make([]*muxConn, s.cfg.PoolSize)
 		s.owners[addr] = o
@@ -292,7 +325,7 @@ func (s *Sidecar) parseSlots(addr string, reply []byte) (*topology, error) {
 			t.slots[i] = o
 		}
 		t.owners = []*owner{o}
-		return t, nil
+		return t.index(), nil
 	}
 	v, _, err := parseValue(reply)
 	if err != nil {
@@ -341,7 +374,7 @@ func (s *Sidecar) parseSlots(addr string, reply []byte) (*topology, error) {
 		t.owners = append(t.owners, o)
 	}
 	sort.Slice(t.owners, func(i, j int) bool { return t.owners[i].addr < t.owners[j].addr })
-	return t, nil
+	return t.index(), nil
 }
 
 func joinHostPort(host string, port int64) string {
