@@ -160,7 +160,8 @@ func (o *owner) closeConns() {
 }
 
 // latencyBounds are the upper bounds of the latency histogram's buckets:
-// one owner's share of a forwarded pipeline, send to last reply.
+// on an event loop, one forwarded command, queued to reply (loop.go); on
+// the blocking path, one owner's share of a pipeline, send to last reply.
 var latencyBounds = []time.Duration{
 	100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond,
 	time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond, 10 * time.Millisecond,

@@ -4,8 +4,10 @@
 // redis-cell), so that N replicas share one limit, and decides alone, by
 // its fallback mode, only while that owner cannot be reached.
 //
-// The server hands it pipelines through server.Forwarder (one Session per
-// client connection); it routes each command by hash slot (topology from
+// The server hands it pipelines through server.AsyncForwarder (one
+// loopSession per client served by an event loop: loop.go, the fast path)
+// or server.Forwarder (one blocking Session per client with a goroutine of
+// its own: session.go); it routes each command by hash slot (topology from
 // CLUSTER SLOTS of any seed, refreshed periodically and on MOVED/ASK; a
 // non-cluster upstream owns every slot), sends each owner's share of the
 // pipeline on one of a few multiplexed connections to it, and returns the
