@@ -54,6 +54,16 @@ type ForwardSelectChecker interface {
 	SelectError(db int) string
 }
 
+// ForwardKeyless is implemented by a Forwarder that forwards some keyless
+// commands (DBSIZE, SCAN, ... when one owner holds every key). Called
+// from the client's goroutine or loop, per keyless command.
+type ForwardKeyless interface {
+	// ForwardsKeyless reports whether the keyless command name (lower
+	// case; args as sent) goes to the owner of slot 0 rather than run
+	// here.
+	ForwardsKeyless(name string, args [][]byte) bool
+}
+
 // ForwardReq is one command (or one transaction) to forward.
 type ForwardReq struct {
 	// Args is the command, name first. It aliases the connection's read
@@ -142,6 +152,9 @@ func (s *Server) forwardClassify(c *client, cmd *command, args [][]byte) (forwar
 		return fwdLocal, -1 // MULTI, EXEC without MULTI, DISCARD, UNWATCH, ...
 	}
 	if cmd.firstKey == 0 && !movableKeys(cmd.name) {
+		if kf, ok := s.cfg.Forwarder.(ForwardKeyless); ok && kf.ForwardsKeyless(cmd.name, args) {
+			return fwdForward, 0 // any slot: one owner holds them all
+		}
 		return fwdLocal, -1
 	}
 	slot, ok := foldKeySlot(cmd, args, -1)

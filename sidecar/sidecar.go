@@ -418,6 +418,29 @@ func (s *Sidecar) SelectError(db int) string {
 	return ""
 }
 
+// ForwardsKeyless implements server.ForwardKeyless: with a plain upstream
+// (one owner holds every key, as the application would see it without a
+// sidecar) the keyspace's introspection goes there — DBSIZE, SCAN, KEYS,
+// RANDOMKEY — and so do SCRIPT LOAD and SCRIPT EXISTS, so that EVALSHA
+// (forwarded by its keys) finds the scripts the application loaded. What
+// would change the shared limiter for every application (FLUSHDB,
+// FLUSHALL, SCRIPT FLUSH) stays here: it clears only the sidecar's own
+// fallback state. With a cluster upstream everything keyless stays here
+// (DBSIZE and SCAN would need a fan-out over every owner with merged
+// cursors, which this version does not do).
+func (s *Sidecar) ForwardsKeyless(name string, args [][]byte) bool {
+	if s.topo.Load().cluster {
+		return false
+	}
+	switch name {
+	case "dbsize", "scan", "keys", "randomkey":
+		return true
+	case "script":
+		return len(args) > 1 && (strings.EqualFold(string(args[1]), "load") || strings.EqualFold(string(args[1]), "exists"))
+	}
+	return false
+}
+
 // Owner implements server.Forwarder.
 func (s *Sidecar) Owner(slot int) string {
 	if o := s.topo.Load().slots[slot]; o != nil {
