@@ -3,6 +3,7 @@ package sidecar
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -49,6 +50,11 @@ type loopState struct {
 	// case) by owner.id: the same as in conns, without hashing a key.
 	plain []*upConn
 	dirty []*upConn // written by flush after this wake's events
+	// awaited counts the replies awaited on all conns; flush publishes
+	// whether it is 0 to waiting, so that the timeout ticker does not
+	// wake an idle loop.
+	awaited int
+	waiting atomic.Bool
 }
 
 // connKey names one of a loop's upstream connections.
@@ -410,6 +416,7 @@ func (u *upConn) queue(s *loopSession, i int, r *server.ForwardReq, now int64) {
 		p.skip = int32(1 + len(r.Unit))
 	}
 	u.pending = append(u.pending, p)
+	u.ls.awaited++
 	u.markDirty()
 }
 
@@ -430,6 +437,9 @@ func (ls *loopState) flush() {
 		}
 	}
 	ls.dirty = ls.dirty[:0]
+	if w := ls.awaited > 0; w != ls.waiting.Load() {
+		ls.waiting.Store(w)
+	}
 }
 
 // write writes wbuf until it is all written or the socket is full (then
@@ -538,6 +548,7 @@ func (u *upConn) deliver(reply []byte, now int64) {
 	s, i, sent := p.s, p.idx, p.sent
 	*p = pend{}
 	u.head++
+	u.ls.awaited--
 	if u.head == len(u.pending) {
 		u.pending, u.head = u.pending[:0], 0
 	} else if u.head > 1024 && u.head*2 > len(u.pending) {
@@ -581,6 +592,7 @@ func (u *upConn) fail(err error) {
 	}
 	pending := u.pending[u.head:]
 	u.pending, u.head, u.wbuf, u.rbuf = nil, 0, nil, nil
+	u.ls.awaited -= len(pending)
 	for _, p := range pending {
 		p.s.errs[p.idx] = err
 		p.s.answered()
@@ -605,8 +617,8 @@ func (ls *loopState) closeAll() {
 	}
 }
 
-// timeoutTicks posts checkTimeouts to every loop each Timeout/4 until
-// Close.
+// timeoutTicks posts checkTimeouts each Timeout/4 to every loop that
+// awaited replies at the end of its last wake, until Close.
 func (sc *Sidecar) timeoutTicks() {
 	defer sc.wg.Done()
 	t := time.NewTicker(min(max(sc.cfg.Timeout/4, time.Millisecond), time.Second))
@@ -619,7 +631,9 @@ func (sc *Sidecar) timeoutTicks() {
 		}
 		sc.mu.Lock()
 		for _, ls := range sc.loops {
-			ls.l.Post(ls.checkTimeouts)
+			if ls.waiting.Load() {
+				ls.l.Post(ls.checkTimeouts)
+			}
 		}
 		sc.mu.Unlock()
 	}
