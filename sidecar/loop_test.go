@@ -261,7 +261,7 @@ func TestSidecarLoopNotBlocked(t *testing.T) {
 		t.Skip("loop path only")
 	}
 	owner := silentOwner(t)
-	side := sidecarNode(t, Config{Seeds: []string{owner}, Fallback: Closed, Timeout: 3 * time.Second})
+	side := sidecarNode(t, Config{Seeds: []string{owner}, Fallback: Closed, Timeout: 5 * time.Second})
 	// A client that hangs up while parked.
 	gone, err := net.Dial("tcp", side.addr)
 	if err != nil {
