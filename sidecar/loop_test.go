@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/celld/celld/server"
+	"github.com/redis/go-redis/v9"
 )
 
 // loopConns returns how many upstream connections each event loop of sc
@@ -268,7 +269,8 @@ func TestSidecarLoopNotBlocked(t *testing.T) {
 		t.Fatal(err)
 	}
 	gone.Write(appendStrings(nil, "GET", "a"))
-	waiting := client(t, side.addr)
+	waiting := redis.NewClient(&redis.Options{Addr: side.addr, MaxRetries: -1, ReadTimeout: 20 * time.Second})
+	t.Cleanup(func() { waiting.Close() })
 	done := make(chan error, 1)
 	go func() { done <- waiting.Get(ctx, "k").Err() }()
 	time.Sleep(50 * time.Millisecond) // let it park (not an assertion)
