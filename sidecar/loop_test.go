@@ -295,3 +295,43 @@ func TestSidecarLoopNotBlocked(t *testing.T) {
 }
 
 var _ server.AsyncForwarder = (*Sidecar)(nil)
+
+// TestSidecarLoopOwnerLostMidPipeline: one owner of three goes away while
+// pipelines over all of them run: every reply still comes, in order; the
+// lost owner's keys are decided by the local fallback, the others' by
+// their owners.
+func TestSidecarLoopOwnerLostMidPipeline(t *testing.T) {
+	owners := ownerCluster(t, 3)
+	side := sidecarNode(t, Config{Seeds: []string{owners[0].addr}, Timeout: 2 * time.Second})
+	rdb := client(t, side.addr)
+	run := func(round int) {
+		pipe := rdb.Pipeline()
+		var cmds []*redis.Cmd
+		for i := range 300 {
+			cmds = append(cmds, pipe.Do(ctx, "CL.THROTTLE", fmt.Sprintf("r%d-k%d", round, i), 0, 1, 60))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		for i, c := range cmds {
+			if r := cmdInts(t, c); r[0] != 0 || r[1] != 1 || r[2] != 0 {
+				t.Fatalf("round %d, command %d: %v", round, i, r)
+			}
+		}
+	}
+	run(0)
+	go owners[1].stop(t)
+	for round := 1; round <= 5; round++ {
+		run(round)
+	}
+	st := side.sc.StatsRef()
+	if st.FallbackByMode[Local].Load() == 0 || side.st.Len() == 0 {
+		t.Fatalf("no local decision with owner 1 gone (fallbacks %d, local keys %d)", st.FallbackByMode[Local].Load(), side.st.Len())
+	}
+	if got := int(st.Forwarded.Load()) + int(st.FallbackByMode[Local].Load()); got != 6*300 {
+		t.Fatalf("forwarded + fallback = %d, want %d", got, 6*300)
+	}
+	if owners[0].st.Len() == 0 || owners[2].st.Len() == 0 {
+		t.Fatal("the owners still up decided nothing")
+	}
+}
