@@ -4,10 +4,9 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/celld/celld/server"
 )
@@ -342,7 +341,7 @@ func (ls *loopState) dial(k connKey) *upConn {
 	go func() {
 		fd, rest, err := dialFd(k.o.addr, opts)
 		if !ls.l.Post(func() { u.attach(fd, rest, err) }) && err == nil {
-			unix.Close(fd) // the loop has stopped
+			syscall.Close(fd) // the loop has stopped
 		}
 	}()
 	return u
@@ -365,14 +364,20 @@ func dialFd(addr string, opts dialOptions) (int, []byte, error) {
 		return -1, nil, err
 	}
 	fd, derr := -1, error(nil)
-	if err := rc.Control(func(f uintptr) { fd, derr = unix.FcntlInt(f, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+	if err := rc.Control(func(f uintptr) {
+		syscall.ForkLock.RLock() // no fork between the dup and close-on-exec
+		defer syscall.ForkLock.RUnlock()
+		if fd, derr = syscall.Dup(int(f)); derr == nil {
+			syscall.CloseOnExec(fd)
+		}
+	}); err != nil {
 		return -1, nil, err
 	}
 	if derr != nil {
 		return -1, nil, derr
 	}
-	if err := unix.SetNonblock(fd, true); err != nil {
-		unix.Close(fd)
+	if err := syscall.SetNonblock(fd, true); err != nil {
+		syscall.Close(fd)
 		return -1, nil, err
 	}
 	return fd, rest, nil
@@ -381,13 +386,13 @@ func dialFd(addr string, opts dialOptions) (int, []byte, error) {
 // attach is a dial's outcome, on the loop.
 func (u *upConn) attach(fd int, rest []byte, err error) {
 	if err == nil && u.dead {
-		unix.Close(fd) // failed meanwhile (timeout, Close)
+		syscall.Close(fd) // failed meanwhile (timeout, Close)
 		return
 	}
 	if err == nil {
 		err = u.ls.l.Watch(fd, u)
 		if err != nil {
-			unix.Close(fd)
+			syscall.Close(fd)
 		}
 	}
 	if err != nil {
@@ -446,11 +451,11 @@ func (ls *loopState) flush() {
 // writability is asked for, and FdEvent writes the rest).
 func (u *upConn) write() {
 	for u.woff < len(u.wbuf) {
-		n, err := rawIO(unix.SYS_WRITE, u.fd, u.wbuf[u.woff:])
+		n, err := rawIO(syscall.SYS_WRITE, u.fd, u.wbuf[u.woff:])
 		switch {
-		case err == unix.EINTR:
+		case err == syscall.EINTR:
 			continue
-		case err == unix.EAGAIN:
+		case err == syscall.EAGAIN:
 			if !u.wantOut {
 				u.wantOut = true
 				u.ls.l.SetWritable(u.fd, true)
@@ -492,9 +497,9 @@ func (u *upConn) read() {
 		copy(nb, u.rbuf)
 		u.rbuf = nb
 	}
-	n, err := rawIO(unix.SYS_READ, u.fd, u.rbuf[len(u.rbuf):cap(u.rbuf)])
+	n, err := rawIO(syscall.SYS_READ, u.fd, u.rbuf[len(u.rbuf):cap(u.rbuf)])
 	switch {
-	case err == unix.EAGAIN || err == unix.EINTR:
+	case err == syscall.EAGAIN || err == syscall.EINTR:
 		return
 	case err != nil:
 		u.failOwner(err)
@@ -581,7 +586,7 @@ func (u *upConn) fail(err error) {
 	u.dead = true
 	if u.fd >= 0 {
 		u.ls.l.Unwatch(u.fd)
-		unix.Close(u.fd)
+		syscall.Close(u.fd)
 		u.fd = -1
 	}
 	if u.ls.conns[u.key] == u {
@@ -652,7 +657,7 @@ func rawIO(trap uintptr, fd int, p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	n, _, e := unix.RawSyscall(trap, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	n, _, e := syscall.RawSyscall(trap, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
 	if e != 0 {
 		return 0, e
 	}
