@@ -57,15 +57,14 @@ func newSidecar(cfg *config.Config, log *slog.Logger) (*sidecar.Sidecar, error) 
 	return sidecar.New(sc)
 }
 
-// wireSidecar makes srvCfg forward through sc: the forwarder blocks a
-// connection's goroutine while its pipeline is upstream, so each
-// connection gets a goroutine of its own (no event loop).
+// wireSidecar makes srvCfg forward through sc. The event loops serve the
+// sidecar's clients as any others (--io-loops): a connection whose
+// commands are upstream is parked, not blocked (sidecar/loop.go).
 func wireSidecar(sc *sidecar.Sidecar, srvCfg *server.Config) {
 	if sc == nil {
 		return
 	}
 	srvCfg.Forwarder = sc
-	srvCfg.IOLoops = -1
 }
 
 // attachUpstream exports the sidecar's figures and its /readyz verdict.

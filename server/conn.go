@@ -282,7 +282,7 @@ func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 		ran := false
 		for st.start < st.end && !c.closed {
 			perr := st.parseBatch()
-			if len(st.keys) > 1 {
+			if len(st.keys) > 1 && s.cfg.Forwarder == nil { // a sidecar's keys live upstream
 				// Start every key's cache misses before the first
 				// command waits on its own (store/prefetch.go).
 				if cap(st.hashes) < len(st.keys) {

@@ -11,9 +11,11 @@ import "bytes"
 // hands back (a fallback decision with the sidecar's own state).
 //
 // Cost: nothing when Forwarder is nil but one nil check per batch
-// (runBatch). With a Forwarder, the connection's goroutine blocks while a
-// batch is forwarded, so main serves each connection on a goroutine of its
-// own (no event loop) in this mode.
+// (runBatch). With a Forwarder that is an AsyncForwarder, the event loops
+// serve the clients and a connection whose commands are upstream is parked,
+// not blocked (forward_loop.go); otherwise (and on connections with a
+// goroutine of their own) the connection's goroutine blocks while a batch
+// is forwarded.
 
 // Forwarder routes commands to the node that owns their keys. Its methods
 // are called from every connection's goroutine concurrently.
@@ -50,6 +52,16 @@ type ForwardSelectChecker interface {
 	// SelectError returns the error text (without '-') for SELECT db, or
 	// "" when db can be used.
 	SelectError(db int) string
+}
+
+// ForwardKeyless is implemented by a Forwarder that forwards some keyless
+// commands (DBSIZE, SCAN, ... when one owner holds every key). Called
+// from the client's goroutine or loop, per keyless command.
+type ForwardKeyless interface {
+	// ForwardsKeyless reports whether the keyless command name (lower
+	// case; args as sent) goes to the owner of slot 0 rather than run
+	// here.
+	ForwardsKeyless(name string, args [][]byte) bool
 }
 
 // ForwardReq is one command (or one transaction) to forward.
@@ -93,6 +105,13 @@ const (
 type fwdState struct {
 	sess ForwardSession
 	reqs []ForwardReq
+	// On an event loop (forward_loop.go): the session's asynchronous
+	// form, the done function that resumes the connection, and whether
+	// reqs is a parked run whose replies are in (the connection was
+	// resumed: the run is st.cmds[:len(reqs)] once parsed again).
+	async  AsyncForwardSession
+	done   func()
+	parked bool
 }
 
 // forwardClassify decides what happens to one command now (the client's
@@ -133,6 +152,9 @@ func (s *Server) forwardClassify(c *client, cmd *command, args [][]byte) (forwar
 		return fwdLocal, -1 // MULTI, EXEC without MULTI, DISCARD, UNWATCH, ...
 	}
 	if cmd.firstKey == 0 && !movableKeys(cmd.name) {
+		if kf, ok := s.cfg.Forwarder.(ForwardKeyless); ok && kf.ForwardsKeyless(cmd.name, args) {
+			return fwdForward, 0 // any slot: one owner holds them all
+		}
 		return fwdLocal, -1
 	}
 	slot, ok := foldKeySlot(cmd, args, -1)
@@ -150,26 +172,41 @@ func (s *Server) forwardClassify(c *client, cmd *command, args [][]byte) (forwar
 // order with those of the commands answered here.
 func (s *Server) forwardBatch(c *client, st *connState) (r pumpResult, ran, stop bool) {
 	if c.fwd == nil {
-		c.fwd = &fwdState{sess: s.cfg.Forwarder.Session()}
+		c.fwd = s.newFwdState(st)
 	}
 	f := c.fwd
 	i := 0
 	for i < len(st.cmds) && !c.closed {
-		f.reqs = f.reqs[:0]
-		for j := i; j < len(st.cmds); j++ {
-			pc := st.cmds[j]
-			args := st.flat[pc.off : pc.off+pc.n : pc.off+pc.n]
-			act, slot := s.forwardClassify(c, pc.cmd, args)
-			if act == fwdForward {
-				f.reqs = append(f.reqs, ForwardReq{Args: args, Slot: slot, RESP3: c.resp3, DB: c.db})
-			} else if act == fwdExec {
-				f.reqs = append(f.reqs, ForwardReq{Unit: c.queue, Slot: slot, RESP3: c.resp3, DB: c.db})
-			} else {
-				break
+		if f.parked {
+			// Resumed: pump parsed the buffer again from the parked
+			// run's first command, so it is st.cmds[:len(f.reqs)].
+			f.parked = false
+		} else {
+			f.reqs = f.reqs[:0]
+			for j := i; j < len(st.cmds); j++ {
+				pc := st.cmds[j]
+				args := st.flat[pc.off : pc.off+pc.n : pc.off+pc.n]
+				act, slot := s.forwardClassify(c, pc.cmd, args)
+				if act == fwdForward {
+					f.reqs = append(f.reqs, ForwardReq{Args: args, Slot: slot, RESP3: c.resp3, DB: c.db})
+				} else if act == fwdExec {
+					f.reqs = append(f.reqs, ForwardReq{Unit: c.queue, Slot: slot, RESP3: c.resp3, DB: c.db})
+				} else {
+					break
+				}
+			}
+			if len(f.reqs) > 0 {
+				if f.async == nil {
+					f.sess.Do(f.reqs)
+				} else if !f.async.Start(f.reqs, f.done) {
+					// Park: nothing of this connection runs until
+					// done; st.start stays at the run's first command.
+					f.parked = true
+					return pumpForward, ran, true
+				}
 			}
 		}
 		if len(f.reqs) > 0 {
-			f.sess.Do(f.reqs)
 			for k := range f.reqs {
 				req := &f.reqs[k]
 				pc := st.cmds[i+k]
@@ -220,6 +257,18 @@ func (s *Server) forwardBatch(c *client, st *connState) (r pumpResult, ran, stop
 		s.execute(c, pc.cmd, args)
 	}
 	return 0, ran, false
+}
+
+// newFwdState makes a connection's forwarding state: asynchronous on an
+// event loop when the Forwarder can (forward_loop.go), blocking otherwise.
+func (s *Server) newFwdState(st *connState) *fwdState {
+	if af, ok := s.cfg.Forwarder.(AsyncForwarder); ok && st.lc != nil {
+		if l, done := forwardLoopOf(st.lc); l != nil {
+			as := af.LoopSession(l)
+			return &fwdState{sess: as, async: as, done: done}
+		}
+	}
+	return &fwdState{sess: s.cfg.Forwarder.Session()}
 }
 
 // selectAfterExec applies a SELECT that ran inside a forwarded transaction

@@ -103,6 +103,9 @@ type loopConn struct {
 	closing bool // flush pending, then close
 	done    bool // closed and unregistered
 	held    bool // its replies wait for the replication barrier (replgate.go)
+	// fwdWait: parked while its forwarded commands are upstream
+	// (forward_loop_linux.go); read by rearmLocked on any goroutine.
+	fwdWait atomic.Bool
 }
 
 // detach takes the socket over from Go's poller: it duplicates the file
@@ -287,7 +290,7 @@ func (lc *loopConn) rearmLocked() {
 		return
 	}
 	var want uint32
-	if !lc.noRead {
+	if !lc.noRead && !lc.fwdWait.Load() {
 		want = unix.EPOLLIN | unix.EPOLLRDHUP
 	}
 	if lc.out.len() > 0 {
@@ -414,6 +417,15 @@ type eventLoop struct {
 	// barrier (sync acks, replgate.go): released together after the
 	// events of one wait, behind one barrier. The loop goroutine's.
 	held, heldSpare []*loopConn
+
+	// Sidecar mode (forward_loop_linux.go): the forwarder's sockets by
+	// fd, connections resumed during this wake, the hooks run after each
+	// wake's events (loop goroutine's), and functions posted to the loop
+	// (under mu).
+	ext   []FdHandler
+	ready []*loopConn
+	after []func()
+	posts []func()
 
 	// polls counts waits that busy-polled first, pollHits those of them
 	// that found events by polling (INFO stats). Written by the loop.
@@ -561,10 +573,18 @@ func (l *eventLoop) run() {
 				continue
 			}
 			lc := l.conns.get(fd)
-			if lc == nil || lc.done || lc.held {
+			if lc == nil {
+				l.extEvent(fd, events[i].Events) // forward_loop_linux.go: an upstream socket
+				continue
+			}
+			if lc.done || lc.held {
 				continue
 			}
 			ev := events[i].Events
+			if lc.fwdWait.Load() {
+				l.parkedEvent(lc, ev) // forward_loop_linux.go
+				continue
+			}
 			if lc.closing || ev&unix.EPOLLOUT != 0 {
 				l.writable(lc)
 				if lc.done || lc.closing {
@@ -574,6 +594,9 @@ func (l *eventLoop) run() {
 			if ev&^uint32(unix.EPOLLOUT) != 0 {
 				l.serve(lc, true)
 			}
+		}
+		if len(l.ready) > 0 || len(l.after) > 0 {
+			l.runResumed() // forward_loop_linux.go: sidecar mode only
 		}
 		if len(l.held) > 0 {
 			l.release()
@@ -621,9 +644,12 @@ func (l *eventLoop) handleWake() bool {
 	unix.Read(l.wakefd, buf[:])
 	l.woken.Store(false)
 	l.mu.Lock()
-	adds, kicks, stop := l.adds, l.kicks, l.stop
-	l.adds, l.kicks = nil, nil
+	adds, kicks, stop, posts := l.adds, l.kicks, l.stop, l.posts
+	l.adds, l.kicks, l.posts = nil, nil, nil
 	l.mu.Unlock()
+	for _, fn := range posts {
+		l.runPosted(fn) // forward_loop_linux.go
+	}
 	for _, lc := range adds {
 		lc.st = l.s.newConnState(lc.c)
 		lc.events = unix.EPOLLIN | unix.EPOLLRDHUP
@@ -641,7 +667,7 @@ func (l *eventLoop) handleWake() bool {
 		case lc.done || lc.c == nil:
 		case lc.closed.Load():
 			l.finish(lc)
-		case lc.readStop.Load():
+		case lc.readStop.Load() && !lc.fwdWait.Load(): // a parked one ends after its resume
 			l.end(lc)
 		}
 	}
@@ -676,6 +702,8 @@ func (l *eventLoop) serve(lc *loopConn, read bool) {
 	case pumpHold:
 		lc.held = true
 		l.held = append(l.held, lc)
+	case pumpForward:
+		lc.fwdWait.Store(true) // forward_loop_linux.go; resumed by its session's done
 	default: // pumpRead
 		lc.mu.Lock()
 		lc.rearmLocked()
@@ -795,6 +823,15 @@ func (l *eventLoop) closeFds() {
 		l.closedFds = true
 		unix.Close(l.epfd)
 		unix.Close(l.wakefd)
+		// Functions posted before the loop stopped still run (Post
+		// refuses those after): a forwarder closes its sockets so.
+		posts := l.posts
+		l.posts = nil
+		l.mu.Unlock()
+		for _, fn := range posts {
+			fn()
+		}
+		l.mu.Lock()
 	}
 }
 

@@ -25,3 +25,6 @@ func (*eventLoop) add(*client, *loopConn) error    { return nil }
 func (*eventLoop) shutdown()                       {}
 func (*eventLoop) shutdownIdle()                   {}
 func (*eventLoop) pollCounts() (polls, hits int64) { return 0, 0 }
+
+// forwardLoopOf: no event loop, so sidecar sessions block (forward.go).
+func forwardLoopOf(*loopConn) (ForwardLoop, func()) { return nil, nil }

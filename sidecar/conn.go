@@ -88,6 +88,19 @@ type dialOptions struct {
 // o.timeout, and starts the reader. onFail is called once if the
 // connection later breaks.
 func dial(addr string, o dialOptions, onFail func(error)) (*muxConn, error) {
+	nc, br, buf, err := handshake(addr, o)
+	if err != nil {
+		return nil, err
+	}
+	m := &muxConn{nc: nc, onFail: onFail}
+	go m.readLoop(br, buf)
+	return m, nil
+}
+
+// handshake connects to addr, authenticates, switches protocol and
+// database, all within o.timeout. It returns the connection, its reader
+// and the bytes read past the hand-shake's replies (none expected).
+func handshake(addr string, o dialOptions) (net.Conn, *bufio.Reader, []byte, error) {
 	d := net.Dialer{Timeout: o.timeout}
 	var nc net.Conn
 	var err error
@@ -97,7 +110,7 @@ func dial(addr string, o dialOptions, onFail func(error)) (*muxConn, error) {
 		nc, err = d.Dial("tcp", addr)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
@@ -126,7 +139,7 @@ func dial(addr string, o dialOptions, onFail func(error)) (*muxConn, error) {
 	nc.SetDeadline(time.Now().Add(o.timeout))
 	if _, err := nc.Write(hs); err != nil {
 		nc.Close()
-		return nil, err
+		return nil, nil, nil, err
 	}
 	br := bufio.NewReaderSize(nc, 32<<10)
 	var buf []byte
@@ -135,30 +148,28 @@ func dial(addr string, o dialOptions, onFail func(error)) (*muxConn, error) {
 		k, err := br.Read(chunk)
 		if err != nil {
 			nc.Close()
-			return nil, err
+			return nil, nil, nil, err
 		}
 		buf = append(buf, chunk[:k]...)
 		for {
 			m, err := replyEnd(buf)
 			if err != nil {
 				nc.Close()
-				return nil, err
+				return nil, nil, nil, err
 			}
 			if m == 0 {
 				break
 			}
 			if buf[0] == '-' {
 				nc.Close()
-				return nil, fmt.Errorf("sidecar: %s: %s", addr, buf[1:m-2])
+				return nil, nil, nil, fmt.Errorf("sidecar: %s: %s", addr, buf[1:m-2])
 			}
 			buf = buf[m:]
 			got++
 		}
 	}
 	nc.SetDeadline(time.Time{})
-	m := &muxConn{nc: nc, onFail: onFail}
-	go m.readLoop(br, buf)
-	return m, nil
+	return nc, br, buf, nil
 }
 
 // broken reports whether the connection has failed.

@@ -11,10 +11,15 @@ import (
 // multiplexed connections per protocol version, and its latency.
 type owner struct {
 	addr string
+	id   int // order of creation: an index for per-loop tables (loop.go)
 	sc   *Sidecar
 	br   breaker
 	lat  histogram
 	next atomic.Uint32
+	// gen counts the owner's falls (up → down): an event loop's
+	// connection dialled before the last fall is not used again
+	// (loop.go), since the owner may have restarted meanwhile.
+	gen atomic.Uint64
 
 	mu    sync.Mutex    // guards conns and dbConns
 	conns [2][]*muxConn // database 0: [resp3], PoolSize each, nil until first used
@@ -83,6 +88,7 @@ func (o *owner) failed(err error) {
 	if !o.br.fail(time.Now(), err) {
 		return
 	}
+	o.gen.Add(1)
 	o.sc.log.Warn("upstream owner unreachable: fallback decides its keys", "owner", o.addr,
 		"fallback", o.sc.cfg.Fallback.String(), "err", err)
 	o.closeConns()
@@ -154,7 +160,8 @@ func (o *owner) closeConns() {
 }
 
 // latencyBounds are the upper bounds of the latency histogram's buckets:
-// one owner's share of a forwarded pipeline, send to last reply.
+// on an event loop, one forwarded command, queued to reply (loop.go); on
+// the blocking path, one owner's share of a pipeline, send to last reply.
 var latencyBounds = []time.Duration{
 	100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond,
 	time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond, 10 * time.Millisecond,

@@ -4,8 +4,10 @@
 // redis-cell), so that N replicas share one limit, and decides alone, by
 // its fallback mode, only while that owner cannot be reached.
 //
-// The server hands it pipelines through server.Forwarder (one Session per
-// client connection); it routes each command by hash slot (topology from
+// The server hands it pipelines through server.AsyncForwarder (one
+// loopSession per client served by an event loop: loop.go, the fast path)
+// or server.Forwarder (one blocking Session per client with a goroutine of
+// its own: session.go); it routes each command by hash slot (topology from
 // CLUSTER SLOTS of any seed, refreshed periodically and on MOVED/ASK; a
 // non-cluster upstream owns every slot), sends each owner's share of the
 // pipeline on one of a few multiplexed connections to it, and returns the
@@ -87,14 +89,18 @@ type Config struct {
 }
 
 // Sidecar forwards commands to their owners; it implements
-// server.Forwarder. Safe for concurrent use.
+// server.Forwarder and server.AsyncForwarder (loop.go: clients served by
+// the event loops). Safe for concurrent use.
 type Sidecar struct {
 	cfg  Config
 	log  *slog.Logger
 	topo atomic.Pointer[topology]
 
-	mu     sync.Mutex        // guards owners
+	mu     sync.Mutex        // guards owners and loops
 	owners map[string]*owner // by address, kept across refreshes
+	// loops are the event loops that serve clients (loop.go), each
+	// with its own upstream connections.
+	loops map[server.ForwardLoop]*loopState
 
 	refreshing atomic.Bool
 	closed     chan struct{}
@@ -118,6 +124,39 @@ type topology struct {
 	cluster bool
 	slots   [cluster.SlotCount]*owner
 	owners  []*owner // distinct, sorted by address
+	// idx is slots as indexes into owners (set by index, when there
+	// are at most 255 owners): 16 KiB instead of 128 KiB, so that the
+	// lookup of a random slot on the forwarding path stays in cache.
+	idx   [cluster.SlotCount]uint8
+	small bool
+}
+
+// index fills idx from slots and owners.
+func (t *topology) index() *topology {
+	if len(t.owners) > 255 {
+		return t
+	}
+	at := make(map[*owner]uint8, len(t.owners))
+	for i, o := range t.owners {
+		at[o] = uint8(i)
+	}
+	for i, o := range t.slots {
+		k, ok := at[o]
+		if !ok {
+			return t // a slot without an owner (nil): keep the pointer table
+		}
+		t.idx[i] = k
+	}
+	t.small = true
+	return t
+}
+
+// owner returns slot's owner (nil when none).
+func (t *topology) owner(slot int) *owner {
+	if t.small {
+		return t.owners[t.idx[slot]]
+	}
+	return t.slots[slot]
 }
 
 // New returns a Sidecar; Start begins the topology reads.
@@ -152,7 +191,7 @@ func New(cfg Config) (*Sidecar, error) {
 		t.slots[i] = o
 	}
 	t.owners = []*owner{o}
-	s.topo.Store(t)
+	s.topo.Store(t.index())
 	return s, nil
 }
 
@@ -162,7 +201,8 @@ func (s *Sidecar) Start() {
 	if err := s.refresh(); err != nil {
 		s.log.Warn("upstream topology not read yet", "err", err)
 	}
-	s.wg.Add(1)
+	s.wg.Add(2)
+	go s.timeoutTicks() // loop.go
 	go func() {
 		defer s.wg.Done()
 		t := time.NewTicker(s.cfg.RefreshInterval)
@@ -189,6 +229,11 @@ func (s *Sidecar) Close() {
 	for _, o := range s.owners {
 		o.closeConns()
 	}
+	for _, ls := range s.loops {
+		if !ls.l.Post(ls.closeAll) {
+			ls.closeAll() // the loop has stopped: nothing else uses them
+		}
+	}
 }
 
 // StatsRef returns the live counters.
@@ -200,7 +245,7 @@ func (s *Sidecar) ownerFor(addr string) *owner {
 	defer s.mu.Unlock()
 	o := s.owners[addr]
 	if o == nil {
-		o = &owner{addr: addr, sc: s}
+		o = &owner{addr: addr, sc: s, id: len(s.owners)}
 		o.conns[0] = make([]*muxConn, s.cfg.PoolSize)
 		o.conns[1] = make([]*muxConn, s.cfg.PoolSize)
 		s.owners[addr] = o
@@ -282,7 +327,7 @@ func (s *Sidecar) parseSlots(addr string, reply []byte) (*topology, error) {
 			t.slots[i] = o
 		}
 		t.owners = []*owner{o}
-		return t, nil
+		return t.index(), nil
 	}
 	v, _, err := parseValue(reply)
 	if err != nil {
@@ -331,7 +376,7 @@ func (s *Sidecar) parseSlots(addr string, reply []byte) (*topology, error) {
 		t.owners = append(t.owners, o)
 	}
 	sort.Slice(t.owners, func(i, j int) bool { return t.owners[i].addr < t.owners[j].addr })
-	return t, nil
+	return t.index(), nil
 }
 
 func joinHostPort(host string, port int64) string {
@@ -371,6 +416,29 @@ func (s *Sidecar) SelectError(db int) string {
 		return errSelectCluster
 	}
 	return ""
+}
+
+// ForwardsKeyless implements server.ForwardKeyless: with a plain upstream
+// (one owner holds every key, as the application would see it without a
+// sidecar) the keyspace's introspection goes there — DBSIZE, SCAN, KEYS,
+// RANDOMKEY — and so do SCRIPT LOAD and SCRIPT EXISTS, so that EVALSHA
+// (forwarded by its keys) finds the scripts the application loaded. What
+// would change the shared limiter for every application (FLUSHDB,
+// FLUSHALL, SCRIPT FLUSH) stays here: it clears only the sidecar's own
+// fallback state. With a cluster upstream everything keyless stays here
+// (DBSIZE and SCAN would need a fan-out over every owner with merged
+// cursors, which this version does not do).
+func (s *Sidecar) ForwardsKeyless(name string, args [][]byte) bool {
+	if s.topo.Load().cluster {
+		return false
+	}
+	switch name {
+	case "dbsize", "scan", "keys", "randomkey":
+		return true
+	case "script":
+		return len(args) > 1 && (strings.EqualFold(string(args[1]), "load") || strings.EqualFold(string(args[1]), "exists"))
+	}
+	return false
 }
 
 // Owner implements server.Forwarder.

@@ -61,7 +61,7 @@ func serve(t testing.TB, ln net.Listener, cfg server.Config, sc *Sidecar) *node 
 	cfg.Addr = n.addr
 	if sc != nil {
 		cfg.Forwarder = sc
-		cfg.IOLoops = -1
+		cfg.IOLoops = sidecarIOLoops
 	}
 	srv, err := server.New(cfg, n.st)
 	if err != nil {
@@ -72,6 +72,11 @@ func serve(t testing.TB, ln net.Listener, cfg server.Config, sc *Sidecar) *node 
 	t.Cleanup(func() { n.stop(t) })
 	return n
 }
+
+// sidecarIOLoops is the sidecars' Config.IOLoops: two event loops (the
+// asynchronous path, loop.go), or -1 (a goroutine per client: the blocking
+// path) in TestSidecarBlockingPath.
+var sidecarIOLoops = 2
 
 // ownerCluster starts n celld nodes in static cluster mode.
 func ownerCluster(t testing.TB, n int) []*node {
@@ -525,4 +530,16 @@ func TestSidecarFollowsMoved(t *testing.T) {
 	if n := sc.StatsRef().Redirects.Load(); n != 1 {
 		t.Fatalf("redirects %d after the refresh, want still 1", n)
 	}
+}
+
+// TestSidecarBlockingPath runs the forwarding tests with a goroutine per
+// client (--io-loops 0, TLS clients): the blocking session, session.go.
+func TestSidecarBlockingPath(t *testing.T) {
+	sidecarIOLoops = -1
+	defer func() { sidecarIOLoops = 2 }()
+	t.Run("ForwardsToOwners", TestSidecarForwardsToOwners)
+	t.Run("Transactions", TestSidecarTransactions)
+	t.Run("FallbackModes", TestSidecarFallbackModes)
+	t.Run("FollowsMoved", TestSidecarFollowsMoved)
+	t.Run("SelectPlainUpstream", TestSidecarSelectPlainUpstream)
 }

@@ -1,0 +1,665 @@
+package sidecar
+
+import (
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/celld/celld/server"
+)
+
+// Forwarding on celld's own event loops (server.AsyncForwarder): the loop
+// that serves a client also sends its commands upstream and reads the
+// owners' replies, so a forwarded request costs no goroutine, no channel
+// and no wake-up of another thread.
+//
+// Each loop has its own upstream connections (loopState.conns): one per
+// owner, database and protocol version, pipelined and shared by every
+// client of that loop. A client's run of forwardable commands is encoded
+// into the write buffers of the owners it touches (Start), and the loop
+// writes each buffer once after the events of its wake (flush): one write
+// per owner per wake, however many clients it carries. When a socket is
+// readable the loop reads it, frames the replies and hands each to the
+// request that awaits it (replies come back in the order sent); a client
+// whose last reply arrived is resumed by the server after that wake's
+// events. Everything here but the dials runs on the loop goroutine, so
+// none of it takes a lock.
+//
+// What does not run on the loop, but on a goroutine of its own that posts
+// the session's done back to the loop: dialling (handshake), a WATCH and
+// the transaction after it (a connection pinned to the client), a
+// transaction that SELECTs, following a MOVED or ASK, and everything when
+// the upstream is reached over TLS (the loop speaks plain TCP only). These
+// reuse the blocking session (session.go), unchanged.
+//
+// Timeouts: a ticker (Sidecar.Start) posts checkTimeouts to every loop
+// each Timeout/4; a connection whose oldest awaited reply is older than
+// Timeout fails, taking its owner down (the fallback then decides). So a
+// silent owner is noticed within 1.25 × Timeout.
+
+// loopState is one event loop's upstream connections. Loop goroutine only.
+type loopState struct {
+	sc    *Sidecar
+	l     server.ForwardLoop
+	conns map[connKey]*upConn
+	// plain are the live conns of database 0 in RESP2 (the common
+	// case) by owner.id: the same as in conns, without hashing a key.
+	plain []*upConn
+	dirty []*upConn // written by flush after this wake's events
+	// awaited counts the replies awaited on all conns; flush publishes
+	// whether it is 0 to waiting, so that the timeout ticker does not
+	// wake an idle loop.
+	awaited int
+	waiting atomic.Bool
+}
+
+// connKey names one of a loop's upstream connections.
+type connKey struct {
+	o     *owner
+	db    int
+	resp3 bool
+}
+
+// pend is one reply awaited on an upConn: the session and index of the
+// request, how many replies to skip first (MULTI's and QUEUED ones), and
+// when it was queued (unix ns).
+type pend struct {
+	s    *loopSession
+	idx  int32
+	skip int32
+	sent int64
+}
+
+// upConn is one pipelined connection of a loop to an owner. Loop
+// goroutine only.
+type upConn struct {
+	ls      *loopState
+	key     connKey
+	gen     uint64 // the owner's gen when dialled
+	fd      int    // -1 while dialling
+	dead    bool
+	dirty   bool // in ls.dirty
+	wantOut bool // writability asked for: wbuf[woff:] waits for the socket
+	wbuf    []byte
+	woff    int
+	pending []pend
+	head    int
+	rbuf    []byte
+}
+
+// loopSession is a client connection's forwarding on an event loop
+// (server.AsyncForwardSession).
+type loopSession struct {
+	ls   *loopState
+	sync *session // the blocking path (see above); its pin is the WATCH's
+
+	reqs    []server.ForwardReq // the run in flight, until done
+	done    func()
+	left    int // replies still awaited
+	route   []*owner
+	replies [][]byte
+	errs    []error
+	follow  bool // a reply is a MOVED/ASK to follow
+
+	mu     sync.Mutex // guards busy and closed: a blocking goroutine and Close
+	busy   bool       // a goroutine runs the blocking path
+	closed bool
+}
+
+// LoopSession implements server.AsyncForwarder. Called on l's goroutine.
+func (sc *Sidecar) LoopSession(l server.ForwardLoop) server.AsyncForwardSession {
+	sc.mu.Lock()
+	ls := sc.loops[l]
+	if ls == nil {
+		ls = &loopState{sc: sc, l: l, conns: map[connKey]*upConn{}}
+		if sc.loops == nil {
+			sc.loops = map[server.ForwardLoop]*loopState{}
+		}
+		sc.loops[l] = ls
+		l.AfterEvents(ls.flush)
+	}
+	sc.mu.Unlock()
+	return &loopSession{ls: ls, sync: &session{sc: sc, timer: stoppedTimer()}}
+}
+
+// Start implements server.AsyncForwardSession.
+func (s *loopSession) Start(reqs []server.ForwardReq, done func()) bool {
+	sc := s.ls.sc
+	s.reqs, s.done = reqs, done
+	if sc.cfg.TLS != nil || s.needsPin(reqs) {
+		s.blocking(func() { s.sync.Do(reqs) })
+		return false
+	}
+	t := sc.topo.Load()
+	if cap(s.route) < len(reqs) {
+		n := max(len(reqs), 32)
+		s.route = make([]*owner, n)
+		s.replies = make([][]byte, n)
+		s.errs = make([]error, n)
+	}
+	s.route, s.replies, s.errs = s.route[:len(reqs)], s.replies[:len(reqs)], s.errs[:len(reqs)]
+	// Start holds one count itself, so that no failure met while it
+	// queues (a stale connection closed) finishes the run under it.
+	s.left, s.follow = 1, false
+	now := time.Now().UnixNano()
+	for i := range reqs {
+		r := &reqs[i]
+		o := t.owner(r.Slot)
+		s.route[i], s.errs[i] = nil, nil
+		if cap(s.replies[i]) > maxKeepBuf {
+			s.replies[i] = nil
+		}
+		if r.DB != 0 && t.cluster {
+			r.Reply = appendError(nil, errSelectCluster) // see session.Do
+			continue
+		}
+		if !o.br.isUp() {
+			s.sync.fallback(r, o)
+			continue
+		}
+		u := s.ls.conn(o, r.DB, r.RESP3)
+		if u == nil { // MaxInFlight replies awaited already
+			sc.stats.UpstreamErrors.Add(1)
+			s.sync.fallback(r, o)
+			continue
+		}
+		s.route[i] = o
+		s.left++
+		u.queue(s, i, r, now)
+	}
+	s.left--
+	if s.left == 0 { // nothing awaited: owners down, or failed already
+		if s.settle() {
+			s.followRedirects()
+			return false
+		}
+		s.reqs, s.done = nil, nil
+		return true
+	}
+	return false
+}
+
+// needsPin reports whether reqs must run on the blocking path: a WATCH,
+// or a transaction after one or with a SELECT (session.usesPin).
+func (s *loopSession) needsPin(reqs []server.ForwardReq) bool {
+	for i := range reqs {
+		if isWatch(&reqs[i]) || (reqs[i].Unit != nil && (s.sync.pin != nil || unitSelects(reqs[i].Unit))) {
+			return true
+		}
+	}
+	return false
+}
+
+// blocking runs fn on a goroutine of its own, then posts done to the loop.
+func (s *loopSession) blocking(fn func()) {
+	s.mu.Lock()
+	s.busy = true
+	s.mu.Unlock()
+	go func() {
+		fn()
+		s.mu.Lock()
+		s.busy = false
+		closed := s.closed
+		s.mu.Unlock()
+		if closed {
+			s.sync.Close()
+		}
+		done := s.done
+		s.reqs, s.done = nil, nil
+		s.ls.l.Post(done) // refused once the loop has stopped: nobody waits then
+	}()
+}
+
+// answered records that request i has its reply (or its error); the last
+// one finishes the run.
+func (s *loopSession) answered() {
+	s.left--
+	if s.left == 0 {
+		s.finish()
+	}
+}
+
+// finish ends a run whose replies are all in: done, or first the
+// redirects followed on the blocking path.
+func (s *loopSession) finish() {
+	if s.settle() {
+		s.followRedirects()
+		return
+	}
+	done := s.done
+	s.reqs, s.done = nil, nil
+	done()
+}
+
+// settle gives every forwarded request of the run its reply: the owner's,
+// or the fallback's for those whose owner failed. It reports whether some
+// replies are MOVED/ASK redirects (their route stays set).
+func (s *loopSession) settle() bool {
+	sc := s.ls.sc
+	reqs := s.reqs
+	for i := range reqs {
+		o := s.route[i]
+		if o == nil {
+			continue
+		}
+		if s.errs[i] != nil {
+			s.route[i] = nil
+			s.sync.fallback(&reqs[i], o)
+			continue
+		}
+		if _, _, ok := redirect(s.replies[i]); ok && reqs[i].Unit == nil {
+			s.follow = true
+			continue
+		}
+		s.route[i] = nil
+		sc.stats.Forwarded.Add(1)
+		reqs[i].Reply = s.replies[i]
+	}
+	return s.follow
+}
+
+// followRedirects follows the run's redirects on the blocking path (once
+// each, as session.Do does), then posts done.
+func (s *loopSession) followRedirects() {
+	sc, reqs := s.ls.sc, s.reqs
+	s.blocking(func() {
+		for i := range reqs {
+			if s.route[i] == nil {
+				continue
+			}
+			addr, ask, _ := redirect(s.replies[i])
+			sc.stats.Redirects.Add(1)
+			if !ask {
+				sc.triggerRefresh()
+			}
+			s.sync.follow(&reqs[i], nil, sc.ownerFor(addr), ask)
+		}
+	})
+}
+
+// Do implements server.ForwardSession (a session is not used blocking on
+// a loop, but the interface has it).
+func (s *loopSession) Do(reqs []server.ForwardReq) { s.sync.Do(reqs) }
+
+// Unwatch implements server.ForwardSession.
+func (s *loopSession) Unwatch() { s.sync.Unwatch() }
+
+// Close implements server.ForwardSession: the pinned connection is closed
+// now, or by the blocking goroutine when it ends. Requests still awaited
+// on the loop's connections are answered into the session and dropped.
+func (s *loopSession) Close() {
+	s.mu.Lock()
+	s.closed = true
+	busy := s.busy
+	s.mu.Unlock()
+	if !busy {
+		s.sync.Close()
+	}
+}
+
+// conn returns the loop's connection for k, dialling it, or nil when
+// MaxInFlight replies are awaited on it already. A connection dialled
+// before the owner last went down is closed and replaced.
+func (ls *loopState) conn(o *owner, db int, resp3 bool) *upConn {
+	if db == 0 && !resp3 && o.id < len(ls.plain) {
+		if u := ls.plain[o.id]; u != nil && !u.dead && u.gen == o.gen.Load() &&
+			len(u.pending)-u.head < ls.sc.cfg.MaxInFlight {
+			return u
+		}
+	}
+	k := connKey{o, db, resp3}
+	u := ls.conns[k]
+	if u != nil && u.gen != o.gen.Load() {
+		u.fail(errClosed)
+		u = nil
+	}
+	if u == nil {
+		u = ls.dial(k)
+	}
+	if len(u.pending)-u.head >= ls.sc.cfg.MaxInFlight {
+		return nil
+	}
+	return u
+}
+
+// dial starts a connection for k: the hand-shake runs on a goroutine, and
+// requests queue meanwhile; attach (posted back) starts the writing.
+func (ls *loopState) dial(k connKey) *upConn {
+	u := &upConn{ls: ls, key: k, gen: k.o.gen.Load(), fd: -1}
+	ls.conns[k] = u
+	if k.db == 0 && !k.resp3 {
+		if k.o.id >= len(ls.plain) {
+			ls.plain = append(ls.plain, make([]*upConn, k.o.id+1-len(ls.plain))...)
+		}
+		ls.plain[k.o.id] = u
+	}
+	opts := ls.sc.dialOpts(k.resp3)
+	opts.db = k.db
+	go func() {
+		fd, rest, err := dialFd(k.o.addr, opts)
+		if !ls.l.Post(func() { u.attach(fd, rest, err) }) && err == nil {
+			syscall.Close(fd) // the loop has stopped
+		}
+	}()
+	return u
+}
+
+// dialFd connects and hand-shakes (blocking), then takes the socket from
+// Go's poller as a non-blocking descriptor of its own.
+func dialFd(addr string, opts dialOptions) (int, []byte, error) {
+	nc, br, rest, err := handshake(addr, opts)
+	if err != nil {
+		return -1, nil, err
+	}
+	defer nc.Close() // the duplicate below stays open
+	if n := br.Buffered(); n > 0 {
+		b, _ := br.Peek(n)
+		rest = append(rest, b...)
+	}
+	rc, err := nc.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		return -1, nil, err
+	}
+	fd, derr := -1, error(nil)
+	if err := rc.Control(func(f uintptr) {
+		syscall.ForkLock.RLock() // no fork between the dup and close-on-exec
+		defer syscall.ForkLock.RUnlock()
+		if fd, derr = syscall.Dup(int(f)); derr == nil {
+			syscall.CloseOnExec(fd)
+		}
+	}); err != nil {
+		return -1, nil, err
+	}
+	if derr != nil {
+		return -1, nil, derr
+	}
+	if err := syscall.SetNonblock(fd, true); err != nil {
+		syscall.Close(fd)
+		return -1, nil, err
+	}
+	return fd, rest, nil
+}
+
+// attach is a dial's outcome, on the loop.
+func (u *upConn) attach(fd int, rest []byte, err error) {
+	if err == nil && u.dead {
+		syscall.Close(fd) // failed meanwhile (timeout, Close)
+		return
+	}
+	if err == nil {
+		err = u.ls.l.Watch(fd, u)
+		if err != nil {
+			syscall.Close(fd)
+		}
+	}
+	if err != nil {
+		u.failOwner(err)
+		return
+	}
+	u.fd = fd
+	u.rbuf = append(make([]byte, 0, 16<<10), rest...)
+	u.markDirty()
+	if len(u.rbuf) > 0 {
+		u.deliverAll(time.Now().UnixNano())
+	}
+}
+
+// queue appends request i of s to the write buffer; flush writes it.
+func (u *upConn) queue(s *loopSession, i int, r *server.ForwardReq, now int64) {
+	p := pend{s: s, idx: int32(i), sent: now}
+	if r.Unit == nil {
+		u.wbuf = appendCommand(u.wbuf, r.Args...)
+	} else {
+		u.wbuf = appendCommand(u.wbuf, cmdMulti)
+		for _, q := range r.Unit {
+			u.wbuf = appendCommand(u.wbuf, q...)
+		}
+		u.wbuf = appendCommand(u.wbuf, cmdExec)
+		p.skip = int32(1 + len(r.Unit))
+	}
+	u.pending = append(u.pending, p)
+	u.ls.awaited++
+	u.markDirty()
+}
+
+func (u *upConn) markDirty() {
+	if !u.dirty {
+		u.dirty = true
+		u.ls.dirty = append(u.ls.dirty, u)
+	}
+}
+
+// flush writes every connection this wake queued to (AfterEvents).
+func (ls *loopState) flush() {
+	for i, u := range ls.dirty {
+		ls.dirty[i] = nil
+		u.dirty = false
+		if u.fd >= 0 && !u.dead && !u.wantOut {
+			u.write()
+		}
+	}
+	ls.dirty = ls.dirty[:0]
+	if w := ls.awaited > 0; w != ls.waiting.Load() {
+		ls.waiting.Store(w)
+	}
+}
+
+// write writes wbuf until it is all written or the socket is full (then
+// writability is asked for, and FdEvent writes the rest).
+func (u *upConn) write() {
+	for u.woff < len(u.wbuf) {
+		n, err := rawIO(syscall.SYS_WRITE, u.fd, u.wbuf[u.woff:])
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			if !u.wantOut {
+				u.wantOut = true
+				u.ls.l.SetWritable(u.fd, true)
+			}
+			return
+		case err != nil:
+			u.failOwner(err)
+			return
+		}
+		u.woff += n
+	}
+	if cap(u.wbuf) > maxKeepBuf {
+		u.wbuf = nil
+	} else {
+		u.wbuf = u.wbuf[:0]
+	}
+	u.woff = 0
+	if u.wantOut {
+		u.wantOut = false
+		u.ls.l.SetWritable(u.fd, false)
+	}
+}
+
+// FdEvent implements server.FdHandler.
+func (u *upConn) FdEvent(readable, writable bool) {
+	if writable && !u.dead {
+		u.write()
+	}
+	if readable && !u.dead {
+		u.read()
+	}
+}
+
+// read reads once (level-triggered: the loop calls again while more
+// waits) and delivers every complete reply.
+func (u *upConn) read() {
+	if cap(u.rbuf)-len(u.rbuf) < 4<<10 {
+		nb := make([]byte, len(u.rbuf), max(2*cap(u.rbuf), 16<<10))
+		copy(nb, u.rbuf)
+		u.rbuf = nb
+	}
+	n, err := rawIO(syscall.SYS_READ, u.fd, u.rbuf[len(u.rbuf):cap(u.rbuf)])
+	switch {
+	case err == syscall.EAGAIN || err == syscall.EINTR:
+		return
+	case err != nil:
+		u.failOwner(err)
+		return
+	case n == 0:
+		u.failOwner(errEOF)
+		return
+	}
+	u.rbuf = u.rbuf[:len(u.rbuf)+n]
+	u.deliverAll(time.Now().UnixNano())
+}
+
+// deliverAll hands every complete reply in rbuf to its request.
+func (u *upConn) deliverAll(now int64) {
+	off := 0
+	for off < len(u.rbuf) && !u.dead {
+		n, err := replyEnd(u.rbuf[off:])
+		if err != nil {
+			u.failOwner(err)
+			return
+		}
+		if n == 0 {
+			break
+		}
+		u.deliver(u.rbuf[off:off+n], now)
+		off += n
+	}
+	if u.dead {
+		return
+	}
+	switch rest := len(u.rbuf) - off; {
+	case rest == 0 && cap(u.rbuf) > maxKeepBuf:
+		u.rbuf = make([]byte, 0, 16<<10) // a large reply has been delivered
+	case off > 0:
+		u.rbuf = u.rbuf[:copy(u.rbuf, u.rbuf[off:])]
+	}
+}
+
+// deliver gives one reply to the oldest awaited request; a reply nobody
+// asked for breaks the connection.
+func (u *upConn) deliver(reply []byte, now int64) {
+	if u.head == len(u.pending) {
+		u.failOwner(errProtocol)
+		return
+	}
+	p := &u.pending[u.head]
+	if p.skip > 0 {
+		p.skip--
+		return
+	}
+	s, i, sent := p.s, p.idx, p.sent
+	*p = pend{}
+	u.head++
+	u.ls.awaited--
+	if u.head == len(u.pending) {
+		u.pending, u.head = u.pending[:0], 0
+	} else if u.head > 1024 && u.head*2 > len(u.pending) {
+		u.pending = u.pending[:copy(u.pending, u.pending[u.head:])]
+		u.head = 0
+	}
+	u.key.o.lat.observe(time.Duration(now - sent))
+	s.replies[i] = append(s.replies[i][:0], reply...)
+	s.answered()
+}
+
+// failOwner fails the connection and, when it is of the owner's current
+// generation, takes the owner down (the fallback decides, a prober
+// starts).
+func (u *upConn) failOwner(err error) {
+	if u.dead {
+		return
+	}
+	if u.gen == u.key.o.gen.Load() {
+		u.key.o.failed(err)
+	}
+	u.fail(err)
+}
+
+// fail closes the connection and fails every request awaited on it.
+func (u *upConn) fail(err error) {
+	if u.dead {
+		return
+	}
+	u.dead = true
+	if u.fd >= 0 {
+		u.ls.l.Unwatch(u.fd)
+		syscall.Close(u.fd)
+		u.fd = -1
+	}
+	if u.ls.conns[u.key] == u {
+		delete(u.ls.conns, u.key)
+	}
+	if id := u.key.o.id; id < len(u.ls.plain) && u.ls.plain[id] == u {
+		u.ls.plain[id] = nil
+	}
+	pending := u.pending[u.head:]
+	u.pending, u.head, u.wbuf, u.rbuf = nil, 0, nil, nil
+	u.ls.awaited -= len(pending)
+	for _, p := range pending {
+		p.s.errs[p.idx] = err
+		p.s.answered()
+	}
+}
+
+// checkTimeouts fails every connection whose oldest awaited reply is older
+// than the timeout (posted by Sidecar's ticker).
+func (ls *loopState) checkTimeouts() {
+	limit := time.Now().UnixNano() - int64(ls.sc.cfg.Timeout)
+	for _, u := range ls.conns {
+		if u.head < len(u.pending) && u.pending[u.head].sent < limit {
+			u.failOwner(errTimeout)
+		}
+	}
+}
+
+// closeAll closes every connection (Sidecar.Close).
+func (ls *loopState) closeAll() {
+	for _, u := range ls.conns {
+		u.fail(errClosed)
+	}
+}
+
+// timeoutTicks posts checkTimeouts each Timeout/4 to every loop that
+// awaited replies at the end of its last wake, until Close.
+func (sc *Sidecar) timeoutTicks() {
+	defer sc.wg.Done()
+	t := time.NewTicker(min(max(sc.cfg.Timeout/4, time.Millisecond), time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-sc.closed:
+			return
+		case <-t.C:
+		}
+		sc.mu.Lock()
+		for _, ls := range sc.loops {
+			if ls.waiting.Load() {
+				ls.l.Post(ls.checkTimeouts)
+			}
+		}
+		sc.mu.Unlock()
+	}
+}
+
+// errEOF is an owner that closed the connection.
+var errEOF = errClosedByOwner{}
+
+type errClosedByOwner struct{}
+
+func (errClosedByOwner) Error() string { return "sidecar: upstream closed the connection" }
+
+// rawIO is read(2) or write(2) of p on the non-blocking fd as a raw
+// system call (it cannot block, so it skips the runtime's bookkeeping).
+func rawIO(trap uintptr, fd int, p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	n, _, e := syscall.RawSyscall(trap, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
