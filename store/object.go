@@ -90,10 +90,7 @@ func (sh *shard) putObjLocked(slot uint32, o objSlot) {
 		sh.ofree = sh.ofree[:n-1]
 	} else {
 		if len(sh.objs) == cap(sh.objs) {
-			// Grow by a quarter, as the slab, which objCost charges for.
-			objs := make([]objSlot, len(sh.objs), cap(sh.objs)+max(16, cap(sh.objs)/4))
-			copy(objs, sh.objs)
-			sh.objs = objs
+			sh.objs = growByQuarter(sh.objs) // as the slab: objCost charges for it
 		}
 		i = uint32(len(sh.objs))
 		sh.objs = sh.objs[:i+1]

@@ -374,6 +374,15 @@ func (sh *shard) writeLocked(slot uint32, tat uint64, exp int64, flags uint32, r
 	}
 }
 
+// growByQuarter returns s, full, with a quarter more capacity (at least 16
+// elements): append would double below 256 elements, and the slab and the
+// object table charge for their slack as a steady share of an element.
+func growByQuarter[T any](s []T) []T {
+	g := make([]T, len(s), cap(s)+max(16, cap(s)/4))
+	copy(g, s)
+	return g
+}
+
 // insertLocked adds key (absent; pos from findLocked) and returns its slot.
 // Requires sh.mu. Copies the key into the arena; no per-key allocation.
 func (sh *shard) insertLocked(key []byte, h uint64, pos int) uint32 {
@@ -383,12 +392,9 @@ func (sh *shard) insertLocked(key []byte, h uint64, pos int) uint32 {
 		sh.free = sh.free[:n-1]
 	} else {
 		if len(sh.slab) == cap(sh.slab) {
-			// Grow by a quarter (append would double below 256
-			// entries): a slab's slack is then the same ~12% of an
-			// entry at every size, which keyCost charges for.
-			slab := make([]entry, len(sh.slab), cap(sh.slab)+max(16, cap(sh.slab)/4))
-			copy(slab, sh.slab)
-			sh.slab = slab
+			// A slab's slack is then the same ~12% of an entry at
+			// every size, which keyCost charges for.
+			sh.slab = growByQuarter(sh.slab)
 			sh.publishLocked()
 		}
 		sh.slab = append(sh.slab, entry{})
