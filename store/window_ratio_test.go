@@ -1,7 +1,6 @@
 package store
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -18,18 +17,7 @@ import (
 // use keys that never expire during the run (1 per hour, a 1-hour window).
 func BenchmarkWindowVsThrottle(b *testing.B) {
 	const nkeys, perMs, chunk = 100_000, 75, 256
-	keys := make([][]byte, nkeys)
-	for i := range keys {
-		keys[i] = fmt.Appendf(nil, "ok:%012d", i)
-	}
-	order := make([]uint32, 1<<16)
-	x := uint64(88172645463325252)
-	for i := range order {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		order[i] = uint32(x % nkeys)
-	}
+	keys, order := churnKeys(nkeys)
 	type side struct {
 		s     *Store
 		now   int64

@@ -297,6 +297,25 @@ func TestWindowBytesPerLogKey(t *testing.T) {
 	}
 }
 
+// churnKeys returns n keys of 15 bytes and a fixed pseudo-random order of
+// 65,536 indexes into them (xorshift64): the load of BenchmarkChurn100k
+// and BenchmarkWindowVsThrottle.
+func churnKeys(n int) (keys [][]byte, order []uint32) {
+	keys = make([][]byte, n)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "ok:%012d", i)
+	}
+	order = make([]uint32, 1<<16)
+	x := uint64(88172645463325252)
+	for i := range order {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		order[i] = uint32(x % uint64(n))
+	}
+	return keys, order
+}
+
 // BenchmarkChurn100k is bench/window.sh's load at the store: calls on
 // 100,000 keys of 15 bytes drawn at random, the clock moving 1 ms every 75
 // calls (75k calls per second, so a key sees about 0.75 calls per second
@@ -306,18 +325,7 @@ func TestWindowBytesPerLogKey(t *testing.T) {
 // CL.WINDOW's modes (100 per 1,000 ms) on equal footing.
 func BenchmarkChurn100k(b *testing.B) {
 	const nkeys, perMs = 100_000, 75
-	keys := make([][]byte, nkeys)
-	for i := range keys {
-		keys[i] = fmt.Appendf(nil, "ok:%012d", i)
-	}
-	order := make([]uint32, 1<<16)
-	x := uint64(88172645463325252)
-	for i := range order {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		order[i] = uint32(x % nkeys)
-	}
+	keys, order := churnKeys(nkeys)
 	run := func(b *testing.B, call func(s *Store, key []byte, nowMs int64)) {
 		s := New(Options{TrackDirty: true})
 		now := t0ms
