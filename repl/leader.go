@@ -27,11 +27,12 @@ type leader struct {
 
 	mu        sync.Mutex
 	followers map[*peer]struct{}
-	pending   []pend        // batches sent, not acknowledged by any follower, oldest first
-	lastRound uint64        // the last round finished
-	lastBatch uint64        // the last round that sent a batch (INFO's master_repl_offset)
-	acked     uint64        // highest seq a follower acknowledged
-	changed   chan struct{} // closed (and replaced) when lastRound or acked moves
+	movers    map[*mover]struct{} // targets pulling slots (move.go); nil when none
+	pending   []pend              // batches sent, not acknowledged by any follower, oldest first
+	lastRound uint64              // the last round finished
+	lastBatch uint64              // the last round that sent a batch (INFO's master_repl_offset)
+	acked     uint64              // highest seq a follower acknowledged
+	changed   chan struct{}       // closed (and replaced) when lastRound or acked moves
 	lags      [1024]time.Duration
 	nlags     int
 	rate      rateMeter
@@ -55,6 +56,9 @@ func (l *leader) stop() {
 		l.mu.Lock()
 		for p := range l.followers {
 			p.close()
+		}
+		for m := range l.movers {
+			m.p.close()
 		}
 		l.mu.Unlock()
 	})
@@ -92,6 +96,7 @@ func (l *leader) run() {
 		var at int
 		buf, at = startFrame(buf[:0], frameBatch)
 		buf = binary.AppendUvarint(buf, seq)
+		entries := len(buf)
 		n := 0
 		l.n.dbs.Each(func(db int, st *store.Store) {
 			n += st.DrainRepl(func(c store.Change) { buf = appendEntry(buf, db, c) })
@@ -106,6 +111,9 @@ func (l *leader) run() {
 			l.mu.Unlock()
 		}
 		l.mu.Lock()
+		if n > 0 && len(l.movers) > 0 {
+			l.sendMoversLocked(seq, buf[entries:])
+		}
 		// With MinReplicas 0 an effect waits for an ack only while a
 		// follower is connected: one that connects later gets it in its
 		// snapshot.
@@ -265,6 +273,9 @@ func (l *leader) broadcast(msg []byte) {
 	for p := range l.followers {
 		p.send(msg)
 	}
+	for m := range l.movers {
+		m.p.send(msg)
+	}
 	l.mu.Unlock()
 }
 
@@ -306,6 +317,10 @@ func (l *leader) serveFollower(c net.Conn) {
 	c.SetDeadline(time.Now().Add(5 * time.Second))
 	r := bufio.NewReader(c)
 	t, payload, _, err := readFrame(r, nil)
+	if err == nil && t == frameMoveHello && len(payload) >= len(magic) && string(payload[:len(magic)]) == magic {
+		l.serveMover(c, r, payload)
+		return
+	}
 	if err != nil || t != frameHello || len(payload) < len(magic) || string(payload[:len(magic)]) != magic {
 		refuse(c, "expected a celld-repl/1 hello")
 		return

@@ -98,8 +98,15 @@ type Node struct {
 	// refused counts writes the gate refused while leading for lag;
 	// refusedNoReplicas those refused for fewer than MinReplicas followers.
 	refused, refusedNoReplicas atomic.Int64
-	lead                       atomic.Pointer[leader] // the current leader role, nil when not leading
-	lags                       lagHistogram           // every acknowledged batch's lag, across terms
+	lead                       atomic.Pointer[leader]              // the current leader role, nil when not leading
+	lags                       lagHistogram                        // every acknowledged batch's lag, across terms
+	serves                     atomic.Pointer[func(slot int) bool] // SetServes (move.go)
+
+	imu     sync.Mutex // guards the imports (move.go)
+	imports map[int64]*importer
+	cmu     sync.Mutex     // guards cleared (the importers take it; imu is held while they stop)
+	cleared map[int64]bool // moves whose stale keys were deleted here
+	ievents chan struct{}
 
 	mu     sync.Mutex // guards the fields below and role changes
 	shard  int
@@ -125,7 +132,7 @@ func New(dbs *store.Databases, opts Options) *Node {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	n := &Node{dbs: dbs, opts: opts, log: opts.Logger, role: "none"}
+	n := &Node{dbs: dbs, opts: opts, log: opts.Logger, role: "none", ievents: make(chan struct{}, 1)}
 	n.gate.Store(gateNoRole)
 	return n
 }
@@ -218,6 +225,7 @@ func (n *Node) Follow(shard int, epoch uint64, leaderAddr string) {
 	}
 	n.gate.Store(gateFollower)
 	n.stopRolesLocked()
+	n.stopImports()
 	n.shard, n.epoch, n.role = shard, epoch, "follower"
 	n.fol = newFollower(n, epoch, leaderAddr)
 	go n.fol.run()
@@ -236,6 +244,7 @@ func (n *Node) Fence() {
 		return
 	}
 	n.stopRolesLocked()
+	n.stopImports()
 	n.role = "fenced"
 	n.log.Warn("replication: fenced", "epoch", n.epoch)
 }
@@ -268,6 +277,7 @@ func (n *Node) Close() {
 	n.closed = true
 	n.gate.Store(gateFenced)
 	n.stopRolesLocked()
+	n.stopImports()
 	if n.ln != nil {
 		n.ln.Close()
 	}
