@@ -9,6 +9,7 @@ import (
 	"github.com/celld/celld/cluster"
 	"github.com/celld/celld/config"
 	"github.com/celld/celld/ha"
+	"github.com/celld/celld/repl"
 	"github.com/celld/celld/server"
 )
 
@@ -30,7 +31,13 @@ func haSubcommand(args []string) (code int, ok bool) {
 // new leader streams to its replicas and a replica follows its leader.
 func newReplicator(cfg *config.Config, srv *server.Server, log *slog.Logger) ha.Replicator {
 	if n := replNode.Load(); n != nil {
-		return n
+		// A source's seal waits until this server routes none of the
+		// moved slots (repl/move.go).
+		n.SetServes(func(slot int) bool {
+			t := srv.Topology()
+			return t != nil && t.Owns(slot)
+		})
+		return haImporter{n}
 	}
 	log.Warn("HA mode without replication: a new leader decides from its own state")
 	return ha.NopReplicator{}
@@ -92,4 +99,24 @@ func stopHA(n *ha.Node) {
 	if n != nil {
 		n.Close()
 	}
+}
+
+// haImporter is the node's replication as ha's Importer too: slot moves
+// (docs/ha-slot-moves.md) pulled by the target shard's leader.
+type haImporter struct{ *repl.Node }
+
+func (h haImporter) Import(tasks []ha.ImportTask) {
+	out := make([]repl.ImportTask, len(tasks))
+	for i, t := range tasks {
+		out[i] = repl.ImportTask{ID: t.ID, First: t.First, Last: t.Last, Source: t.Source, Epoch: t.Epoch, Final: t.Final}
+	}
+	h.Node.Import(out)
+}
+
+func (h haImporter) ImportStates() []ha.ImportState {
+	var out []ha.ImportState
+	for _, s := range h.Node.ImportStates() {
+		out = append(out, ha.ImportState{ID: s.ID, State: s.State, Keys: s.Keys, CopyMs: s.CopyMs})
+	}
+	return out
 }

@@ -26,10 +26,15 @@ Commands change the cluster's topology document by compare-and-swap:
         add a member (default: to the shard with the fewest members)
   remove-node ID
         remove a member (not the last one of a shard that holds slots)
-  move-slots FIRST-LAST --to SHARD
-        give the slots to SHARD: taken from their shard first, given once
-        every live node has seen that (keys are not streamed: the new
-        owner starts them from a full bucket)
+  move-slots FIRST-LAST --to SHARD [--timeout D] [--no-keys]
+        give the slots (all of one shard) to SHARD with their keys: the
+        target's leader copies them while the source serves them; then
+        they pause (CLUSTERDOWN) while the source's last changes reach the
+        target, and the target serves them. A move that does not finish
+        within --timeout (per phase, default 30s) is rolled back; running
+        the same command again resumes a move whose tool died.
+        --no-keys: only flip ownership (the new owner starts the keys from
+        a full bucket); also gives unowned slots a shard
   show  print the document, the live nodes and each shard's leader
 
 Flags of every command:
@@ -61,6 +66,8 @@ func CLI(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 	newShard := fs.Bool("new-shard", false, "")
 	replAddr := fs.String("repl-addr", "", "")
 	to := fs.Int("to", -1, "")
+	noKeys := fs.Bool("no-keys", false, "")
+	timeout := fs.Duration("timeout", 30*time.Second, "")
 	var pos []string
 	rest := args[1:]
 	for {
@@ -162,12 +169,24 @@ func CLI(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 			return nil
 		}
 	case "move-slots":
-		if len(pos) != 1 || *to < 0 {
-			return bad("usage: move-slots FIRST-LAST --to SHARD")
+		if len(pos) != 1 || *to < 0 || *timeout <= 0 {
+			return bad("usage: move-slots FIRST-LAST --to SHARD [--timeout D] [--no-keys]")
 		}
 		first, last, err := ParseRange(pos[0])
 		if err != nil {
 			return bad("%v", err)
+		}
+		if !*noKeys {
+			return withEtcdFor(*etcd, stderr, 3**timeout, func(ctx context.Context, cli *clientv3.Client) error {
+				d, rep, err := MoveSlotsStreaming(ctx, cli, *name, first, last, *to, *timeout)
+				if err != nil {
+					return err
+				}
+				stdout.Write(append(d.Marshal(), '\n'))
+				fmt.Fprintf(stdout, "moved slots %d-%d to shard %d: %d keys copied in %.1f ms; paused %.1f ms; total %.1f ms\n",
+					first, last, *to, rep.Keys, rep.CopyMs, float64(rep.Pause.Microseconds())/1000, float64(rep.Total.Microseconds())/1000)
+				return nil
+			})
 		}
 		return withEtcd(*etcd, stderr, func(ctx context.Context, cli *clientv3.Client) error {
 			d, err := MoveSlots(ctx, cli, *name, first, last, *to)
@@ -200,13 +219,18 @@ func CLI(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 // withEtcd runs fn with a client, within 10 s; an error is printed and
 // makes exit code 1.
 func withEtcd(endpoints string, stderr io.Writer, fn func(context.Context, *clientv3.Client) error) int {
+	return withEtcdFor(endpoints, stderr, 10*time.Second, fn)
+}
+
+// withEtcdFor is withEtcd within limit.
+func withEtcdFor(endpoints string, stderr io.Writer, limit time.Duration, fn func(context.Context, *clientv3.Client) error) int {
 	cli, err := NewClient(endpoints)
 	if err != nil {
 		fmt.Fprintln(stderr, "celld cluster:", err)
 		return 1
 	}
 	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	if err := fn(ctx, cli); err != nil {
 		fmt.Fprintln(stderr, "celld cluster:", err)
@@ -250,6 +274,9 @@ func show(ctx context.Context, cli *clientv3.Client, name string, w io.Writer) e
 		live[strings.TrimPrefix(string(kv.Key), prefix(name)+"nodes/")] = true
 	}
 	fmt.Fprintf(w, "topology (revision %d):\n%s\n", rev, d.Marshal())
+	if len(d.Moves) > 0 {
+		fmt.Fprintf(w, "moves under way: %s\n", describeMoves(d))
+	}
 	for i, sh := range d.Shards {
 		l, ok := v.leaders[i]
 		leader := "none"

@@ -34,7 +34,7 @@ func TestCLI(t *testing.T) {
 	run(2, "move-slots", "10-5", "--to", "1")
 	run(2, "bogus")
 	run(0, "add-node", "e@127.0.0.1:7005", "--new-shard")
-	run(0, "move-slots", "0-99", "--to", "2")
+	run(0, "move-slots", "0-99", "--to", "2", "--no-keys")
 	run(0, "add-node", "f@127.0.0.1:7006", "--repl-addr", "127.0.0.1:9999") // joins the smallest shard: 2
 	run(1, "add-node", "f@127.0.0.1:7007")                                  // already there
 	run(0, "remove-node", "a")

@@ -37,6 +37,9 @@ const DocVersion = 1
 type Doc struct {
 	Version int     `json:"version"`
 	Shards  []Shard `json:"shards"`
+	// Moves are the slot moves under way (move.go): absent from documents
+	// without one, so older readers see the same document.
+	Moves []Move `json:"moves,omitempty"`
 }
 
 // Shard is one group of members sharing slot ranges: one of them leads
@@ -94,6 +97,9 @@ func (d *Doc) Validate() error {
 	}
 	if len(d.Shards) == 0 {
 		return fmt.Errorf("%w: no shards", ErrBadDoc)
+	}
+	if err := d.validateMoves(); err != nil {
+		return err
 	}
 	var owner [cluster.SlotCount]int16
 	ids := map[string]bool{}

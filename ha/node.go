@@ -165,6 +165,9 @@ func (n *Node) fenceIfLeading(r *roles) {
 		n.apply(t.AsFenced())
 	}
 	r.fence()
+	if imp, ok := r.rep.(Importer); ok {
+		imp.Import(nil)
+	}
 }
 
 // roles remembers what the Replicator was last told, so each change is
@@ -221,6 +224,9 @@ type registration struct {
 	// report the document that takes the slots away from their old shard
 	// before it gives them to the new one.
 	DocRev int64 `json:"doc_rev"`
+	// Imports is the progress of the slot moves this node pulls as the
+	// target shard's leader (move.go): move-slots waits on it.
+	Imports []ImportState `json:"imports,omitempty"`
 }
 
 // session is one lease's life: grant, register, watch, campaign, keep the
@@ -266,17 +272,27 @@ func (n *Node) session(ctx context.Context, r *roles) error {
 		cli.Revoke(cctx, grant.ID)
 		cancel()
 	}()
-	reported := int64(-1)
+	imp, _ := cfg.Replicator.(Importer)
+	var impEvents <-chan struct{}
+	if imp != nil {
+		impEvents = imp.ImportEvents()
+	}
+	reported := ""
 	register := func(docRev int64) error {
-		if docRev == reported {
+		reg := registration{Addr: cfg.Addr, ReplAddr: cfg.ReplAddr, TTLMs: ttl.Milliseconds(), DocRev: docRev}
+		if imp != nil {
+			reg.Imports = imp.ImportStates()
+			sort.Slice(reg.Imports, func(i, j int) bool { return reg.Imports[i].ID < reg.Imports[j].ID })
+		}
+		b, _ := json.Marshal(reg)
+		if string(b) == reported {
 			return nil
 		}
-		reg, _ := json.Marshal(registration{Addr: cfg.Addr, ReplAddr: cfg.ReplAddr, TTLMs: ttl.Milliseconds(), DocRev: docRev})
 		pctx, pcancel := context.WithTimeout(ctx, opTimeout)
-		_, err := cli.Put(pctx, nodeKey(cfg.Cluster, cfg.NodeID), string(reg), clientv3.WithLease(grant.ID))
+		_, err := cli.Put(pctx, nodeKey(cfg.Cluster, cfg.NodeID), string(b), clientv3.WithLease(grant.ID))
 		pcancel()
 		if err == nil {
-			reported = docRev
+			reported = string(b)
 		}
 		return err
 	}
@@ -386,6 +402,8 @@ func (n *Node) session(ctx context.Context, r *roles) error {
 		case <-refresh.C:
 			notify()
 			continue
+		case <-impEvents:
+			// An import's state changed: report it (below).
 		case w := <-won:
 			if w.shard != campaignShard { // a campaign we had given up on won
 				rctx, cancel := context.WithTimeout(ctx, opTimeout)
@@ -464,6 +482,13 @@ func (n *Node) session(ctx context.Context, r *roles) error {
 				r.follow(myShard, uint64(l.rev), m.ReplAddr)
 			}
 			n.apply(topo)
+		}
+		if imp != nil {
+			var tasks []ImportTask
+			if leading && time.Now().Before(deadline) {
+				tasks = importTasks(v, myShard)
+			}
+			imp.Import(tasks)
 		}
 		if err := register(v.docRev); err != nil {
 			cfg.Log.Debug("ha: report the document applied", "err", err)

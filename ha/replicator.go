@@ -26,3 +26,38 @@ type NopReplicator struct{}
 func (NopReplicator) Lead(int, uint64)           {}
 func (NopReplicator) Follow(int, uint64, string) {}
 func (NopReplicator) Fence()                     {}
+
+// Importer is a Replicator that can also pull slots (docs/ha-slot-moves.md):
+// the leader of a move's target shard is told, after every change it sees,
+// exactly the moves it must pull (Import; nil when none or not leading),
+// and reports their progress (ImportStates) in its registration, which
+// `celld cluster move-slots` waits on. ImportEvents receives a value when
+// a state changes. Import must return at once.
+type Importer interface {
+	Import(tasks []ImportTask)
+	ImportStates() []ImportState
+	ImportEvents() <-chan struct{}
+}
+
+// ImportTask is one move to pull: slots First..Last from the leader of the
+// source shard, whose replication address is Source and epoch Epoch.
+// Final: the slots are unowned; the source must seal (send its last
+// effects on them and say so). ID is the move's (Move.ID).
+type ImportTask struct {
+	ID          int64
+	First, Last int
+	Source      string
+	Epoch       uint64
+	Final       bool
+}
+
+// ImportState is a move's progress on its target: State is "connecting",
+// "copying", "synced" (the snapshot is merged, the stream applied) or
+// "sealed" (every effect on the slots is applied; the source serves none
+// of them). Keys and CopyMs: the snapshot's size and how long it took.
+type ImportState struct {
+	ID     int64   `json:"id"`
+	State  string  `json:"state"`
+	Keys   int64   `json:"keys"`
+	CopyMs float64 `json:"copy_ms"`
+}

@@ -345,11 +345,13 @@ func (n *Node) Import(tasks []ImportTask) {
 	for _, t := range tasks {
 		want[t.ID] = t
 	}
+	changed := false
 	for id, im := range n.imports {
 		t, ok := want[id]
 		if !ok || t.Source != im.task.Source || t.Epoch != im.task.Epoch || t.First != im.task.First || t.Last != im.task.Last {
 			im.stop()
 			delete(n.imports, id)
+			changed = true
 		}
 	}
 	for id, t := range want {
@@ -366,9 +368,12 @@ func (n *Node) Import(tasks []ImportTask) {
 		im.final.Store(t.Final)
 		im.state = ImportState{ID: t.ID, State: "connecting"}
 		n.imports[id] = im
+		changed = true
 		go im.run()
 	}
-	n.importEvent()
+	if changed {
+		n.importEvent()
+	}
 }
 
 // stopImports ends every import (the node no longer leads).
