@@ -6,7 +6,9 @@
 # reference (and a redis-server without one, for Redis's own cost). Rows:
 # P1 latency (c=50, pipeline 1) and P16 throughput (c=50, pipeline 16).
 # Each row alternates the five servers ROUNDS times and
-# prints medians (req/s, p50 and p99 medianed separately).
+# prints medians (req/s, p50 and p99 medianed separately), and the
+# serving process's CPU µs per call (utime+stime from /proc over the run
+# ÷ calls: the leader's for celld, the primary's for Redis).
 #
 # Persistence is off on every server (celld --persist no; redis --save ''
 # --appendonly no), so the rows differ by replication alone.
@@ -41,9 +43,12 @@ trap 'kill $(jobs -p) 2>/dev/null || true; for p in $REDIS $REDISR $REDIS0; do r
 
 go build -o "$work/celld" .
 go build -o "$work/replload" ./bench/replload
+cputicks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; } # utime+stime of a pid
+declare -A PID
 celld() { # port dir args...
   local port=$1 dir=$2; shift 2
   "$work/celld" --addr 127.0.0.1:$port --persist no --dir "$work/$dir" "$@" 2>"$work/$dir.log" &
+  PID[$port]=$!
 }
 celld $OFF off
 celld $ASYNC async --replication yes --replica-ack async --max-replica-lag "$LAG"
@@ -53,8 +58,10 @@ celld $ASYNCF asyncf --replicate-from 127.0.0.1:$((ASYNC + 10000)) --replica-ack
 celld $SYNCF syncf --replicate-from 127.0.0.1:$((SYNC + 10000)) --replica-ack sync
 mkdir -p "$work/r" "$work/rr" "$work/r0" # a full sync writes dump.rdb into --dir
 redis-server --port $REDIS --dir "$work/r" --save '' --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
+PID[$REDIS]=$!
 redis-server --port $REDISR --dir "$work/rr" --save '' --appendonly no --daemonize no --replicaof 127.0.0.1 $REDIS >"$work/redisr.log" 2>&1 &
 redis-server --port $REDIS0 --dir "$work/r0" --save '' --appendonly no --daemonize no >"$work/redis0.log" 2>&1 &
+PID[$REDIS0]=$!
 for p in $OFF $ASYNC $ASYNCF $SYNC $SYNCF $REDIS $REDISR $REDIS0; do
   for _ in $(seq 50); do redis-cli -p $p ping >/dev/null 2>&1 && break; sleep 0.1; done
   redis-cli -p $p ping 2>/dev/null | grep -q PONG ||
@@ -65,10 +72,14 @@ for p in $ASYNCF $SYNCF; do
 done
 for _ in $(seq 100); do redis-cli -p $REDISR info replication | grep -q 'master_link_status:up' && break; sleep 0.1; done
 
-# bench PORT CLIENTS PIPELINE ARGS... -> "rps p50 p99 errors"
+# bench PORT CLIENTS PIPELINE ARGS... -> "rps p50 p99 errors cpu-us-per-call"
 bench() {
-  local port=$1 c=$2 p=$3; shift 3
-  "$work/replload" -addr 127.0.0.1:"$port" -c "$c" -P "$p" -n "$N" -r "$KEYS" "$@" 2>/dev/null || true
+  local port=$1 c=$2 p=$3 t0 t1 out; shift 3
+  t0=$(cputicks "${PID[$port]}")
+  out=$("$work/replload" -addr 127.0.0.1:"$port" -c "$c" -P "$p" -n "$N" -r "$KEYS" "$@" 2>/dev/null || true)
+  t1=$(cputicks "${PID[$port]}")
+  [ -n "$out" ] && printf '%s %.2f\n' "$out" "$(echo "($t1 - $t0) * 1000000 / $(getconf CLK_TCK) / $N" | bc -l)"
+  return 0
 }
 refused() { redis-cli -p "$1" celld.repl status | tr -d '\r' | awk -F: '$1 == "refused_writes" { print $2 }'; }
 lagline() { redis-cli -p "$1" celld.repl status | tr -d '\r' | awk -F: '$1 ~ /lag_p(50|99)_us|bytes_per_sec/ { printf "%s=%s ", $1, $2 }'; }
@@ -79,7 +90,7 @@ SET=(SET key:__rand_int__ 1796012296590996844)
 for p in $OFF $ASYNC $SYNC; do "$work/replload" -addr 127.0.0.1:$p -c 50 -P 16 -n $((KEYS * 2)) -r "$KEYS" "${THR[@]}" >/dev/null 2>&1 || true; done
 for p in $REDIS $REDIS0; do "$work/replload" -addr 127.0.0.1:$p -c 50 -P 16 -n $((KEYS * 2)) -r "$KEYS" "${SET[@]}" >/dev/null 2>&1; done
 
-printf '%-8s %-9s %12s %8s %8s %8s %9s %8s\n' row server "req/s" "p50 ms" "p99 ms" errors refused failed
+printf '%-8s %-9s %12s %8s %8s %8s %7s %9s %8s\n' row server "req/s" "p50 ms" "p99 ms" errors "cpu us" refused failed
 row() { # label clients pipeline
   local label=$1 c=$2 p=$3 off="" asy="" syn="" red="" red0="" r0a r0s l
   r0a=$(refused $ASYNC) r0s=$(refused $SYNC)
@@ -93,7 +104,7 @@ row() { # label clients pipeline
   line() { # server lines refused
     local n
     n=$(printf '%s' "$2" | grep -c . || true)
-    printf '%-8s %-9s %12s %8s %8s %8s %9s %8s\n' "$label" "$1" $( ([ "$n" -gt 0 ] && printf '%s' "$2" | medians) || echo "- - - -") "$3" $((ROUNDS - n))
+    printf '%-8s %-9s %12s %8s %8s %8s %7s %9s %8s\n' "$label" "$1" $( ([ "$n" -gt 0 ] && printf '%s' "$2" | medians) || echo "- - - - -") "$3" $((ROUNDS - n))
   }
   line off "$off" -
   line async "$asy" $(($(refused $ASYNC) - r0a))
