@@ -211,6 +211,11 @@ func (d *Doc) MoveSlots(first, last, to int) error {
 	if first < 0 || last >= cluster.SlotCount || first > last {
 		return fmt.Errorf("%w: slot range %d-%d", ErrBadCommand, first, last)
 	}
+	for _, m := range d.Moves {
+		if m.First <= last && first <= m.Last {
+			return fmt.Errorf("%w: slots %d-%d are being moved to shard %d (run that move-slots again to finish it)", ErrBadCommand, m.First, m.Last, m.To)
+		}
+	}
 	d.Unassign(first, last)
 	d.Shards[to].Slots = mergeRanges(append(d.Shards[to].Slots, cluster.SlotRange{First: first, Last: last}))
 	return d.Validate()
