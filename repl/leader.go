@@ -78,6 +78,7 @@ func (l *leader) run() {
 	prev := time.Now()
 	swaps := l.n.dbs.Swaps()
 	var buf []byte
+	var rb *refBuf // the round's buffer, from batchPool; handed to the followers when sent
 	for {
 		select {
 		case <-l.done:
@@ -93,8 +94,11 @@ func (l *leader) run() {
 		}
 		start := time.Now()
 		seq := l.round.Add(1)
+		if rb == nil {
+			rb = batchPool.Get().(*refBuf)
+		}
 		var at int
-		buf, at = startFrame(buf[:0], frameBatch)
+		buf, at = startFrame(rb.b[:0], frameBatch)
 		buf = binary.AppendUvarint(buf, seq)
 		entries := len(buf)
 		n := 0
@@ -125,19 +129,26 @@ func (l *leader) run() {
 				l.pending[1].origin = l.pending[0].origin
 				l.pending = l.pending[1:]
 			}
-			msg := slices.Clone(buf)
-			for p := range l.followers {
-				p.send(msg)
-				l.bytes.Add(int64(len(msg)))
+			rb.b = buf
+			if k := len(l.followers); k > 0 {
+				rb.refs.Store(int32(k))
+				for p := range l.followers {
+					p.sendShared(rb)
+					l.bytes.Add(int64(len(buf)))
+				}
+				rb, buf = nil, nil // the followers' now; the last one recycles it
 			}
+		}
+		if rb != nil {
+			rb.b = buf // keep what the round grew
 		}
 		l.lastRound = seq
 		l.updateGateLocked(start)
 		l.notifyLocked()
 		l.mu.Unlock()
 		prev = start
-		if cap(buf) > 1<<20 {
-			buf = nil
+		if rb != nil && cap(rb.b) > 1<<20 {
+			rb.b = nil
 		}
 	}
 }
@@ -434,27 +445,66 @@ type peer struct {
 	lastAck atomic.Int64
 
 	mu     sync.Mutex
-	q      [][]byte
+	q      []queued
+	spare  []queued // the previous q, reused by pump
 	qbytes int
 	closed bool
+}
+
+// queued is a frame waiting for a peer's writer: b, and the shared batch
+// buffer it lies in (nil for a frame of its own).
+type queued struct {
+	b  []byte
+	rb *refBuf
+}
+
+// refBuf is a round's batch buffer shared by the followers it is queued
+// for: the last writer to copy it into its socket buffer returns it to
+// batchPool, so the sender encodes the next rounds into reused memory
+// instead of cloning each batch.
+type refBuf struct {
+	b    []byte
+	refs atomic.Int32
+}
+
+var batchPool = sync.Pool{New: func() any { return new(refBuf) }}
+
+// release drops one follower's reference; the last one recycles rb.
+func (rb *refBuf) release() {
+	if rb.refs.Add(-1) == 0 && cap(rb.b) <= 1<<20 {
+		batchPool.Put(rb)
+	}
 }
 
 // maxQueue bounds what waits for a slow follower: past it the follower is
 // dropped (it reconnects and resyncs from a snapshot).
 const maxQueue = 64 << 20
 
-func (p *peer) send(msg []byte) {
+func (p *peer) send(msg []byte) { p.enqueue(queued{b: msg}) }
+
+// sendShared queues rb's batch, for which the caller counted a reference
+// for p: it is released when written, or at once when p cannot take it.
+func (p *peer) sendShared(rb *refBuf) { p.enqueue(queued{b: rb.b, rb: rb}) }
+
+func (p *peer) enqueue(m queued) {
+	msg := m.b
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
+		if m.rb != nil {
+			m.rb.release()
+		}
 		return
 	}
 	if p.qbytes+len(msg) > maxQueue {
 		p.mu.Unlock()
+		if m.rb != nil {
+			m.rb.release()
+		}
 		p.close()
 		return
 	}
-	p.q = append(p.q, msg)
+	p.q = append(p.q, m)
 	p.qbytes += len(msg)
 	p.mu.Unlock()
 	select {
@@ -482,16 +532,27 @@ func (p *peer) pump(w *bufio.Writer, done <-chan struct{}) {
 	for {
 		p.mu.Lock()
 		q, closed := p.q, p.closed
-		p.q, p.qbytes = nil, 0
+		p.q, p.qbytes = p.spare[:0], 0
+		p.spare = nil
 		p.mu.Unlock()
 		if closed {
 			return
 		}
-		for _, m := range q {
-			if _, err := w.Write(m); err != nil {
+		for i, m := range q {
+			_, err := w.Write(m.b) // copies m.b into w's buffer (or the socket)
+			if m.rb != nil {
+				m.rb.release()
+			}
+			q[i] = queued{}
+			if err != nil {
 				return
 			}
 		}
+		p.mu.Lock()
+		if cap(q) <= 1024 {
+			p.spare = q[:0]
+		}
+		p.mu.Unlock()
 		if len(q) > 0 {
 			p.conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
 			if w.Flush() != nil {
