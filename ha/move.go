@@ -224,10 +224,13 @@ func (d *Doc) owner(s int) int {
 }
 
 // waitImport waits, at most wait, until the current leader of mv's target
-// shard reports mv in one of the states.
+// shard reports mv in one of the states. It re-reads on every change under
+// the cluster's keys (a watch: the pause does not wait for a poll), and
+// every 200 ms in case the watch breaks.
 func waitImport(ctx context.Context, cli *clientv3.Client, clusterName string, mv Move, wait time.Duration, states ...string) (ImportState, error) {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
+	wch := cli.Watch(ctx, prefix(clusterName), clientv3.WithPrefix())
 	last := "no leader"
 	for {
 		st, seen, err := importState(ctx, cli, clusterName, mv)
@@ -242,7 +245,11 @@ func waitImport(ctx context.Context, cli *clientv3.Client, clusterName string, m
 		select {
 		case <-ctx.Done():
 			return ImportState{}, fmt.Errorf("%s after %v (%w)", last, wait, ctx.Err())
-		case <-time.After(20 * time.Millisecond):
+		case _, ok := <-wch:
+			if !ok {
+				wch = nil
+			}
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
