@@ -1,6 +1,9 @@
 package store
 
-import "errors"
+import (
+	"errors"
+	"sync/atomic"
+)
 
 // Replication's effect feed. A leader's store logs, per shard, every change
 // to a key (a TAT, a string, a window, an object, a TTL change, a delete, an
@@ -13,7 +16,9 @@ import "errors"
 // Cost: with replication off (the default) a write pays one nil check of
 // shard.rl, on the cache line it already holds. With it on, a write appends
 // one word (slot and version) to the shard's list, and a delete copies the
-// key's bytes into a block; nothing else. The list is bounded by the writes
+// key's bytes into a block; the first effect after a drain also sets the
+// shard's word in Store.replPending (DrainRepl skips the other shards
+// without locking them); nothing else. The list is bounded by the writes
 // made between two drains.
 
 // replLog is a shard's effect log since the last DrainRepl. Guarded by the
@@ -27,13 +32,27 @@ type replLog struct {
 	dels   [][]byte // keys deleted, copied into block
 	block  []byte   // only appended to (slices in dels stay valid)
 	spare  []uint64 // the previous writes list, reused
+	// pending is the store's replPending word of this shard, marked says
+	// this log set it since the last drain: the first effect after a
+	// drain pays one atomic store, the others a bool test.
+	pending *atomic.Uint32
+	marked  bool
+}
+
+func (l *replLog) mark() {
+	if !l.marked {
+		l.marked = true
+		l.pending.Store(1)
+	}
 }
 
 func (l *replLog) noteWrite(slot, ver uint32) {
+	l.mark()
 	l.writes = append(l.writes, uint64(slot)<<32|uint64(ver))
 }
 
 func (l *replLog) noteDelete(key []byte) {
+	l.mark()
 	if cap(l.block)-len(l.block) < len(key) {
 		l.block = make([]byte, 0, max(4096, len(key)))
 	}
@@ -61,7 +80,7 @@ func (s *Store) SetRepl(on bool) {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		if on && sh.rl == nil {
-			sh.rl = &replLog{}
+			sh.rl = &replLog{pending: &s.replPending[i]}
 		} else if !on {
 			sh.rl = nil
 		}
@@ -85,14 +104,26 @@ func (d *Databases) SetRepl(on bool) {
 // and reports how many effects it passed. fn runs under the shard's lock:
 // it must only encode the change; the Change's bytes are valid only during
 // the call. Calls must not overlap (one sender drains). Does nothing when
-// the log is off. Cost: O(effects), each shard lock held once.
+// the log is off. Cost: O(effects), the lock of each shard with effects
+// held once; the others cost one atomic load each.
 func (s *Store) DrainRepl(fn func(Change)) int {
 	n := 0
 	var scratch []byte
 	for i := range s.shards {
+		// A shard whose log is empty is skipped without its lock: a
+		// write that a caller finished before this call set the word
+		// (under the lock, before unlocking), and atomics are
+		// sequentially consistent, so a Barrier's round sees it.
+		if s.replPending[i].Load() == 0 {
+			continue
+		}
 		sh := &s.shards[i]
 		sh.mu.Lock()
+		s.replPending[i].Store(0)
 		l := sh.rl
+		if l != nil {
+			l.marked = false
+		}
 		if l == nil || len(l.writes) == 0 && len(l.dels) == 0 {
 			sh.mu.Unlock()
 			continue

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand"
 	"sort"
+	"sync/atomic"
 	"testing"
 
 	"github.com/celld/celld/gcra"
@@ -172,4 +173,88 @@ func TestReplOffCostsNothing(t *testing.T) {
 	if allocs > 0.01 {
 		t.Fatalf("%.2f allocations per Throttle with replication on", allocs)
 	}
+}
+
+// TestReplDrainSkipsOnlyEmptyShards: DrainRepl skips shards whose pending
+// word is clear without locking them; no effect may be left behind by it.
+// Writers on several goroutines write and delete keys while a drainer
+// drains in a loop. Each effect (a write of a fresh key, or the delete of
+// one written before) must be carried by a drain that started no earlier
+// than the drain in progress when the effect was made, and no later than
+// the first drain that starts after it (what Barrier relies on).
+func TestReplDrainSkipsOnlyEmptyShards(t *testing.T) {
+	s := New(Options{})
+	s.SetRepl(true)
+	lim, _ := gcra.NewLimit(5, 10, 60)
+	type req struct {
+		key   string // "d:" + key for a delete
+		since int64  // the drain in progress (or last done) before the effect
+		ok    chan bool
+	}
+	var started atomic.Int64 // drains started; a drain's index is the value after its start
+	reqs := make(chan req)
+	stop := make(chan struct{})
+	drained := make(chan struct{})
+	go func() { // the drainer
+		defer close(drained)
+		seen := map[string]int64{} // effect → index of the last drain carrying it
+		var waiting []req
+		for {
+			select {
+			case r := <-reqs:
+				waiting = append(waiting, r)
+				continue
+			case <-stop:
+				return
+			default:
+			}
+			idx := started.Add(1)
+			s.DrainRepl(func(c Change) {
+				k := string(c.Key)
+				if c.Deleted {
+					k = "d:" + k
+				}
+				seen[k] = idx
+			})
+			for _, r := range waiting {
+				r.ok <- seen[r.key] >= r.since && seen[r.key] != 0
+			}
+			waiting = waiting[:0]
+		}
+	}()
+	done := make(chan error, 4)
+	for g := range 4 {
+		go func() {
+			for i := range 400 {
+				since := started.Load()
+				k := fmt.Sprintf("g%d:%d", g, i)
+				effect := k
+				if i%5 == 4 {
+					k = fmt.Sprintf("g%d:%d", g, i-1)
+					if !s.Delete([]byte(k), 1000) {
+						done <- fmt.Errorf("%s was not there to delete", k)
+						return
+					}
+					effect = "d:" + k
+				} else if _, err := s.Throttle([]byte(k), lim, 1, 1e9); err != nil {
+					done <- err
+					return
+				}
+				r := req{effect, max(since, 1), make(chan bool)}
+				reqs <- r
+				if !<-r.ok {
+					done <- fmt.Errorf("effect %s not carried by the drain after it", effect)
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	<-drained
 }

@@ -147,6 +147,9 @@ type Store struct {
 	*memoryState
 	dbState // this store's place among the databases (databases.go)
 	shards  [nShards]shard
+	// replPending[i] is 1 while shard i's effect log holds something
+	// (repl.go): DrainRepl skips the others without taking their locks.
+	replPending [nShards]atomic.Uint32
 }
 
 // New returns an empty store with a memory account of its own.
