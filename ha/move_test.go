@@ -61,7 +61,8 @@ func (f *fakeImporter) ImportEvents() <-chan struct{} { return f.ev }
 // etcd and real ha nodes whose importer is a fake: a target that never
 // copies is rolled back in phase copy (the source kept serving), one that
 // copies but never seals is rolled back in phase final (the slots go back
-// to the source), and one that seals gets the slots; the target is told
+// to the source), one that seals gets the slots, and a move whose tool
+// died is resumed by running it again; the target is told
 // the source leader's replication address and epoch, and no two nodes
 // serve a slot at once.
 func TestMoveSlotsStreamingFlow(t *testing.T) {
@@ -169,8 +170,34 @@ func TestMoveSlotsStreamingFlow(t *testing.T) {
 	if rep.Keys != 3 {
 		t.Errorf("report: %+v (the importer said 3 keys)", rep)
 	}
+	// 4. A move whose tool died in phase final (recorded, the slots
+	// unowned) is resumed by the same command.
+	if _, err := UpdateDoc(ctx, cli, "mv", func(d *Doc) error {
+		d.Moves = append(d.Moves, Move{ID: 42, First: 100, Last: 199, From: 0, To: 1, Phase: "final"})
+		d.Unassign(100, 199)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	d, _, err = MoveSlotsStreaming(ctx, cli, "mv", 100, 199, 1, 10*time.Second)
+	if err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	if s := d.Shards[1].Slots; len(s) != 2 || s[0] != (cluster.SlotRange{First: 0, Last: 199}) || len(d.Moves) != 0 {
+		t.Fatalf("after the resumed move: %s", d.Marshal())
+	}
+	target.mu.Lock()
+	resumed := false
+	for _, f := range target.finals {
+		resumed = resumed || f.ID == 42
+	}
+	target.mu.Unlock()
+	if !resumed {
+		t.Error("the target never imported the resumed move")
+	}
+
 	// A move of slots held by two shards, or already held, is refused.
-	if _, _, err := MoveSlotsStreaming(ctx, cli, "mv", 50, 150, 0, time.Second); !errors.Is(err, ErrBadCommand) {
+	if _, _, err := MoveSlotsStreaming(ctx, cli, "mv", 150, 250, 0, time.Second); !errors.Is(err, ErrBadCommand) {
 		t.Errorf("a range over two shards: %v", err)
 	}
 	if _, _, err := MoveSlotsStreaming(ctx, cli, "mv", 0, 99, 1, time.Second); !errors.Is(err, ErrBadCommand) {
