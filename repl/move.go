@@ -531,6 +531,7 @@ func (im *importer) session(c net.Conn) error {
 	f := &follower{n: im.n} // apply's scratch
 	start := time.Now()
 	var keys int64
+	sealed := false
 	for {
 		c.SetReadDeadline(time.Now().Add(linkTimeout))
 		t, p, buf, err = readFrame(r, buf)
@@ -563,7 +564,16 @@ func (im *importer) session(c net.Conn) error {
 			if err := f.apply(d.b, false, nil); err != nil {
 				return err
 			}
+			if sealed && len(f.ents) > 0 {
+				// A write reached the source's store after its seal (a
+				// command descheduled past sealGrace between its routing
+				// check and its write): applied, but if this node already
+				// serves the slots, that key may have granted twice.
+				im.n.log.Warn("slot move: a change reached the source after its seal", "slots",
+					fmt.Sprintf("%d-%d", im.task.First, im.task.Last), "changes", len(f.ents))
+			}
 		case frameSealed:
+			sealed = true
 			im.setState("sealed")
 			im.n.log.Info("slot move: sealed by the source", "slots", fmt.Sprintf("%d-%d", im.task.First, im.task.Last))
 		case framePing:
