@@ -2,6 +2,7 @@ package repl
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -461,9 +462,20 @@ func (im *importer) askSealLocked() {
 
 func (im *importer) run() {
 	defer close(im.gone)
+	// stop must not wait out a dial: ha's goroutine calls it.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-im.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	dialer := net.Dialer{Timeout: time.Second}
 	backoff := 10 * time.Millisecond
 	for !im.stopped() {
-		c, err := net.DialTimeout("tcp", im.task.Source, time.Second)
+		c, err := dialer.DialContext(ctx, "tcp", im.task.Source)
 		if err == nil {
 			start := time.Now()
 			err = im.session(c)
