@@ -126,7 +126,7 @@ func TestProcessHAMove(t *testing.T) {
 		pipe := cc.Pipeline()
 		for b := 0; b < 500 && n < preload; i++ {
 			if k := "pre" + strconv.Itoa(i); cluster.KeySlotString(k) < 4096 {
-				pipe.Do(ctx, "CL.THROTTLE", k, haBurst, 10, int(10*haTau/time.Second))
+				pipe.Do(ctx, "CL.THROTTLE", k, haBurst, 1, 3600) // τ = 1 h: no refill during the test
 				b, n = b+1, n+1
 				if firstPre == "" {
 					firstPre = k
@@ -277,7 +277,7 @@ func TestProcessHAMove(t *testing.T) {
 	// The preloaded keys are on the target now, with their state: a
 	// second call finds the bucket one less full than a fresh key's.
 	if firstPre != "" {
-		if res, err := cc.Do(ctx, "CL.THROTTLE", firstPre, haBurst, 10, int(10*haTau/time.Second)).Int64Slice(); err != nil || res[2] != haBurst-1 {
+		if res, err := cc.Do(ctx, "CL.THROTTLE", firstPre, haBurst, 1, 3600).Int64Slice(); err != nil || res[2] != haBurst-1 {
 			t.Errorf("%s after the move: %v %v (want remaining %d: its state moved)", firstPre, res, err, haBurst-1)
 		}
 	}
