@@ -30,7 +30,7 @@ func TestLayering(t *testing.T) {
 		"sidecar":           {mod + "server", mod + "cluster"},
 		"kinds":             nil, // the value kinds' pure operations
 		"data":              {mod + "server", mod + "store", mod + "kinds", mod + "window"},
-		"repl":              {mod + "store", mod + "kinds"},                           // the replication stream: no server/
+		"repl":              {mod + "store", mod + "kinds", mod + "cluster"},          // the replication stream (cluster: key slots, for slot moves): no server/
 		"ha":                {mod + "cluster", "go.etcd.io/etcd/", "go.uber.org/zap"}, // leadership and topology in etcd (zap: only to silence the etcd client); server/ knows nothing of it
 		"ha/etcdtest":       nil,                                                      // starts a real etcd for tests
 	}
