@@ -447,9 +447,10 @@ func lmoveCmd(x *server.Ctx) {
 
 func rpoplpushCmd(x *server.Ctx) { moveCmd(x, false, true) }
 
-// moveCmd pops from args[1] and pushes onto args[2]. The destination's
-// kind is checked before anything is popped (Redis's order); a source equal
-// to the destination rotates it under one lock.
+// moveCmd pops from args[1] and pushes onto args[2]. Redis's order: a
+// missing source answers nil whatever the destination holds, then the
+// source's kind, then the destination's, all before anything is popped; a
+// source equal to the destination rotates it under one lock.
 func moveCmd(x *server.Ctx, fromLeft, toLeft bool) {
 	args := x.Args()
 	src, dst := args[1], args[2]
@@ -480,6 +481,12 @@ func moveCmd(x *server.Ctx, fromLeft, toLeft bool) {
 				x.Null()
 			}
 		}
+		return
+	}
+	if found, ok := readList(x, src, func(*kinds.List) {}); !ok {
+		return
+	} else if !found {
+		x.Null()
 		return
 	}
 	// The destination must be a list or missing.
