@@ -129,6 +129,8 @@ type Config struct {
 	Help        bool // --help, -h or `celld help`: print Usage, exit 0
 	Version     bool // --version
 	Healthcheck bool // --healthcheck: PING the running server, exit 0/1
+
+	given string // the settings a flag or the environment set, each as "|name|" (Given)
 }
 
 // Group is a heading of --help.
