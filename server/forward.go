@@ -97,6 +97,16 @@ type ForwardReq struct {
 	Local bool
 }
 
+// errTrkSidecar answers CLIENT TRACKING ON in sidecar mode. The keys a
+// sidecar's client reads live on the owners, where every other sidecar's
+// clients change them: the sidecar's own tracking table would never hear
+// of those changes, so a client-side cache it promised to invalidate
+// would serve stale values silently. Refused, as clearly as Redis refuses
+// what it cannot do (docs/sidecar.md, "Client-side caching").
+const errTrkSidecar = "ERR CLIENT TRACKING is not supported through a celld sidecar (--upstream): " +
+	"its keys change on the upstream owners, which it does not hear from; track on the owners, " +
+	"or turn client-side caching off in the client"
+
 // forwardAction is what forwardBatch does with one command.
 type forwardAction uint8
 
