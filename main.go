@@ -80,7 +80,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "celld:", err)
 		return 2
 	}
-	wireSidecar(sc, &srvCfg)
+	wireSidecar(sc, cfg, &srvCfg)
 	srvCfg.MaxBulk = cfg.MaxBulk
 	srvCfg.OutputBufferLimit = server.OutputBufferLimit(cfg.OutputBufferLimit)
 	srvCfg.LimiterSeparator, srvCfg.MetricsMaxLimiters, srvCfg.Shadow = cfg.LimiterSeparator, cfg.MetricsMaxLimiters, cfg.Shadow

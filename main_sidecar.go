@@ -60,11 +60,21 @@ func newSidecar(cfg *config.Config, log *slog.Logger) (*sidecar.Sidecar, error) 
 // wireSidecar makes srvCfg forward through sc. The event loops serve the
 // sidecar's clients as any others (--io-loops): a connection whose
 // commands are upstream is parked, not blocked (sidecar/loop.go).
-func wireSidecar(sc *sidecar.Sidecar, srvCfg *server.Config) {
+//
+// A sidecar's loops do not busy-poll unless --busy-poll is given: what a
+// sidecar's loop waits for is mostly an owner's reply, a network round
+// trip away (rarely within the 50 µs a poll lasts), and a sidecar shares
+// its CPU with the application beside it. Measured with bench/sidecar.sh
+// (docs/sidecar.md): polling raised the sidecar's CPU per request and
+// lowered the throughput at pipeline 16.
+func wireSidecar(sc *sidecar.Sidecar, cfg *config.Config, srvCfg *server.Config) {
 	if sc == nil {
 		return
 	}
 	srvCfg.Forwarder = sc
+	if !cfg.Given("busy-poll") {
+		srvCfg.BusyPoll = -1 // never
+	}
 }
 
 // attachUpstream exports the sidecar's figures and its /readyz verdict.

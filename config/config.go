@@ -144,6 +144,7 @@ func Parse(args []string, lookupEnv func(string) (string, bool)) (*Config, error
 		if err := s.bind(c).set(v); err != nil {
 			return c, &Error{Flag: s.flagName(), Env: s.envName(), Value: v, FromEnv: true, Err: err}
 		}
+		c.markGiven(s)
 	}
 	if len(args) == 1 && args[0] == "help" {
 		c.Help = true
@@ -222,6 +223,7 @@ func Parse(args []string, lookupEnv func(string) (string, bool)) (*Config, error
 		if err := v.set(val); err != nil {
 			return c, &Error{Flag: s.flagName(), Env: s.envName(), Value: val, Err: err}
 		}
+		c.markGiven(s)
 	}
 	if c.Help || c.Version {
 		return c, nil

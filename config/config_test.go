@@ -404,3 +404,20 @@ func TestReplicationSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestGiven: Given tells a setting set by a flag or the environment from
+// one left at its default, even when the value given is the default.
+func TestGiven(t *testing.T) {
+	env := map[string]string{"CELLD_IO_LOOPS": "1"}
+	c, err := Parse([]string{"--busy-poll", "50us"}, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Given("busy-poll") || !c.Given("io-loops") || c.Given("upstream") || c.Given("addr") {
+		t.Fatalf("Given: busy-poll %v io-loops %v upstream %v addr %v; want true true false false",
+			c.Given("busy-poll"), c.Given("io-loops"), c.Given("upstream"), c.Given("addr"))
+	}
+	if Defaults().Given("busy-poll") {
+		t.Fatal("Defaults: busy-poll given")
+	}
+}

@@ -129,6 +129,8 @@ type Config struct {
 	Help        bool // --help, -h or `celld help`: print Usage, exit 0
 	Version     bool // --version
 	Healthcheck bool // --healthcheck: PING the running server, exit 0/1
+
+	given string // the settings a flag or the environment set, each as "|name|" (Given)
 }
 
 // Group is a heading of --help.
@@ -325,7 +327,7 @@ var table = []setting{
 		Usage: "epoll event loops (one goroutine each) serving plain-TCP clients; 0 = a goroutine per connection",
 		bind:  func(c *Config) value { return intValue{p: &c.IOLoops, min: 0, max: 64} }},
 	{Name: "busy-poll", Group: Tuning, Default: "50us",
-		Usage: "how long a busy event loop polls for more events before sleeping; 0 = never",
+		Usage: "how long a busy event loop polls for more events before sleeping; 0 = never (a sidecar, --upstream: 0 unless given)",
 		bind:  func(c *Config) value { return durationValue{p: &c.BusyPoll, min: 0, max: time.Second} }},
 	{Name: "shutdown-grace", Group: Tuning, Default: "10s",
 		Usage: "how long SIGTERM waits for connections to drain and the final flush (then exits, saying what was not flushed)",

@@ -94,6 +94,11 @@ type connState struct {
 	// reads (partial.go), so that a command of many arguments arriving in
 	// many reads is not parsed again from its start on every read.
 	part partialScan
+	// keep: the batch in cmds was parked mid-way (sidecar mode,
+	// forwardBatch) and is run on at the resume without parsing buf
+	// again; keptErr is the parse error met after it, if any.
+	keep    bool
+	keptErr error
 }
 
 // parsedCmd is one command of a batch: cmd is its dispatch table entry
@@ -281,7 +286,14 @@ func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 		read = true
 		ran := false
 		for st.start < st.end && !c.closed {
-			perr := st.parseBatch()
+			var perr error
+			if st.keep {
+				// Resumed after a forwarded run (forward.go): the
+				// batch parked is still parsed, run it on.
+				st.keep, perr = false, st.keptErr
+			} else {
+				perr = st.parseBatch()
+			}
 			if len(st.keys) > 1 && s.cfg.Forwarder == nil { // a sidecar's keys live upstream
 				// Start every key's cache misses before the first
 				// command waits on its own (store/prefetch.go).
@@ -292,6 +304,9 @@ func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 			}
 			r, batchRan, stop := s.runBatch(c, st)
 			if stop {
+				if st.keep {
+					st.keptErr = perr // parked: seen again on the resume
+				}
 				return r
 			}
 			ran = ran || batchRan

@@ -69,6 +69,13 @@ type ForwardReq struct {
 	// Args is the command, name first. It aliases the connection's read
 	// buffer: valid only during Do.
 	Args [][]byte
+	// Raw is the command as the client sent it, when that was a RESP
+	// array (not an inline command): the bytes Args were parsed from,
+	// aliasing the read buffer like Args. A forwarder may send it as it
+	// is instead of encoding Args again, once it has checked that it is
+	// the canonical encoding of Args (the parser accepts some
+	// non-canonical numbers, e.g. "$03", that another server may not).
+	Raw []byte
 	// Unit, when set instead of Args, is a transaction's queued commands:
 	// they are sent as MULTI, Unit..., EXEC on one connection, and Reply
 	// is EXEC's reply.
@@ -89,6 +96,16 @@ type ForwardReq struct {
 	// is to decide with this server's own state.
 	Local bool
 }
+
+// errTrkSidecar answers CLIENT TRACKING ON in sidecar mode. The keys a
+// sidecar's client reads live on the owners, where every other sidecar's
+// clients change them: the sidecar's own tracking table would never hear
+// of those changes, so a client-side cache it promised to invalidate
+// would serve stale values silently. Refused, as clearly as Redis refuses
+// what it cannot do (docs/sidecar.md, "Client-side caching").
+const errTrkSidecar = "ERR CLIENT TRACKING is not supported through a celld sidecar (--upstream): " +
+	"its keys change on the upstream owners, which it does not hear from; track on the owners, " +
+	"or turn client-side caching off in the client"
 
 // forwardAction is what forwardBatch does with one command.
 type forwardAction uint8
@@ -112,6 +129,9 @@ type fwdState struct {
 	async  AsyncForwardSession
 	done   func()
 	parked bool
+	// at is the index in st.cmds of the parked run's first command: on
+	// the resume the batch is not parsed again (connState.keep).
+	at int
 }
 
 // forwardClassify decides what happens to one command now (the client's
@@ -176,19 +196,28 @@ func (s *Server) forwardBatch(c *client, st *connState) (r pumpResult, ran, stop
 	}
 	f := c.fwd
 	i := 0
+	if f.parked {
+		i = f.at // resumed: st.cmds is the batch parked, not parsed again
+	}
 	for i < len(st.cmds) && !c.closed {
 		if f.parked {
-			// Resumed: pump parsed the buffer again from the parked
-			// run's first command, so it is st.cmds[:len(f.reqs)].
+			// Resumed: the run is st.cmds[i:i+len(f.reqs)], its
+			// replies are in.
 			f.parked = false
 		} else {
 			f.reqs = f.reqs[:0]
+			from := st.start // where command i starts in buf
 			for j := i; j < len(st.cmds); j++ {
 				pc := st.cmds[j]
 				args := st.flat[pc.off : pc.off+pc.n : pc.off+pc.n]
 				act, slot := s.forwardClassify(c, pc.cmd, args)
+				raw := st.buf[from:pc.end:pc.end]
+				from = pc.end
+				if len(raw) == 0 || raw[0] != '*' {
+					raw = nil // inline: Args must be encoded
+				}
 				if act == fwdForward {
-					f.reqs = append(f.reqs, ForwardReq{Args: args, Slot: slot, RESP3: c.resp3, DB: c.db})
+					f.reqs = append(f.reqs, ForwardReq{Args: args, Raw: raw, Slot: slot, RESP3: c.resp3, DB: c.db})
 				} else if act == fwdExec {
 					f.reqs = append(f.reqs, ForwardReq{Unit: c.queue, Slot: slot, RESP3: c.resp3, DB: c.db})
 				} else {
@@ -200,8 +229,10 @@ func (s *Server) forwardBatch(c *client, st *connState) (r pumpResult, ran, stop
 					f.sess.Do(f.reqs)
 				} else if !f.async.Start(f.reqs, f.done) {
 					// Park: nothing of this connection runs until
-					// done; st.start stays at the run's first command.
-					f.parked = true
+					// done; st.start stays at the run's first command,
+					// and the batch stays parsed (st.keep).
+					f.parked, f.at = true, i
+					st.keep = true
 					return pumpForward, ran, true
 				}
 			}
@@ -224,7 +255,7 @@ func (s *Server) forwardBatch(c *client, st *connState) (r pumpResult, ran, stop
 					s.watch.unwatchAll(c)
 				}
 				c.out = append(c.out, req.Reply...)
-				req.Reply, req.Args, req.Unit = nil, nil, nil
+				req.Reply, req.Args, req.Raw, req.Unit = nil, nil, nil, nil
 			}
 			i += len(f.reqs)
 			continue

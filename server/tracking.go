@@ -476,6 +476,10 @@ func cmdClientTracking(s *Server, c *client, args [][]byte) {
 	}
 	switch strings.ToLower(string(args[2])) {
 	case "on":
+		if s.cfg.Forwarder != nil { // sidecar mode: see errTrkSidecar
+			c.out = appendError(c.out, errTrkSidecar)
+			return
+		}
 		if msg := s.trackingOn(c, o); msg != "" {
 			c.out = appendError(c.out, msg)
 			return

@@ -411,7 +411,7 @@ func (u *upConn) attach(fd int, rest []byte, err error) {
 func (u *upConn) queue(s *loopSession, i int, r *server.ForwardReq, now int64) {
 	p := pend{s: s, idx: int32(i), sent: now}
 	if r.Unit == nil {
-		u.wbuf = appendCommand(u.wbuf, r.Args...)
+		u.wbuf = appendForward(u.wbuf, r)
 	} else {
 		u.wbuf = appendCommand(u.wbuf, cmdMulti)
 		for _, q := range r.Unit {

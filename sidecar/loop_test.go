@@ -335,3 +335,59 @@ func TestSidecarLoopOwnerLostMidPipeline(t *testing.T) {
 		t.Fatal("the owners still up decided nothing")
 	}
 }
+
+// TestSidecarLoopResumeKeepsBatch: a batch parked mid-way is run on at its
+// resume without being parsed again: inline commands (encoded for the
+// owner) and RESP arrays (sent as the client wrote them) in forwarded
+// runs between local commands, several parks in one batch, get their
+// replies in order; a protocol error after them is answered after them,
+// and the connection closed.
+func TestSidecarLoopResumeKeepsBatch(t *testing.T) {
+	owners := ownerCluster(t, 3)
+	side := sidecarNode(t, Config{Seeds: []string{owners[1].addr}})
+	nc, err := net.Dial("tcp", side.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var b []byte
+	var want []string
+	for i := range 3 {
+		k := "rk" + strconv.Itoa(i)
+		b = append(b, "SET "+k+" inline"+strconv.Itoa(i)+"\r\n"...)
+		b = appendStrings(b, "GET", k)
+		b = append(b, "PING\r\n"...)
+		b = appendStrings(b, "APPEND", k, "+resp")
+		b = append(b, "GET "+k+"\r\n"...)
+		b = appendStrings(b, "ECHO", "e"+strconv.Itoa(i))
+		v := "inline" + strconv.Itoa(i)
+		want = append(want, "+OK\r\n", fmt.Sprintf("$%d\r\n%s\r\n", len(v), v), "+PONG\r\n",
+			fmt.Sprintf(":%d\r\n", len(v)+5), fmt.Sprintf("$%d\r\n%s+resp\r\n", len(v)+5, v),
+			fmt.Sprintf("$2\r\ne%d\r\n", i))
+	}
+	b = append(b, "*1\r\n$x\r\n"...) // a protocol error
+	if _, err := nc.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(nc)
+	for i, w := range want {
+		r, err := readReply(br)
+		if err != nil {
+			t.Fatalf("reply %d: %v", i, err)
+		}
+		if r != w {
+			t.Fatalf("reply %d: %q, want %q", i, r, w)
+		}
+	}
+	r, err := readReply(br)
+	if err != nil || !strings.HasPrefix(r, "-ERR Protocol error") {
+		t.Fatalf("after the batch: %q, %v; want a protocol error", r, err)
+	}
+	if _, err := br.ReadByte(); err == nil {
+		t.Fatal("connection still open after the protocol error")
+	}
+	if side.st.Len() != 0 {
+		t.Fatalf("sidecar keyspace holds %d keys, want 0", side.st.Len())
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"strconv"
+
+	"github.com/celld/celld/server"
 )
 
 // The wire format the sidecar speaks to its owners: commands encoded as
@@ -104,6 +106,40 @@ func appendCommand(b []byte, args ...[]byte) []byte {
 		b = append(b, '\r', '\n')
 	}
 	return b
+}
+
+// appendForward appends the command of req (not a transaction): the
+// client's own bytes when they are the canonical encoding of its Args (a
+// copy, no re-encoding), else Args encoded. Canonical: the length
+// appendCommand would produce matches, which a RESP array the parser took
+// can only do when no count carries a sign or a leading zero (any such
+// form is longer), so an upstream with a stricter parser (Redis refuses
+// "$03") never sees what it would refuse. Cost: one pass over the
+// argument lengths and one copy.
+func appendForward(b []byte, req *server.ForwardReq) []byte {
+	if raw := req.Raw; len(raw) > 0 && len(raw) == commandLen(req.Args) {
+		return append(b, raw...)
+	}
+	return appendCommand(b, req.Args...)
+}
+
+// commandLen is the length of appendCommand(nil, args...).
+func commandLen(args [][]byte) int {
+	n := 3 + decLen(len(args))
+	for _, a := range args {
+		n += 5 + decLen(len(a)) + len(a)
+	}
+	return n
+}
+
+// decLen is the number of decimal digits of n >= 0.
+func decLen(n int) int {
+	d := 1
+	for n >= 10 {
+		n /= 10
+		d++
+	}
+	return d
 }
 
 // appendStrings is appendCommand for string arguments (set-up commands).

@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/celld/celld/server"
@@ -102,6 +103,43 @@ func TestOpenThrottle(t *testing.T) {
 		r, ok := openThrottle(&c.req)
 		if string(r) != c.want || ok != (c.want != "") {
 			t.Errorf("%q: %q %v, want %q", c.req.Args, r, ok, c.want)
+		}
+	}
+}
+
+// TestAppendForward: what goes upstream is always the canonical encoding
+// of Args, whether the client's bytes are reused (canonical) or not (a
+// count with a leading zero or a sign, which Redis would refuse).
+func TestAppendForward(t *testing.T) {
+	args := [][]byte{[]byte("CL.THROTTLE"), []byte("k"), []byte("15"), []byte(""), []byte("0123456789")}
+	want := string(appendCommand(nil, args...))
+	cases := []struct {
+		raw   string
+		reuse bool
+	}{
+		{want, true},
+		{"", false}, // inline command: no Raw
+		{strings.Replace(want, "$1\r\n", "$01\r\n", 1), false}, // leading zero
+		{strings.Replace(want, "*5\r\n", "*+5\r\n", 1), false}, // sign
+		{want + "*1\r\n$4\r\nPING\r\n", false},                 // not this command alone
+	}
+	for i, c := range cases {
+		req := &server.ForwardReq{Args: args}
+		if c.raw != "" {
+			req.Raw = []byte(c.raw)
+		}
+		got := appendForward([]byte("x"), req)
+		if string(got) != "x"+want {
+			t.Errorf("case %d: sent %q, want %q", i, got, "x"+want)
+		}
+		if reused := c.raw != "" && len(req.Raw) == commandLen(args); reused != c.reuse {
+			t.Errorf("case %d: raw reused %v, want %v", i, reused, c.reuse)
+		}
+	}
+	for _, n := range []int{0, 1, 9, 10, 99, 100, 12345} {
+		a := [][]byte{make([]byte, n), []byte("x")}
+		if got, want := commandLen(a), len(appendCommand(nil, a...)); got != want {
+			t.Errorf("commandLen with a %d-byte argument: %d, want %d", n, got, want)
 		}
 	}
 }

@@ -181,7 +181,7 @@ func (s *session) seen(o *owner) bool {
 // encode appends req's bytes to s.data and sets how many replies r skips.
 func (s *session) encode(req *server.ForwardReq, r *request, o *owner) {
 	if req.Unit == nil {
-		s.data = appendCommand(s.data, req.Args...)
+		s.data = appendForward(s.data, req)
 		return
 	}
 	s.data = appendCommand(s.data, cmdMulti)
