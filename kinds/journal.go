@@ -244,7 +244,7 @@ func (l *List) apply(tag byte, r *reader) bool {
 	switch tag {
 	case 'L', 'R':
 		s := r.str()
-		if r.bad || l.n >= MaxElements {
+		if r.bad || int(l.n) >= MaxElements {
 			return false
 		}
 		if tag == 'L' {
@@ -253,7 +253,7 @@ func (l *List) apply(tag byte, r *reader) bool {
 			l.PushBack(s)
 		}
 	case 'l', 'r':
-		if l.n == 0 {
+		if int(l.n) == 0 {
 			return false
 		}
 		if tag == 'l' {
@@ -262,16 +262,16 @@ func (l *List) apply(tag byte, r *reader) bool {
 			l.PopBack()
 		}
 	case 'T':
-		i, ok := r.index(l.n)
+		i, ok := r.index(int(l.n))
 		s := r.str()
 		if !ok || r.bad {
 			return false
 		}
 		l.SetAt(i, s)
 	case 'I':
-		i, ok := r.index(l.n + 1)
+		i, ok := r.index(int(l.n) + 1)
 		s := r.str()
-		if !ok || r.bad || l.n >= MaxElements {
+		if !ok || r.bad || int(l.n) >= MaxElements {
 			return false
 		}
 		l.InsertAt(i, s)
@@ -279,7 +279,7 @@ func (l *List) apply(tag byte, r *reader) bool {
 		n := r.count(1)
 		idx := make([]int, 0, n)
 		for k := 0; k < n; k++ {
-			i, ok := r.index(l.n)
+			i, ok := r.index(int(l.n))
 			if !ok || (k > 0 && i <= idx[k-1]) {
 				return false
 			}
@@ -294,8 +294,8 @@ func (l *List) apply(tag byte, r *reader) bool {
 			return true
 		})
 	case 'M':
-		start, ok1 := r.index(l.n)
-		stop, ok2 := r.index(l.n)
+		start, ok1 := r.index(int(l.n))
+		stop, ok2 := r.index(int(l.n))
 		if !ok1 || !ok2 || stop < start {
 			return false
 		}

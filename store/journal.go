@@ -198,6 +198,7 @@ func (s *Store) LoadDelta(key []byte, kind Kind, payload []byte, expireAtMs int6
 	if o == nil {
 		return 0, nil
 	}
+	before := o.obj.Size()
 	err = eachSegment(payload, func(gen uint64, recs []byte) {
 		if gen <= o.gen&^genImaged {
 			return // the image holds it already
@@ -207,6 +208,7 @@ func (s *Store) LoadDelta(key []byte, kind Kind, payload []byte, expireAtMs int6
 		}
 		o.gen = gen&^genImaged | o.gen&genImaged
 	})
+	sh.rechargeLocked(o.obj, before) // before a removal credits the new Size
 	sh.slab[slot].exp = expireAtMs
 	if j, ok := o.obj.(Journaled); ok {
 		j.StartJournal() // apply did not record, but start clean
@@ -218,7 +220,6 @@ func (s *Store) LoadDelta(key []byte, kind Kind, payload []byte, expireAtMs int6
 		}
 		return mismatched, err
 	}
-	sh.chargeLocked(o)
 	return mismatched, err
 }
 
