@@ -347,3 +347,16 @@ func (l *List) toFull() {
 	// The journal stays (as Hash.toFull).
 	l.listRing, l.lp, l.cur = &listRing{buf: items, size: size}, nil, 0
 }
+
+// DataAddr is the address of h's compact bytes (nil in the full form or
+// when empty), for the store's prefetch (store.DataAddresser): it only
+// reads h's struct.
+func (h *Hash) DataAddr() unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(h.lp)) }
+
+// DataAddr is the address of l's compact bytes (nil in the full form or
+// when empty), as Hash.DataAddr.
+func (l *List) DataAddr() unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(l.lp)) }
+
+// DataAddr is the address of z's compact bytes (nil in the full form or
+// when empty), as Hash.DataAddr.
+func (z *ZSet) DataAddr() unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(z.lp)) }

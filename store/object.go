@@ -102,6 +102,7 @@ func (sh *shard) putObjLocked(slot uint32, o objSlot) {
 		sh.objs = sh.objs[:i+1]
 	}
 	sh.objs[i] = o
+	sh.liveObjs.Add(1)
 	sh.slab[slot].tat = uint64(i) + 1
 	sh.addMemLocked(objCharge(&sh.objs[i]))
 }
@@ -117,6 +118,7 @@ func (sh *shard) takeObjLocked(slot uint32) objSlot {
 	taken := *o
 	sh.addMemLocked(-objCharge(o))
 	*o = objSlot{} // nothing kept alive for the GC
+	sh.liveObjs.Add(-1)
 	e := &sh.slab[slot]
 	sh.ofree = append(sh.ofree, uint32(e.tat-1))
 	e.tat = 0
