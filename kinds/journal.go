@@ -79,6 +79,11 @@ func (j *journal) StartJournal() {
 	j.p = journalIdle
 }
 
+// StopJournal drops anything recorded and records nothing more (until the
+// next StartJournal): the store does this for values so small that their
+// image costs no more to persist than their records (store/journal.go).
+func (j *journal) StopJournal() { j.p = nil }
+
 // TakeJournal appends the records made since StartJournal or the previous
 // TakeJournal to b and goes on recording. ok is false (and b unchanged)
 // when there is no complete record: the journal was never started, or it
