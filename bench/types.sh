@@ -20,7 +20,11 @@
 # says (default yes), so a row run with both shows what persistence costs.
 #
 # The MULTI sliding log cannot be driven by redis-benchmark (one command per
-# request): its row runs the same four commands in one EVAL on both sides.
+# request): its "sliding log (EVAL)" row runs the same four commands in one
+# EVAL on both sides, and its "sliding log (MULTI)" row sends them as the
+# designs do, MULTI ZADD ZREMRANGEBYSCORE ZCARD EXPIRE EXEC, through
+# bench/replload -tx (same c and P; a request is one transaction; N/4 of
+# them, TXN to change it; CPU per call is per transaction).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -41,6 +45,7 @@ work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; redis-cli -p $RPORT shutdown nosave >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 
 if [ -n "${CELLD_BIN:-}" ]; then cp "$CELLD_BIN" "$work/celld"; else go build -o "$work/celld" .; fi
+go build -o "$work/replload" ./bench/replload
 redis-server --port $RPORT --save '' --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
 up() { # port
   for _ in $(seq 50); do redis-cli -p $1 ping >/dev/null 2>&1 && break; sleep 0.1; done
@@ -59,15 +64,21 @@ start_celld() { # persist: yes|no
 }
 cpu() { awk '{ print $14 + $15 }' "/proc/$cpid/stat"; } # celld's user+system ticks
 
-bench() { # port args... -> "rps p50 p99" (celld's: "rps p50 p99 cpu_us_per_call")
+bench() { # port args... -> "rps p50 p99" (celld's: "rps p50 p99 cpu_us_per_call"); args TX ...: a transaction per request
   local port=$1; shift
-  local t0 t1 out
+  local t0 t1 out n=$N
   [ "$port" = "$CPORT" ] && t0=$(cpu)
-  out=$(redis-benchmark -p "$port" -c 50 -P 16 -n "$N" -r "$KEYS" --csv "$@" 2>/dev/null |
-    awk -F, 'END { gsub(/"/, ""); print $(NF-6), $(NF-3), $(NF-1) }') # the script rows' names hold commas
+  if [ "$1" = TX ]; then
+    shift
+    n=${TXN:-$((N / 4))}
+    out=$("$work/replload" -addr 127.0.0.1:$port -c 50 -P 16 -n "$n" -r "$KEYS" -tx "$@" | awk '{ print $1, $2, $3 }')
+  else
+    out=$(redis-benchmark -p "$port" -c 50 -P 16 -n "$N" -r "$KEYS" --csv "$@" 2>/dev/null |
+      awk -F, 'END { gsub(/"/, ""); print $(NF-6), $(NF-3), $(NF-1) }') # the script rows' names hold commas
+  fi
   if [ "$port" = "$CPORT" ]; then
     t1=$(cpu)
-    out="$out $(echo "($t1 - $t0) * 1000000 / $hz / $N" | bc -l | xargs printf '%.2f')"
+    out="$out $(echo "($t1 - $t0) * 1000000 / $hz / $n" | bc -l | xargs printf '%.2f')"
   fi
   echo "$out"
 }
@@ -128,6 +139,8 @@ for persist in $PERSIST; do
   row "LRANGE 0 9"           LRANGE lr:__rand_int__ 0 9
   row "ZADD"                 ZADD z:__rand_int__ __rand_int__ m:__rand_int__
   row "sliding log (EVAL)"   EVAL "$(tr '\n' ' ' <<<"$SLIDING")" 1 sl:__rand_int__
+  row "sliding log (MULTI)"  TX ZADD sm:__rand_int__ __now_ms__ __now_ms__-__uniq__ \; \
+                             ZREMRANGEBYSCORE sm:__rand_int__ 0 __now_ms_1000__ \; ZCARD sm:__rand_int__ \; EXPIRE sm:__rand_int__ 2
   row "funnel EVAL"          EVAL "$(tr '\n' ' ' <<<"$FUNNEL")" 1 fn:__rand_int__ 100 0.5
   echo "(cpu/c = celld CPU µs per call; ratio = celld/redis median req/s; round range = min-max of per-round ratios)"
   echo

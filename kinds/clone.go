@@ -25,8 +25,8 @@ func (l *List) Clone() *List {
 		return &List{lp: append([]byte(nil), l.lp...), n: l.n}
 	}
 	c := &List{listRing: &listRing{size: l.size}, n: l.n}
-	if l.n > 0 {
-		c.buf = make([]string, max(8, l.n))
+	if int(l.n) > 0 {
+		c.buf = make([]string, max(8, int(l.n)))
 		l.copyTo(c.buf)
 	}
 	return c

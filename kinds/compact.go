@@ -34,8 +34,22 @@ const (
 
 // cursor remembers the last entry a walk reached (index, byte offset),
 // so a sequential walk with At (LRANGE, HSCAN, AppendImage) costs O(1)
-// per step. Reset by every write.
-type cursor struct{ i, off int32 }
+// per step. Reset by every write (the zero cursor is entry 0 at offset 0).
+// Packed in 4 bytes so that a compact Hash or List fits a 48-byte size
+// class: the index in the low cursorIdxBits bits, the offset above. A
+// compact form stays within both (a hash: 512 entries, 66,560 bytes at
+// most; a list: CompactMaxBytes bytes, so at most 4,096 items).
+type cursor uint32
+
+const cursorIdxBits = 13
+
+func mkCursor(i, off int) cursor { return cursor(off<<cursorIdxBits | i) }
+
+// idx is the cursor's entry index.
+func (c cursor) idx() int { return int(c & (1<<cursorIdxBits - 1)) }
+
+// off is the byte offset of the cursor's entry.
+func (c cursor) off() int { return int(c >> cursorIdxBits) }
 
 // bstr is b's bytes as a string without copying: valid while b is not
 // written.
@@ -117,10 +131,11 @@ func splice(b []byte, from, to int, s string) []byte {
 	return b
 }
 
-// hashCompactBase is a compact Hash's own allocation: the struct (56
-// bytes, 8 of them the journal's pointer, journal.go) in its 64-byte size
-// class.
-const hashCompactBase = 64
+// hashCompactBase is a compact Hash's own allocation: the struct (48
+// bytes: the journal's pointer, journal.go, the full form's pointer, the
+// bytes' slice header, the count and the packed cursor), a size class of
+// its own.
+const hashCompactBase = 48
 
 // compact reports whether h is in its compact form.
 func (h *Hash) compact() bool { return h.hashFull == nil }
@@ -170,7 +185,7 @@ func (h *Hash) lpSet(field, value string) (added, done bool) {
 	if len(field) > CompactMaxValue || len(value) > CompactMaxValue {
 		return false, false
 	}
-	h.cur = cursor{}
+	h.cur = 0
 	if off := h.lpFind(field); off >= 0 {
 		fl := int(h.lp[off])
 		voff := off + 2 + fl
@@ -200,7 +215,7 @@ func (h *Hash) lpDelete(field string) bool {
 	if h.recording() {
 		h.rec1('D', field, h.Size()) // copies field before the splice
 	}
-	h.cur = cursor{}
+	h.cur = 0
 	_, _, next := h.lpEntry(off)
 	h.lp = fit(splice(h.lp, off, next, ""))
 	h.n--
@@ -210,14 +225,14 @@ func (h *Hash) lpDelete(field string) bool {
 // lpAt is At on a compact h, walking on from the cursor when it can.
 func (h *Hash) lpAt(i int) HashField {
 	c := h.cur
-	if int(c.i) > i {
-		c = cursor{}
+	if c.idx() > i {
+		c = 0
 	}
-	off := int(c.off)
-	for j := int(c.i); j < i; j++ {
+	off := c.off()
+	for j := c.idx(); j < i; j++ {
 		_, _, off = h.lpEntry(off)
 	}
-	h.cur = cursor{int32(i), int32(off)}
+	h.cur = mkCursor(i, off)
 	f, v, _ := h.lpEntry(off)
 	return HashField{f, v}
 }
@@ -238,13 +253,12 @@ func (h *Hash) toFull() {
 	}
 	// The journal stays: the conversion changes no content, so it records
 	// nothing, and the write that caused it records itself.
-	h.hashFull, h.lp, h.n, h.cur = &hashFull{idx: idx, items: items, size: size}, nil, 0, cursor{}
+	h.hashFull, h.lp, h.n, h.cur = &hashFull{idx: idx, items: items, size: size}, nil, 0, 0
 }
 
-// listCompactBase is a compact List's own allocation: the struct (56
-// bytes, 8 of them the journal's pointer, journal.go) in its 64-byte size
-// class.
-const listCompactBase = 64
+// listCompactBase is a compact List's own allocation: the struct (48
+// bytes, laid out as Hash's), a size class of its own.
+const listCompactBase = 48
 
 // compact reports whether l is in its compact form.
 func (l *List) compact() bool { return l.listRing == nil }
@@ -254,17 +268,17 @@ func (l *List) compactSize() int64 { return listCompactBase + int64(cap(l.lp)) }
 // offset returns the byte offset of item i (0 ≤ i ≤ n; n gives the end),
 // walking from the nearest of the start, the cursor and the end.
 func (l *List) offset(i int) int {
-	if c := l.cur; int(c.i) == i-1 && i <= l.n { // the next item of a walk up
-		off := int(c.off) + 2 + int(l.lp[c.off])
-		l.cur = cursor{int32(i), int32(off)}
+	if c := l.cur; c.idx() == i-1 && i <= l.Len() { // the next item of a walk up
+		off := c.off() + 2 + int(l.lp[c.off()])
+		l.cur = mkCursor(i, off)
 		return off
 	}
 	type mark struct{ i, off int }
 	best := mark{0, 0}
-	if i > l.n-i {
-		best = mark{l.n, len(l.lp)}
+	if i > int(l.n)-i {
+		best = mark{int(l.n), len(l.lp)}
 	}
-	if c := (mark{int(l.cur.i), int(l.cur.off)}); c.i <= l.n && abs(c.i-i) < abs(best.i-i) {
+	if c := (mark{l.cur.idx(), l.cur.off()}); c.i <= int(l.n) && abs(c.i-i) < abs(best.i-i) {
 		best = c
 	}
 	off := best.off
@@ -274,7 +288,7 @@ func (l *List) offset(i int) int {
 	for j := best.i; j > i; j-- {
 		off -= 2 + int(l.lp[off-1])
 	}
-	l.cur = cursor{int32(i), int32(off)}
+	l.cur = mkCursor(i, off)
 	return off
 }
 
@@ -298,7 +312,7 @@ func (l *List) fits(s string, old int) bool {
 
 // lpInsert inserts s as an item at byte offset off.
 func (l *List) lpInsert(off int, s string) {
-	l.cur = cursor{}
+	l.cur = 0
 	l.lp = reserve(l.lp, len(s)+2)
 	n := len(l.lp)
 	l.lp = l.lp[:n+len(s)+2]
@@ -311,7 +325,7 @@ func (l *List) lpInsert(off int, s string) {
 
 // lpRemove removes the item at off and returns it, copied.
 func (l *List) lpRemove(off int) string {
-	l.cur = cursor{}
+	l.cur = 0
 	n := int(l.lp[off])
 	s := string(l.lp[off+1 : off+1+n])
 	l.lp = fit(splice(l.lp, off, off+n+2, ""))
@@ -321,15 +335,28 @@ func (l *List) lpRemove(off int) string {
 
 // toFull moves a compact l into the ring buffer, copying the strings out.
 func (l *List) toFull() {
-	items := make([]string, max(8, l.n+1))
+	items := make([]string, max(8, int(l.n)+1))
 	off := 0
 	size := int64(48)
-	for i := 0; i < l.n; i++ {
+	for i := 0; i < int(l.n); i++ {
 		s := string([]byte(l.lpItem(off)))
 		items[i] = s
 		size += listItemCost + int64(len(s))
 		off += 2 + len(s)
 	}
 	// The journal stays (as Hash.toFull).
-	l.listRing, l.lp, l.cur = &listRing{buf: items, size: size}, nil, cursor{}
+	l.listRing, l.lp, l.cur = &listRing{buf: items, size: size}, nil, 0
 }
+
+// DataAddr is the address of h's compact bytes (nil in the full form or
+// when empty), for the store's prefetch (store.DataAddresser): it only
+// reads h's struct.
+func (h *Hash) DataAddr() unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(h.lp)) }
+
+// DataAddr is the address of l's compact bytes (nil in the full form or
+// when empty), as Hash.DataAddr.
+func (l *List) DataAddr() unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(l.lp)) }
+
+// DataAddr is the address of z's compact bytes (nil in the full form or
+// when empty), as Hash.DataAddr.
+func (z *ZSet) DataAddr() unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(z.lp)) }

@@ -93,8 +93,8 @@ func DecodeHash(img []byte) (*Hash, error) {
 
 // AppendImage appends l's image to b.
 func (l *List) AppendImage(b []byte) []byte {
-	b = binary.AppendUvarint(b, uint64(l.n))
-	for i := 0; i < l.n; i++ {
+	b = binary.AppendUvarint(b, uint64(int(l.n)))
+	for i := 0; i < int(l.n); i++ {
 		b = appendStr(b, l.At(i))
 	}
 	return b

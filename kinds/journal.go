@@ -79,6 +79,11 @@ func (j *journal) StartJournal() {
 	j.p = journalIdle
 }
 
+// StopJournal drops anything recorded and records nothing more (until the
+// next StartJournal): the store does this for values so small that their
+// image costs no more to persist than their records (store/journal.go).
+func (j *journal) StopJournal() { j.p = nil }
+
 // TakeJournal appends the records made since StartJournal or the previous
 // TakeJournal to b and goes on recording. ok is false (and b unchanged)
 // when there is no complete record: the journal was never started, or it
@@ -244,7 +249,7 @@ func (l *List) apply(tag byte, r *reader) bool {
 	switch tag {
 	case 'L', 'R':
 		s := r.str()
-		if r.bad || l.n >= MaxElements {
+		if r.bad || int(l.n) >= MaxElements {
 			return false
 		}
 		if tag == 'L' {
@@ -253,7 +258,7 @@ func (l *List) apply(tag byte, r *reader) bool {
 			l.PushBack(s)
 		}
 	case 'l', 'r':
-		if l.n == 0 {
+		if int(l.n) == 0 {
 			return false
 		}
 		if tag == 'l' {
@@ -262,16 +267,16 @@ func (l *List) apply(tag byte, r *reader) bool {
 			l.PopBack()
 		}
 	case 'T':
-		i, ok := r.index(l.n)
+		i, ok := r.index(int(l.n))
 		s := r.str()
 		if !ok || r.bad {
 			return false
 		}
 		l.SetAt(i, s)
 	case 'I':
-		i, ok := r.index(l.n + 1)
+		i, ok := r.index(int(l.n) + 1)
 		s := r.str()
-		if !ok || r.bad || l.n >= MaxElements {
+		if !ok || r.bad || int(l.n) >= MaxElements {
 			return false
 		}
 		l.InsertAt(i, s)
@@ -279,7 +284,7 @@ func (l *List) apply(tag byte, r *reader) bool {
 		n := r.count(1)
 		idx := make([]int, 0, n)
 		for k := 0; k < n; k++ {
-			i, ok := r.index(l.n)
+			i, ok := r.index(int(l.n))
 			if !ok || (k > 0 && i <= idx[k-1]) {
 				return false
 			}
@@ -294,8 +299,8 @@ func (l *List) apply(tag byte, r *reader) bool {
 			return true
 		})
 	case 'M':
-		start, ok1 := r.index(l.n)
-		stop, ok2 := r.index(l.n)
+		start, ok1 := r.index(int(l.n))
+		stop, ok2 := r.index(int(l.n))
 		if !ok1 || !ok2 || stop < start {
 			return false
 		}

@@ -18,8 +18,8 @@ import "encoding/binary"
 type List struct {
 	journal          // journal.go; kept across the change of form
 	*listRing        // nil while compact
-	n         int    // items, in either form
 	lp        []byte // the compact form's items
+	n         int32  // items, in either form (at most MaxElements)
 	cur       cursor
 }
 
@@ -38,7 +38,7 @@ const listItemCost = 24
 func NewList() *List { return &List{} }
 
 // Len is the number of items.
-func (l *List) Len() int { return l.n }
+func (l *List) Len() int { return int(l.n) }
 
 // Size is the list's approximate heap footprint in bytes.
 func (l *List) Size() int64 {
@@ -63,25 +63,25 @@ func (l *List) resize(c int) {
 }
 
 func (l *List) copyTo(dst []string) {
-	if l.n == 0 {
+	if int(l.n) == 0 {
 		return
 	}
-	if l.head+l.n <= len(l.buf) {
-		copy(dst, l.buf[l.head:l.head+l.n])
+	if l.head+int(l.n) <= len(l.buf) {
+		copy(dst, l.buf[l.head:l.head+int(l.n)])
 		return
 	}
 	k := copy(dst, l.buf[l.head:])
-	copy(dst[k:], l.buf[:l.n-k])
+	copy(dst[k:], l.buf[:int(l.n)-k])
 }
 
 func (l *List) grow() {
-	if l.n == len(l.buf) {
+	if int(l.n) == len(l.buf) {
 		l.resize(max(8, 2*len(l.buf)))
 	}
 }
 
 func (l *List) shrink() {
-	if len(l.buf) > 64 && l.n < len(l.buf)/4 {
+	if len(l.buf) > 64 && int(l.n) < len(l.buf)/4 {
 		l.resize(len(l.buf) / 2)
 	}
 }
@@ -131,7 +131,7 @@ func (l *List) pushBack(s string) {
 		l.toFull()
 	}
 	l.grow()
-	l.buf[l.pos(l.n)] = s
+	l.buf[l.pos(int(l.n))] = s
 	l.n++
 	l.size += listItemCost + int64(len(s))
 }
@@ -163,7 +163,7 @@ func (l *List) PopBack() string {
 	if l.compact() {
 		return l.lpRemove(len(l.lp) - 2 - int(l.lp[len(l.lp)-1]))
 	}
-	p := l.pos(l.n - 1)
+	p := l.pos(int(l.n) - 1)
 	s := l.buf[p]
 	l.buf[p] = ""
 	l.n--
@@ -189,7 +189,7 @@ func (l *List) SetAt(i int, s string) {
 	if l.compact() {
 		off := l.offset(i)
 		if old := int(l.lp[off]); l.fits(s, old+2) {
-			l.cur = cursor{}
+			l.cur = 0
 			l.lp[off] = byte(len(s))
 			l.lp = splice(l.lp, off+1, off+1+old, s) // the trailing length byte moves along
 			l.lp[off+1+len(s)] = byte(len(s))
@@ -218,12 +218,12 @@ func (l *List) InsertAt(i int, s string) {
 		l.pushFront(s)
 		return
 	}
-	if i == l.n {
+	if i == int(l.n) {
 		l.pushBack(s)
 		return
 	}
 	l.pushBack("")
-	for j := l.n - 1; j > i; j-- {
+	for j := int(l.n) - 1; j > i; j-- {
 		l.buf[l.pos(j)] = l.buf[l.pos(j-1)]
 	}
 	l.buf[l.pos(i)] = s
@@ -237,7 +237,7 @@ func (l *List) Filter(keep func(i int, s string) bool) int {
 		out := make([]byte, 0, len(l.lp))
 		w := 0
 		var gone []int // the removed indices, for the journal
-		for i, off := 0, 0; i < l.n; i++ {
+		for i, off := 0, 0; i < int(l.n); i++ {
 			n := int(l.lp[off])
 			if keep(i, l.lpItem(off)) {
 				out = append(out, l.lp[off:off+n+2]...)
@@ -247,18 +247,18 @@ func (l *List) Filter(keep func(i int, s string) bool) int {
 			}
 			off += n + 2
 		}
-		removed := l.n - w
+		removed := int(l.n) - w
 		if len(gone) > 0 {
 			l.recFilter(gone)
 		}
 		if removed > 0 {
-			l.lp, l.n, l.cur = fit(out), w, cursor{}
+			l.lp, l.n, l.cur = fit(out), int32(w), 0
 		}
 		return removed
 	}
 	w := 0
 	var gone []int // the removed indices, for the journal
-	for r := 0; r < l.n; r++ {
+	for r := 0; r < int(l.n); r++ {
 		s := l.buf[l.pos(r)]
 		if keep(r, s) {
 			l.buf[l.pos(w)] = s
@@ -270,14 +270,14 @@ func (l *List) Filter(keep func(i int, s string) bool) int {
 			}
 		}
 	}
-	removed := l.n - w
+	removed := int(l.n) - w
 	if len(gone) > 0 {
 		l.recFilter(gone)
 	}
-	for j := w; j < l.n; j++ {
+	for j := w; j < int(l.n); j++ {
 		l.buf[l.pos(j)] = ""
 	}
-	l.n = w
+	l.n = int32(w)
 	l.shrink()
 	return removed
 }
@@ -293,15 +293,15 @@ func (l *List) Trim(start, stop int) {
 	if l.compact() {
 		from, to := l.offset(start), l.offset(stop+1)
 		l.lp = fit(append(l.lp[:0], l.lp[from:to]...))
-		l.n, l.cur = stop-start+1, cursor{}
+		l.n, l.cur = int32(stop-start+1), 0
 		return
 	}
-	for j := stop + 1; j < l.n; j++ {
+	for j := stop + 1; j < int(l.n); j++ {
 		p := l.pos(j)
 		l.size -= listItemCost + int64(len(l.buf[p]))
 		l.buf[p] = ""
 	}
-	l.n = stop + 1
+	l.n = int32(stop + 1)
 	for j := 0; j < start; j++ {
 		l.size -= listItemCost + int64(len(l.buf[l.head]))
 		l.buf[l.head] = ""

@@ -26,6 +26,20 @@ import (
 // off, or an object created since the last drain); an append per element
 // written otherwise (kinds' journal); a drain copies the records, never
 // the object, unless the journal outgrew its bound (then the image).
+//
+// Small objects. An object whose Size is at most smallImage (a compact
+// hash, list or sorted set of some tens of bytes: the funnel's two-field
+// hash, a sliding log's few members) is handed out as an image at every
+// drain and its journal is stopped, not started: its image is about as
+// long as a window's records, and its writes then record nothing (no
+// per-write append, no 64-byte record buffer kept per key). It journals
+// again from the first drain that finds it larger. To replay this is the
+// path of an abandoned journal: each image is a generation of its own.
+
+// smallImage is the largest Size of an object handed out as an image at
+// every drain rather than journaled (see above): a compact struct of 48
+// bytes plus up to 112 bytes of elements.
+const smallImage = 160
 
 // Journaled is an Object that can record its writes element by element
 // (kinds.Hash, kinds.List, kinds.ZSet; their StartJournal/TakeJournal
@@ -34,6 +48,8 @@ type Journaled interface {
 	Object
 	// StartJournal drops anything recorded and records every later write.
 	StartJournal()
+	// StopJournal drops anything recorded and records nothing more.
+	StopJournal()
 	// TakeJournal appends what was recorded since the last start or take
 	// to b; ok is false (b unchanged, recording stopped) when the journal
 	// was never started or was abandoned.
@@ -130,7 +146,11 @@ func (sh *shard) drainObjectLocked(slot uint32, key, buf []byte) (Change, []byte
 		buf = buf[:start]
 	}
 	o.gen = (o.gen+1)&^genImaged | genImaged
-	j.StartJournal()
+	if o.obj.Size() <= smallImage {
+		j.StopJournal()
+	} else {
+		j.StartJournal()
+	}
 	buf = o.obj.AppendImage(buf)
 	c.Gen = o.gen &^ genImaged
 	c.Image = buf[start:len(buf):len(buf)]
@@ -198,6 +218,7 @@ func (s *Store) LoadDelta(key []byte, kind Kind, payload []byte, expireAtMs int6
 	if o == nil {
 		return 0, nil
 	}
+	before := o.obj.Size()
 	err = eachSegment(payload, func(gen uint64, recs []byte) {
 		if gen <= o.gen&^genImaged {
 			return // the image holds it already
@@ -207,6 +228,7 @@ func (s *Store) LoadDelta(key []byte, kind Kind, payload []byte, expireAtMs int6
 		}
 		o.gen = gen&^genImaged | o.gen&genImaged
 	})
+	sh.rechargeLocked(o.obj, before) // before a removal credits the new Size
 	sh.slab[slot].exp = expireAtMs
 	if j, ok := o.obj.(Journaled); ok {
 		j.StartJournal() // apply did not record, but start clean
@@ -218,7 +240,6 @@ func (s *Store) LoadDelta(key []byte, kind Kind, payload []byte, expireAtMs int6
 		}
 		return mismatched, err
 	}
-	sh.chargeLocked(o)
 	return mismatched, err
 }
 

@@ -8,8 +8,13 @@ package store
 // entry's tat holds (objLocked), which the TAT path never reads.
 //
 // Memory: a key of an object kind is charged keyCost like any key, plus
-// objCost and the object's Size, re-read after every write (Size must be
-// O(1)); the charge is credited back when the key goes (dropKindLocked).
+// objCost and the object's Size (objCharge). The slot does not keep what
+// it was charged: every change of an object's Size happens under the
+// store's hands (a write through WriteObject, a restored delta), which
+// re-read Size before and after and charge the difference, so the charge
+// is always objCharge of the object as it stands (Size must be O(1), and
+// must not change on a read); the same is credited back when the key goes
+// (dropKindLocked).
 
 // Object is a value of a non-string kind as the store holds it. Its methods
 // are called under the key's shard lock.
@@ -44,10 +49,9 @@ func (sh *shard) objectChangeLocked(slot uint32, key, buf []byte) (Change, []byt
 	return Change{Key: key, Kind: e.kind(), Image: buf[start:len(buf):len(buf)], ExpireAtMs: e.exp}, buf
 }
 
-// objSlot is an object and what its key is currently charged for it.
+// objSlot is an object and its persistence generation: 24 bytes.
 type objSlot struct {
-	obj     Object
-	charged int64
+	obj Object
 	// gen is the generation last handed out to persistence, with
 	// genImaged set once an image of the key's object was
 	// (journal.go).
@@ -65,9 +69,12 @@ const genImaged = 1 << 63
 // of an HSET's CPU, and a live object costs its 32-byte slot instead of a
 // map entry's ~64 bytes. Freed indices are reused LIFO.
 
-// objCost is what an object's place in shard.objs costs: its 32-byte slot,
+// objCost is what an object's place in shard.objs costs: its 24-byte slot,
 // the table's growth slack (a quarter at most) and its free-list word.
-const objCost = 40
+const objCost = 32
+
+// objCharge is what o's object costs its key beyond keyCost. O(1).
+func objCharge(o *objSlot) int64 { return objCost + o.obj.Size() }
 
 // objLocked returns slot's object, or nil when it has none (the key is of
 // another kind, or its object is not set yet). The pointer is valid until
@@ -81,8 +88,7 @@ func (sh *shard) objLocked(slot uint32) *objSlot {
 }
 
 // putObjLocked gives slot, a key of an object kind without an object, the
-// object o (o.charged is what is charged for it already, normally 0), and
-// charges it. Requires sh.mu.
+// object o, and charges it. Requires sh.mu.
 func (sh *shard) putObjLocked(slot uint32, o objSlot) {
 	var i uint32
 	if n := len(sh.ofree); n > 0 {
@@ -96,8 +102,9 @@ func (sh *shard) putObjLocked(slot uint32, o objSlot) {
 		sh.objs = sh.objs[:i+1]
 	}
 	sh.objs[i] = o
+	sh.liveObjs.Add(1)
 	sh.slab[slot].tat = uint64(i) + 1
-	sh.chargeLocked(&sh.objs[i])
+	sh.addMemLocked(objCharge(&sh.objs[i]))
 }
 
 // takeObjLocked removes slot's object from the table and returns it,
@@ -109,9 +116,9 @@ func (sh *shard) takeObjLocked(slot uint32) objSlot {
 		return objSlot{}
 	}
 	taken := *o
-	sh.addMemLocked(-o.charged)
-	taken.charged = 0
+	sh.addMemLocked(-objCharge(o))
 	*o = objSlot{} // nothing kept alive for the GC
+	sh.liveObjs.Add(-1)
 	e := &sh.slab[slot]
 	sh.ofree = append(sh.ofree, uint32(e.tat-1))
 	e.tat = 0
@@ -128,12 +135,11 @@ func (sh *shard) takeObjLocked(slot uint32) objSlot {
 // Requires sh.mu.
 func (sh *shard) dropObjectLocked(slot uint32) { sh.takeObjLocked(slot) }
 
-// chargeLocked brings o's charge in line with its object's Size. Requires
-// sh.mu.
-func (sh *shard) chargeLocked(o *objSlot) {
-	if c := objCost + o.obj.Size(); c != o.charged {
-		sh.addMemLocked(c - o.charged)
-		o.charged = c
+// rechargeLocked charges the change of an object's Size from before (what
+// it was when last charged) to now. Requires sh.mu.
+func (sh *shard) rechargeLocked(obj Object, before int64) {
+	if d := obj.Size() - before; d != 0 {
+		sh.addMemLocked(d)
 	}
 }
 
@@ -212,7 +218,10 @@ func (s *Store) WriteObject(key []byte, kind Kind, nowMs int64, create func() Ob
 			return false, ErrWrongType
 		}
 		o := sh.objLocked(slot)
-		if !fn(o.obj) {
+		before := o.obj.Size()
+		changed := fn(o.obj)
+		sh.rechargeLocked(o.obj, before) // before a deletion credits the new Size
+		if !changed {
 			sh.touchLocked(slot, nowMs)
 			return true, nil
 		}
@@ -221,7 +230,6 @@ func (s *Store) WriteObject(key []byte, kind Kind, nowMs int64, create func() Ob
 			return true, nil
 		}
 		sh.retimeLocked(slot, sh.slab[slot].exp, nowMs)
-		sh.chargeLocked(o)
 		return true, nil
 	}
 	if create == nil {
@@ -314,7 +322,7 @@ func (s *Store) KeyMemory(key []byte, nowMs int64) (int64, bool) {
 		n += rawCost(len(sh.rawLocked(slot)))
 	}
 	if o := sh.objLocked(slot); o != nil {
-		n += o.charged
+		n += objCharge(o)
 	}
 	if e.kind() == KindWindow && e.tat != 0 && !e.winInline() {
 		_, _, size := winUnref(e.tat)

@@ -59,6 +59,7 @@ func (s *Store) Prefetch(keys [][]byte, hs []uint64) {
 			prefetchEntry(&v.slab[slot])
 		}
 	}
+	s.prefetchObjects(keys, hs) // prefetch_obj.go
 }
 
 // prefetchEntry starts loading both cache lines entry e may span, for

@@ -105,9 +105,10 @@ type shard struct {
 	expired  int64        // keys removed because their TTL passed (stats.go)
 	seed     maphash.Seed // the store's seed, for rehashing
 
-	objs   []objSlot         // objects of the richer kinds, at entry.tat-1 (object.go)
-	ofree  []uint32          // free indices of objs, reused LIFO
-	sealed map[uint32][]byte // by slot: records a base snapshot sealed (journal.go)
+	objs     []objSlot         // objects of the richer kinds, at entry.tat-1 (object.go)
+	liveObjs atomic.Int32      // live objects in objs, read without mu (prefetch_obj.go)
+	ofree    []uint32          // free indices of objs, reused LIFO
+	sealed   map[uint32][]byte // by slot: records a base snapshot sealed (journal.go)
 
 	// Verbatim texts of flagRaw slots, each at its entry.tat (strings.go),
 	// and rawv's free indexes, reused LIFO.
@@ -185,6 +186,7 @@ func (sh *shard) reset() {
 	sh.rawv, sh.rawFree = nil, nil
 	sh.win = windowHeap{}
 	sh.objs, sh.ofree, sh.sealed = nil, nil, nil
+	sh.liveObjs.Store(0)
 	sh.sweep, sh.peak = 0, 0
 	sh.resetMemLocked()
 	sh.publishLocked()

@@ -6,6 +6,15 @@
 // is its pipeline's round trip.
 //
 //	go run ./bench/replload -addr 127.0.0.1:6379 -c 50 -P 16 -n 200000 CL.THROTTLE ok:__rand_int__ 1000000 1 1
+//
+// A lone ";" among the arguments separates commands: a request is then all
+// of them, and with -tx they are wrapped in MULTI ... EXEC, so a request is
+// one transaction (bench/types.sh's MULTI sliding-log row). In every
+// argument __rand_int__ is one random key number per request, __now_ms__
+// the request's Unix time in ms, __now_ms_1000__ that less 1000, and
+// __uniq__ a number unique to the request.
+//
+//	go run ./bench/replload -tx -P 16 -n 100000 ZADD sl:__rand_int__ __now_ms__ __uniq__ \; ZCARD sl:__rand_int__
 package main
 
 import (
@@ -30,11 +39,26 @@ func main() {
 	pipe := flag.Int("P", 1, "pipeline depth")
 	n := flag.Int("n", 100000, "requests in all")
 	keys := flag.Int("r", 100000, "__rand_int__ is replaced by a number below this")
+	tx := flag.Bool("tx", false, "wrap each request's commands in MULTI ... EXEC")
 	flag.Parse()
-	args := flag.Args()
-	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, "replload: no command")
-		os.Exit(2)
+	var cmds [][]string
+	cmd := []string{}
+	for _, a := range flag.Args() {
+		if a == ";" {
+			cmds, cmd = append(cmds, cmd), []string{}
+			continue
+		}
+		cmd = append(cmd, a)
+	}
+	cmds = append(cmds, cmd)
+	if *tx {
+		cmds = append(append([][]string{{"MULTI"}}, cmds...), []string{"EXEC"})
+	}
+	for _, c := range cmds {
+		if len(c) == 0 {
+			fmt.Fprintln(os.Stderr, "replload: no command (or an empty one between ';')")
+			os.Exit(2)
+		}
 	}
 	var left atomic.Int64
 	left.Store(int64(*n))
@@ -47,7 +71,7 @@ func main() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := run(*addr, args, *pipe, *keys, int64(i), &left, &errs, &lats[i]); err != nil {
+			if err := run(*addr, cmds, *pipe, *keys, int64(i), &left, &errs, &lats[i]); err != nil {
 				failed.Store(err)
 			}
 		}()
@@ -71,9 +95,13 @@ func main() {
 	fmt.Printf("%.2f %.3f %.3f %d\n", float64(*n)/took.Seconds(), ms(all[len(all)/2]), ms(all[len(all)*99/100]), errs.Load())
 }
 
-// run is one connection's loop: pipelines of depth requests until left
-// runs out; every request's latency is its pipeline's round trip.
-func run(addr string, args []string, depth, keys int, seed int64, left, errs *atomic.Int64, lats *[]time.Duration) error {
+// uniq numbers requests across connections (__uniq__).
+var uniq atomic.Int64
+
+// run is one connection's loop: pipelines of depth requests (each the
+// commands cmds) until left runs out; every request's latency is its
+// pipeline's round trip.
+func run(addr string, cmds [][]string, depth, keys int, seed int64, left, errs *atomic.Int64, lats *[]time.Duration) error {
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		return err
@@ -89,19 +117,26 @@ func run(addr string, args []string, depth, keys int, seed int64, left, errs *at
 		}
 		req = req[:0]
 		for j := int64(0); j < k; j++ {
-			req = fmt.Appendf(req, "*%d\r\n", len(args))
-			for _, a := range args {
-				if strings.Contains(a, "__rand_int__") {
-					a = strings.ReplaceAll(a, "__rand_int__", strconv.Itoa(rng.Intn(keys)))
+			now := time.Now().UnixMilli()
+			sub := strings.NewReplacer("__rand_int__", strconv.Itoa(rng.Intn(keys)),
+				"__now_ms_1000__", strconv.FormatInt(now-1000, 10),
+				"__now_ms__", strconv.FormatInt(now, 10),
+				"__uniq__", strconv.FormatInt(uniq.Add(1), 10))
+			for _, args := range cmds {
+				req = fmt.Appendf(req, "*%d\r\n", len(args))
+				for _, a := range args {
+					if strings.Contains(a, "__") {
+						a = sub.Replace(a)
+					}
+					req = fmt.Appendf(req, "$%d\r\n%s\r\n", len(a), a)
 				}
-				req = fmt.Appendf(req, "$%d\r\n%s\r\n", len(a), a)
 			}
 		}
 		t0 := time.Now()
 		if _, err := c.Write(req); err != nil {
 			return err
 		}
-		for j := int64(0); j < k; j++ {
+		for j := int64(0); j < k*int64(len(cmds)); j++ {
 			isErr, err := skipReply(r)
 			if err != nil {
 				return err

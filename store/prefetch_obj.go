@@ -1,0 +1,87 @@
+package store
+
+import "unsafe"
+
+// Prefetching objects. A write to a hash, list or sorted set on a key not
+// in cache misses three more times after the entry, each load depending
+// on the one before: the object's slot in shard.objs (at the entry's tat),
+// the object's struct (the slot's pointer), and its elements' buffer (the
+// struct's). In a CPU profile of HSET at pipeline 16 over 100k keys those
+// three loads were ~29% of the server's samples. prefetchObjects starts
+// them for a whole batch, one level at a time, so that the batch's misses
+// overlap as Prefetch's do for the index and the entries.
+//
+// Unlike Prefetch's first passes it reads entries and slots, so it takes
+// each key's shard lock (briefly, three times per key), and it runs only
+// for shards holding objects (shard.liveObjs), so a batch of CL.THROTTLE
+// on a store without objects pays one atomic load per key for it.
+
+// DataAddresser is an Object whose elements live in a buffer of their own
+// (kinds' compact forms): DataAddr is that buffer's address, or nil. It
+// must not allocate or write, and costs a load of the object's struct.
+type DataAddresser interface {
+	DataAddr() unsafe.Pointer
+}
+
+// prefetchObjects is Prefetch's second half: hs holds the keys' hashes and
+// is overwritten (scratch). Safe for concurrent use.
+func (s *Store) prefetchObjects(keys [][]byte, hs []uint64) {
+	// Level 1: the slot in objs. hs[i] becomes the shard's number (top
+	// byte, as in a hash) and the slot + 1 (low 32 bits), or 0.
+	any := false
+	for i, h := range hs {
+		sh := s.shardFor(h)
+		if sh.liveObjs.Load() == 0 {
+			hs[i] = 0
+			continue
+		}
+		sh.mu.Lock()
+		slot, _, ok := sh.findLocked(keys[i], h)
+		var o *objSlot
+		if ok {
+			o = sh.objLocked(slot)
+		}
+		sh.mu.Unlock()
+		if o == nil {
+			hs[i] = 0
+			continue
+		}
+		prefetch(uintptr(unsafe.Pointer(o)))
+		hs[i] = h&^(1<<56-1) | uint64(slot) + 1
+		any = true
+	}
+	if !any {
+		return
+	}
+	// Level 2: the object's struct, from the slot's pointer.
+	for _, w := range hs {
+		if w == 0 {
+			continue
+		}
+		sh := s.shardFor(w)
+		sh.mu.Lock()
+		if o := sh.objLocked(uint32(w) - 1); o != nil && o.obj != nil {
+			p := (*[2]uintptr)(unsafe.Pointer(&o.obj))[1] // the interface's data word
+			prefetch(p)
+			prefetch(p + 47) // a 48-byte struct may span two lines
+		}
+		sh.mu.Unlock()
+	}
+	// Level 3: the elements' buffer, from the struct.
+	for _, w := range hs {
+		if w == 0 {
+			continue
+		}
+		sh := s.shardFor(w)
+		sh.mu.Lock()
+		if o := sh.objLocked(uint32(w) - 1); o != nil {
+			if d, ok := o.obj.(DataAddresser); ok {
+				if p := uintptr(d.DataAddr()); p != 0 {
+					prefetch(p)
+					prefetch(p + 64)
+				}
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
