@@ -26,6 +26,7 @@
 #   CELLD_FLAGS="--busy-poll 0" bash bench/family.sh
 #   CELLD_FLAGS="--busy-poll 0 --persist=false" bash bench/family.sh  # persistence's share
 #   PERIOD=1 bash bench/family.sh            # the pre-session-10 shape (keys expire)
+#   CPS=50:16 bash bench/family.sh           # the pipelined rows only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -98,8 +99,9 @@ row() { # label c p args...
     "$(echo "$ac / $bc" | bc -l)"
 }
 
-for cp in "50 16" "50 1"; do
-  read -r c p <<<"$cp"
+# CPS: the client/pipeline pairs to run, as c:P words (default both).
+for cp in ${CPS:-50:16 50:1}; do
+  IFS=: read -r c p <<<"$cp"
   row "CL.THROTTLE_RO c=$c P=$p" "$c" "$p" CL.THROTTLE_RO ok:__rand_int__ 1000000 1 "$PERIOD"
   row "CL.PTHROTTLE c=$c P=$p" "$c" "$p" CL.PTHROTTLE ok:__rand_int__ 1000000 1 "${PERIOD}000"
   row "CL.MTHROTTLE x3 c=$c P=$p" "$c" "$p" CL.MTHROTTLE \
