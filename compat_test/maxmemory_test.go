@@ -127,7 +127,9 @@ func TestOOMReplyEveryClient(t *testing.T) {
 		"redigo":         redigoDo(newRedigo(t, ts)),
 	}
 	for name, send := range clients {
-		for _, cmd := range [][]any{c("CL.THROTTLE new:key 10 10 60 1"), c("SET new:key 5"), c("SET new:key 5 EX 10")} {
+		for _, cmd := range [][]any{c("CL.THROTTLE new:key 10 10 60 1"), c("SET new:key 5"), c("SET new:key 5 EX 10"),
+			c("CL.PTHROTTLE new:key 10 10 60000 1"), c("CL.MTHROTTLE new:key 10 10 60 1"),
+			c("CL.MPTHROTTLE fill:1 10 10 60000 0 new:key 10 10 60000 1")} { // the GCRA family too (spec/gcra-family.md)
 			if got, err := send(cmd...); err != nil || !reflect.DeepEqual(got, want) {
 				t.Errorf("%s: %s = %v, %v; want %v", name, show(cmd), show(got), err, show(want))
 			}
