@@ -13,10 +13,11 @@ import (
 // TestProcessFamilyPersistence: the GCRA family's writes are durable by
 // CL.THROTTLE's rules, and its peeks and denials write nothing. On a real
 // celld with a data directory: CL.PTHROTTLE, CL.MTHROTTLE and CL.MPTHROTTLE
-// writes (go-redis), a denied CL.MTHROTTLE and the peeks (rueidis, Do with
-// the raw command); then SAVE must find nothing dirty after the peeks and
-// denials, and after SIGTERM and a restart every key is back with its value
-// and TTL, and the untouched keys do not exist.
+// writes, denied CL.MTHROTTLEs and CL.MPTHROTTLEs and the peeks, each
+// through go-redis and rueidis (Do with the raw command); then SAVE must
+// find nothing dirty after the peeks and denials, and after SIGTERM and a
+// restart every key is back with its value and TTL, and the untouched keys
+// do not exist.
 func TestProcessFamilyPersistence(t *testing.T) {
 	dir := t.TempDir()
 	c := mustLaunch(t, dir)
@@ -37,6 +38,16 @@ func TestProcessFamilyPersistence(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := raw("CL.MPTHROTTLE", "mp:"+k, "9", "1", "1", "-1").Error(); err != nil { // EI 1 ms, TTL -1 ms: no TTL
+			t.Fatal(err)
+		}
+		// and each write command through the other client too
+		if err := raw("CL.PTHROTTLE", "rp:"+k, "9", "10", "60000", strconv.Itoa(1+i%5)).Error(); err != nil {
+			t.Fatal(err)
+		}
+		if err := raw("CL.MTHROTTLE", "{rm"+k+"}:a", "9", "10", "3600", "1", "{rm"+k+"}:b", "99", "100", "86400", "2").Error(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.Do(ctx, "CL.MPTHROTTLE", "gmp:"+k, 9, 10, 600000, 3, "gmp2:"+k, 9, 10, 60000, 1).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -61,6 +72,10 @@ func TestProcessFamilyPersistence(t *testing.T) {
 		raw("CL.THROTTLE_RO", "ro:"+k, "9", "10", "1")
 		raw("CL.PTHROTTLE_RO", "p:"+k, "9", "10", "60000")
 		rdb.Do(ctx, "CL.THROTTLE_RO", "{d"+k+"}full", 0, 1, 3600)
+		rdb.Do(ctx, "CL.PTHROTTLE_RO", "rp:"+k, 9, 10, 60000)
+		rdb.Do(ctx, "CL.PTHROTTLE_RO", "ro:"+k, 9, 10, 60000)
+		rdb.Do(ctx, "CL.MTHROTTLE", "{d"+k+"}fresh", 9, 10, 1, 1, "{d"+k+"}full", 0, 1, 3600, 1)
+		raw("CL.THROTTLE_RO", "rp:"+k, "9", "10", "60")
 	}
 	// denials and peeks write nothing
 	if d := dirty(); d != "0" {

@@ -157,6 +157,25 @@ func TestFamilyPipelines(t *testing.T) {
 	}
 	cmds = append(cmds, []any{"GET", "m2"})
 	want = append(want, strconv.FormatInt(t0+6e9, 10))
+	// the same limits in ms (CL.MPTHROTTLE), and peeks at what is stored
+	for i := int64(1); i <= 12; i++ {
+		cmds = append(cmds, []any{"CL.MPTHROTTLE", "mp1", "9", "10", "1000", "1", "mp2", "99", "100", "60000", "1"})
+		if i <= 10 {
+			g1 := th(0, 10, 10-i, -1, 100*i)
+			want = append(want, multi(g1, g1, th(0, 100, 100-i, -1, 600*i)))
+		} else {
+			g1 := th(1, 10, 0, 100, 1000)
+			want = append(want, multi(g1, g1, th(0, 100, 89, -1, 6600)))
+		}
+	}
+	cmds = append(cmds,
+		[]any{"CL.THROTTLE_RO", "m1", "9", "10", "1"},         // used up by the CL.MTHROTTLEs
+		[]any{"CL.PTHROTTLE_RO", "p", "199", "100", "1000"},   // used up by the CL.PTHROTTLEs
+		[]any{"CL.PTHROTTLE_RO", "mp2", "99", "100", "60000"}, // 10 of 100 used
+		[]any{"CL.THROTTLE_RO", "fresh", "9", "10", "1"},
+		[]any{"EXISTS", "fresh"}) // a peek creates nothing
+	want = append(want, th(1, 10, 0, 1, 1), th(1, 200, 0, 10, 2000), th(0, 100, 89, -1, 6600),
+		th(0, 10, 9, -1, 1), int64(0))
 	check := func(t *testing.T, got []any) {
 		t.Helper()
 		if len(got) != len(want) {
@@ -212,12 +231,18 @@ func TestFamilyMultiExec(t *testing.T) {
 		{"CL.MTHROTTLE", "free", "9", "10", "1", "1", "tight", "0", "1", "60", "1"},
 		{"CL.THROTTLE_RO", "free", "9", "10", "1"},
 		{"CL.PTHROTTLE", "free", "9", "10", "1000"},
+		{"CL.PTHROTTLE_RO", "free", "9", "10", "1000"},
+		{"CL.MPTHROTTLE", "free", "9", "10", "1000", "1", "tight", "0", "1", "60000", "1"},
+		{"CL.MPTHROTTLE", "free", "9", "10", "1000", "1"},
 		{"EXISTS", "free"},
 	}
 	want := []any{
 		multi(th(1, 1, 0, 60, 60), th(0, 10, 9, -1, 1), th(1, 1, 0, 60, 60)),
 		th(0, 10, 9, -1, 1),
 		th(0, 10, 9, -1, 100),
+		th(0, 10, 8, -1, 200), // what a second CL.PTHROTTLE would answer
+		multi(th(1, 1, 0, 60000, 60000), th(0, 10, 8, -1, 200), th(1, 1, 0, 60000, 60000)),
+		multi(th(0, 10, 8, -1, 200), th(0, 10, 8, -1, 200)), // the denial wrote nothing
 		int64(1),
 	}
 	t.Run("go-redis", func(t *testing.T) {
@@ -291,6 +316,10 @@ func TestFamilyScripts(t *testing.T) {
 				multi(th(0, 1, 0, -1, 1), th(0, 5, 4, -1, 1), th(0, 1, 0, -1, 1))},
 			{[]any{"EVAL", "return redis.call('CL.PTHROTTLE', KEYS[1], 4, 5, 1000)", "1", "s"}, th(0, 5, 3, -1, 400)},
 			{[]any{"EVAL_RO", "return redis.call('CL.THROTTLE_RO', KEYS[1], 4, 5, 1)", "1", "s"}, th(0, 5, 2, -1, 1)},
+			{[]any{"EVAL_RO", "return redis.pcall('CL.MPTHROTTLE', KEYS[1], 4, 5, 1000, 1)", "1", "s"}, errText(roErr)},
+			{[]any{"EVAL", "return redis.call('CL.MPTHROTTLE', KEYS[1], 4, 5, 1000, 1, KEYS[2], 0, 1, 1000, 1)", "2", "s", "t"},
+				multi(th(1, 1, 0, 1000, 1000), th(0, 5, 2, -1, 600), th(1, 1, 0, 1000, 1000))}, // t is used up: nothing written
+			{[]any{"EVAL_RO", "return redis.call('CL.PTHROTTLE_RO', KEYS[1], 4, 5, 1000)", "1", "s"}, th(0, 5, 2, -1, 600)},
 		})
 	})
 }
@@ -397,6 +426,30 @@ func TestFamilyTracking(t *testing.T) {
 			}
 		}
 		expectNoPush(t, rc)
+		// the ms commands the same way: a denial is silent, writes
+		// invalidate each key written
+		rc.exchange(t, "GET", a)
+		rc.exchange(t, "GET", b)
+		if _, err := w("CL.MPTHROTTLE", a, "9", "10", "1000", "1", b, "0", "1", "3600000", "1"); err != nil { // denied
+			t.Fatal(err)
+		}
+		expectNoPush(t, rc)
+		if _, err := w("CL.PTHROTTLE", a, "9", "10", "1000"); err != nil {
+			t.Fatal(err)
+		}
+		if got := readValue(t, rc); got != push(a) {
+			t.Fatalf("%s: CL.PTHROTTLE: got %q, want the invalidation of %s", name, got, a)
+		}
+		rc.exchange(t, "GET", a)
+		if _, err := w("CL.MPTHROTTLE", a, "9", "10", "1000", "1", b, "0", "1", "3600000", "0"); err != nil { // allowed
+			t.Fatal(err)
+		}
+		for _, k := range []string{a, b} {
+			if got := readValue(t, rc); got != push(k) {
+				t.Fatalf("%s: CL.MPTHROTTLE: got %q, want the invalidation of %s", name, got, k)
+			}
+		}
+		expectNoPush(t, rc)
 	}
 	// a peek is a read: the tracking client is told when the key it peeked
 	// at is written by someone else
@@ -443,16 +496,24 @@ func TestFamilyCluster(t *testing.T) {
 		send := goRedisDo(rdb)
 		for u := range 20 {
 			tag := "{g" + strconv.Itoa(u) + "}"
-			got, err := send("CL.MTHROTTLE", tag+":s", "9", "10", "1", "1", tag+":ip", "99", "100", "60", "1")
-			if err != nil || len(got.([]any)) != 3 {
+			// (periods of 60 s: the wall clock moves between two calls, by
+			// more than 100 ms on a loaded machine, and the replies must not
+			// depend on it)
+			got, err := send("CL.MTHROTTLE", tag+":s", "9", "10", "60", "1", tag+":ip", "99", "100", "60", "1")
+			if err != nil || fmt.Sprint(got) != fmt.Sprint(multi(th(0, 10, 9, -1, 6), th(0, 10, 9, -1, 6), th(0, 100, 99, -1, 1))) {
 				t.Fatalf("CL.MTHROTTLE %s: %v %v", tag, show(got), err)
 			}
-			if got, _ := send("CL.PTHROTTLE", tag+":p", "9", "10", "1000"); fmt.Sprint(got) != fmt.Sprint(th(0, 10, 9, -1, 100)) {
+			if got, _ := send("CL.PTHROTTLE", tag+":p", "9", "10", "60000"); fmt.Sprint(got) != fmt.Sprint(th(0, 10, 9, -1, 6000)) {
 				t.Fatalf("CL.PTHROTTLE %s: %s", tag, show(got))
 			}
-			if got, _ := send("CL.THROTTLE_RO", tag+":s", "9", "10", "1"); fmt.Sprint(got) != fmt.Sprint(th(0, 10, 8, -1, 1)) {
+			if got, _ := send("CL.THROTTLE_RO", tag+":s", "9", "10", "60"); fmt.Sprint(got) != fmt.Sprint(th(0, 10, 8, -1, 12)) {
 				t.Fatalf("CL.THROTTLE_RO %s: %s", tag, show(got))
 			}
+			got, err = send("CL.MPTHROTTLE", tag+":a", "9", "10", "1000", "1", tag+":b", "0", "1", "1000", "1")
+			if err != nil || fmt.Sprint(got) != fmt.Sprint(multi(th(0, 1, 0, -1, 1000), th(0, 10, 9, -1, 100), th(0, 1, 0, -1, 1000))) {
+				t.Fatalf("CL.MPTHROTTLE %s: %s %v", tag, show(got), err)
+			}
+			checkPeekAfterOne(t, "CL.PTHROTTLE_RO "+tag, func() (any, error) { return send("CL.PTHROTTLE_RO", tag+":p", "9", "10", "60000") })
 		}
 		// keys on different slots: CROSSSLOT from the node that gets it
 		plain := newGoRedis(t, nodes[0])
@@ -483,6 +544,22 @@ func TestFamilyCluster(t *testing.T) {
 			if g, ok := got.([]any); !ok || len(g) != 5 || g[0] != int64(1) || g[3].(int64) < 1 || g[3].(int64) > 1000 || g[3] != g[4] {
 				t.Fatalf("CL.PTHROTTLE_RO %s: %s, want [1 1 0 r r] with 0 < r <= 1000", tag, show(got))
 			}
+			r = cl.Do(ctx, cl.B().Arbitrary("CL.MTHROTTLE").Keys(tag+":s").Args("9", "10", "60", "1").Keys(tag+":ip").Args("99", "100", "60", "1").Build())
+			got, err = rueidisReply(r.ToAny())
+			if err != nil || fmt.Sprint(got) != fmt.Sprint(multi(th(0, 10, 9, -1, 6), th(0, 10, 9, -1, 6), th(0, 100, 99, -1, 1))) {
+				t.Fatalf("CL.MTHROTTLE %s: %s %v", tag, show(got), err)
+			}
+			r = cl.Do(ctx, cl.B().Arbitrary("CL.PTHROTTLE").Keys(tag+":p").Args("9", "10", "60000").Build())
+			if got, err := rueidisReply(r.ToAny()); err != nil || fmt.Sprint(got) != fmt.Sprint(th(0, 10, 9, -1, 6000)) {
+				t.Fatalf("CL.PTHROTTLE %s: %s %v", tag, show(got), err)
+			}
+			r = cl.Do(ctx, cl.B().Arbitrary("CL.THROTTLE_RO").Keys(tag+":s").Args("9", "10", "60").Build())
+			if got, err := rueidisReply(r.ToAny()); err != nil || fmt.Sprint(got) != fmt.Sprint(th(0, 10, 8, -1, 12)) {
+				t.Fatalf("CL.THROTTLE_RO %s: %s %v", tag, show(got), err)
+			}
+			checkPeekAfterOne(t, "CL.PTHROTTLE_RO "+tag, func() (any, error) {
+				return rueidisReply(cl.Do(ctx, cl.B().Arbitrary("CL.PTHROTTLE_RO").Keys(tag+":p").Args("9", "10", "60000").Build()).ToAny())
+			})
 		}
 		// rueidis's cluster builder refuses keys of different slots itself;
 		// a single-node rueidis client shows the server's answer
@@ -491,10 +568,25 @@ func TestFamilyCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(single.Close)
-		if got, _ := rueidisDo(single)("CL.MTHROTTLE", "a", "1", "1", "1", "1", "b", "1", "1", "1", "1"); got != errText(crossSlot) {
-			t.Fatalf("CL.MTHROTTLE across slots: %s", show(got))
+		for _, cmd := range []string{"CL.MTHROTTLE", "CL.MPTHROTTLE"} {
+			if got, _ := rueidisDo(single)(cmd, "a", "1", "1", "1", "1", "b", "1", "1", "1", "1"); got != errText(crossSlot) {
+				t.Fatalf("%s across slots: %s", cmd, show(got))
+			}
 		}
 	})
+}
+
+// checkPeekAfterOne checks a CL.PTHROTTLE_RO 9 10 60000 (EI 6 s) peek at
+// a key one CL.PTHROTTLE wrote a moment ago on the wall clock: allowed,
+// 8 left, reset 12 s less the time that passed (under 6 s, however loaded
+// the machine: the test allows up to 1 s).
+func checkPeekAfterOne(t *testing.T, what string, peek func() (any, error)) {
+	t.Helper()
+	got, err := peek()
+	g, ok := got.([]any)
+	if err != nil || !ok || len(g) != 5 || fmt.Sprint(g[:4]) != "[0 10 8 -1]" || g[4].(int64) > 12000 || g[4].(int64) < 11000 {
+		t.Fatalf("%s: %s %v, want [0 10 8 -1 r] with 11000 <= r <= 12000", what, show(got), err)
+	}
 }
 
 // TestFamilyCommandInfoDocs: COMMAND INFO's arity, flags and key positions

@@ -95,7 +95,9 @@ func fillToOOM(t *testing.T, rdb *redis.Client) int {
 		t.Fatal(err)
 	}
 	for i := 0; i < 100_000; i++ {
-		_, err := rdb.Do(ctx, "CL.THROTTLE", "fill:"+strconv.Itoa(i), 10, 10, 60, 1).Result()
+		// (a TTL of 360 s: a filling key must not expire and make room
+		// while a slow, loaded run is still testing the bound)
+		_, err := rdb.Do(ctx, "CL.THROTTLE", "fill:"+strconv.Itoa(i), 10, 10, 3600, 1).Result()
 		if err != nil {
 			if err.Error() != oomText {
 				t.Fatalf("key %d: %v", i, err)
@@ -127,7 +129,9 @@ func TestOOMReplyEveryClient(t *testing.T) {
 		"redigo":         redigoDo(newRedigo(t, ts)),
 	}
 	for name, send := range clients {
-		for _, cmd := range [][]any{c("CL.THROTTLE new:key 10 10 60 1"), c("SET new:key 5"), c("SET new:key 5 EX 10")} {
+		for _, cmd := range [][]any{c("CL.THROTTLE new:key 10 10 60 1"), c("SET new:key 5"), c("SET new:key 5 EX 10"),
+			c("CL.PTHROTTLE new:key 10 10 60000 1"), c("CL.MTHROTTLE new:key 10 10 60 1"),
+			c("CL.MPTHROTTLE fill:1 10 10 3600000 0 new:key 10 10 60000 1")} { // the GCRA family too (spec/gcra-family.md)
 			if got, err := send(cmd...); err != nil || !reflect.DeepEqual(got, want) {
 				t.Errorf("%s: %s = %v, %v; want %v", name, show(cmd), show(got), err, show(want))
 			}
@@ -136,7 +140,7 @@ func TestOOMReplyEveryClient(t *testing.T) {
 			cmd  []any
 			want any
 		}{
-			{c("CL.THROTTLE fill:1 10 10 60 1"), th(0, 11, 9, -1, 12)},
+			{c("CL.THROTTLE fill:1 10 10 3600 1"), th(0, 11, 9, -1, 720)},
 			{c("CL.THROTTLE new:key 10 10 60 100"), th(1, 11, 0, -1, 0)}, // denied: creates nothing
 			{c("SET fill:2 7"), "OK"},
 			{c("GET fill:2"), "7"},

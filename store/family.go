@@ -15,14 +15,20 @@ import (
 
 // ThrottleIn is Throttle with the result's durations in unit u (Throttle
 // itself is ThrottleIn(gcra.UnitSeconds, ...), kept separate so that
-// CL.THROTTLE's path stays exactly what it was). Same locking, errors and
-// cost: one shard lock, no allocation for an existing key.
+// CL.THROTTLE's path stays exactly what it was). Same locking, errors,
+// memory bound (ErrOOM: an allowed call would create a key over the bound
+// and no room could be made) and LRU clock as Throttle, and the same cost:
+// one shard lock, no allocation for an existing key.
 func (s *Store) ThrottleIn(u gcra.Unit, key []byte, lim gcra.Limit, q int64, nowNs int64) (gcra.Result, error) {
 	nowMs := nowNs / 1e6
 	h := s.hashKey(key)
 	sh := s.shardFor(h)
 	sh.mu.Lock()
 	slot, ok := sh.lookupLocked(key, h, nowMs)
+	var oom error
+	if !ok && s.overLimit() {
+		slot, ok, oom = s.roomFor(sh, key, h, nowMs)
+	}
 	var tat uint64
 	if ok {
 		e := &sh.slab[slot]
@@ -42,22 +48,26 @@ func (s *Store) ThrottleIn(u gcra.Unit, key []byte, lim gcra.Limit, q int64, now
 		sh.mu.Unlock()
 		return r, nil
 	}
+	if oom != nil && r.TTLms != 0 { // would create the key
+		sh.mu.Unlock()
+		return gcra.Result{}, oom
+	}
 	var err error
 	switch ms := r.TTLms; {
 	case ms > 0:
 		if ok {
-			sh.writeLocked(slot, r.NewTAT, nowMs+ms, 0, "")
+			sh.writeLocked(slot, r.NewTAT, nowMs+ms, lruFlags(nowMs), "")
 		} else {
-			sh.putLocked(key, h, r.NewTAT, nowMs+ms, 0, "")
+			sh.putLocked(key, h, r.NewTAT, nowMs+ms, lruFlags(nowMs), "")
 		}
 	case ms == 0: // a 0 ms TTL: live to the end of this millisecond (zeroTTLExpiry)
 		if ok {
-			sh.writeLocked(slot, r.NewTAT, zeroTTLExpiry(nowMs), 0, "")
-		} else {
-			sh.putLocked(key, h, r.NewTAT, zeroTTLExpiry(nowMs), 0, "")
+			sh.writeLocked(slot, r.NewTAT, zeroTTLExpiry(nowMs), lruFlags(nowMs), "")
+		} else if oom == nil { // at the memory bound, a key that would live < 1 ms is not created
+			sh.putLocked(key, h, r.NewTAT, zeroTTLExpiry(nowMs), lruFlags(nowMs), "")
 		}
 	default: // −1: no TTL; below −1: no TTL and an error
-		sh.putLocked(key, h, r.NewTAT, 0, 0, "")
+		sh.putLocked(key, h, r.NewTAT, 0, lruFlags(nowMs), "")
 		if ms < -1 {
 			err = ErrSetExpire
 		}
@@ -188,21 +198,22 @@ func (s *Store) ThrottleAll(u gcra.Unit, keys [][]byte, gs []gcra.Group, out []g
 		}
 	}
 	var err error
+	lru := lruFlags(nowMs) // a write is an access, for the LRU policies (as Throttle's)
 	for i := range out {
 		r, key, h := &out[i], keys[i], hs[i]
 		sh := s.shardFor(h)
 		switch ms := r.TTLms; {
 		case ms > 0 && i < smallMulti && found&(1<<i) != 0:
-			sh.writeLocked(slots[i], r.NewTAT, nowMs+ms, 0, "")
+			sh.writeLocked(slots[i], r.NewTAT, nowMs+ms, lru, "")
 		case ms > 0:
-			sh.putLocked(key, h, r.NewTAT, nowMs+ms, 0, "")
+			sh.putLocked(key, h, r.NewTAT, nowMs+ms, lru, "")
 		case ms == 0 && i < smallMulti && found&(1<<i) != 0:
-			sh.writeLocked(slots[i], r.NewTAT, zeroTTLExpiry(nowMs), 0, "")
+			sh.writeLocked(slots[i], r.NewTAT, zeroTTLExpiry(nowMs), lru, "")
 		case ms == 0 && oom == nil: // a 0 ms TTL: live to the end of this millisecond (zeroTTLExpiry)
-			sh.putLocked(key, h, r.NewTAT, zeroTTLExpiry(nowMs), 0, "")
+			sh.putLocked(key, h, r.NewTAT, zeroTTLExpiry(nowMs), lru, "")
 		case ms == 0: // at the memory bound: a key that would live < 1 ms is not created
 		default: // −1: no TTL; below −1: no TTL and an error
-			sh.putLocked(key, h, r.NewTAT, 0, 0, "")
+			sh.putLocked(key, h, r.NewTAT, 0, lru, "")
 			if ms < -1 {
 				err = ErrSetExpire
 			}

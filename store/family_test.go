@@ -411,3 +411,82 @@ func BenchmarkThrottle3Separately(b *testing.B) {
 		}
 	}
 }
+
+// TestFamilyWritesKeepTheLRUClock: a write by ThrottleIn (either unit) or
+// ThrottleAll is an access for the LRU policies, as Throttle's is: the key
+// it writes is idle 0 s at that instant and ages from there (a write
+// without the clock would make it look idle since the epoch, the first
+// key allkeys-lru evicts).
+func TestFamilyWritesKeepTheLRUClock(t *testing.T) {
+	lim := mustLimit(t, 5, 1, 60) // a TTL of 60 s a call: the keys outlive the test's clock
+	now := t0 + 100e9             // 100 s after t0
+	nowMs := now / 1e6
+	for _, existing := range []bool{false, true} {
+		s := New(Options{Policy: AllKeysLRU})
+		names := []string{"base", "ms", "s", "m1", "m2"}
+		if existing { // written 50 s earlier: the new write must move the clock
+			for _, k := range names {
+				if _, err := s.Throttle([]byte(k), lim, 1, now-50e9); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if _, err := s.Throttle([]byte("base"), lim, 1, now); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.ThrottleIn(gcra.UnitMillis, []byte("ms"), lim, 1, now); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.ThrottleIn(gcra.UnitSeconds, []byte("s"), lim, 1, now); err != nil {
+			t.Fatal(err)
+		}
+		keys := [][]byte{[]byte("m1"), []byte("m2")}
+		gs := []gcra.Group{{Limit: lim, Q: 1}, {Limit: lim, Q: 1}}
+		out, hs := make([]gcra.Result, 2), make([]uint64, 2)
+		if b, err := s.ThrottleAll(gcra.UnitSeconds, keys, gs, out, hs, now); err != nil || out[b].Limited {
+			t.Fatalf("ThrottleAll: %+v %v", out, err)
+		}
+		for _, k := range names {
+			for _, later := range []int64{0, 7_000} {
+				_, idle, ok := s.Inspect([]byte(k), nowMs+later)
+				if !ok || idle != later/1000 {
+					t.Errorf("existing %v: %s idle %d s %v at +%d ms, want %d s", existing, k, idle, ok, later, later/1000)
+				}
+			}
+		}
+	}
+}
+
+// TestThrottleInAtTheBound: CL.PTHROTTLE's store operation obeys the
+// memory bound as Throttle does: under noeviction an allowed call that
+// would create a key over the bound gets ErrOOM and creates nothing, a
+// call on an existing key and a denied call are answered; under
+// volatile-ttl room is made and the key is created.
+func TestThrottleInAtTheBound(t *testing.T) {
+	lim := mustLimit(t, 5, 1, 1)
+	for _, u := range []gcra.Unit{gcra.UnitSeconds, gcra.UnitMillis} {
+		s := boundAt(t, NoEviction, 5000)
+		s.SetMaxMemory(s.UsedMemory() - 1) // over it
+		if _, err := s.ThrottleIn(u, []byte("brand-new"), lim, 1, t0+5e8); !errors.Is(err, ErrOOM) {
+			t.Fatalf("unit %d, noeviction, a new key over the bound: %v, want ErrOOM", u, err)
+		}
+		mustMissing(t, s, "brand-new", t0ms)
+		if r, err := s.ThrottleIn(u, []byte("fill:1"), lim, 1, t0+5e8); err != nil || r.Limited {
+			t.Fatalf("unit %d, existing key over the bound: %+v %v", u, r, err)
+		}
+		if r, err := s.ThrottleIn(u, []byte("brand-new"), lim, 100, t0+5e8); err != nil || !r.Limited {
+			t.Fatalf("unit %d, denied call over the bound: %+v %v", u, r, err)
+		}
+		mustMissing(t, s, "brand-new", t0ms)
+
+		s = boundAt(t, VolatileTTL, 5000)
+		s.SetMaxMemory(s.UsedMemory() - 1)
+		if _, err := s.ThrottleIn(u, []byte("brand-new"), lim, 1, t0+5e8); err != nil {
+			t.Fatalf("unit %d, volatile-ttl over the bound: %v", u, err)
+		}
+		mustGet(t, s, "brand-new", t0ms)
+		if s.EvictedKeys() == 0 {
+			t.Fatalf("unit %d: nothing evicted to make room", u)
+		}
+	}
+}
