@@ -116,12 +116,7 @@ func cmdWindow(x *server.Ctx) {
 	if r.Limited {
 		limited = 1
 	}
-	x.Array(5)
-	x.Int(limited)
-	x.Int(r.Limit)
-	x.Int(r.Remaining)
-	x.Int(r.RetryAfter)
-	x.Int(r.ResetAfter)
+	x.IntArray(limited, r.Limit, r.Remaining, r.RetryAfter, r.ResetAfter)
 }
 
 // windowModified tells WATCH and client-side caching which calls wrote

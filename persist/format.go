@@ -132,7 +132,7 @@ func appendSet(b, key, value []byte, exp int64) []byte {
 // lists, sorted sets) go to obj (object.go); without it they are a format
 // error.
 func decodeChunk(chunk []byte, fn entryFunc, obj ...ObjectFunc) (fnErr, formatErr error) {
-	var text [20]byte // a 't' entry's value, valid during fn
+	var text [25]byte // a 't' entry's value or a compact window's state, valid during fn
 	for off := 0; off < len(chunk); {
 		db, n, err := readDBPrefix(chunk, off) // databases.go
 		if err != nil {
@@ -174,6 +174,15 @@ func decodeChunk(chunk []byte, fn entryFunc, obj ...ObjectFunc) (fnErr, formatEr
 			}
 		case entryWindow: // window.go
 			exp, state, end, err := decodeWindow(chunk, key, off)
+			if err != nil {
+				return nil, err
+			}
+			off = end
+			if err := fn(db, key, state, exp, KindWindow, false); err != nil {
+				return err, nil
+			}
+		case entryWinFixed, entryWinSliding: // window_compact.go
+			exp, state, end, err := decodeCompactWindow(kind, chunk, key, off, text[:])
 			if err != nil {
 				return nil, err
 			}

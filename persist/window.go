@@ -32,8 +32,12 @@ const (
 // entryFunc receives one decoded entry (decodeChunk, ReplayAll).
 type entryFunc func(dbid uint32, key, value []byte, exp int64, kind Kind, deleted bool) error
 
-// appendWindow appends a 'w' entry to b.
+// appendWindow appends a window entry to b: a compact 'f' or 'c' entry
+// for a FIXED or SLIDING state (window_compact.go), else a 'w' entry.
 func appendWindow(b, key, state []byte, exp int64) []byte {
+	if tag, span, prev, curr, ok := compactWindow(state, exp); ok {
+		return appendCompactWindow(b, tag, key, exp, span, prev, curr)
+	}
 	b = append(b, entryWindow)
 	b = binary.AppendUvarint(b, uint64(len(key)))
 	b = append(b, key...)
@@ -44,6 +48,9 @@ func appendWindow(b, key, state []byte, exp int64) []byte {
 
 // windowEntrySize is the encoded size of a window op.
 func windowEntrySize(op *Op) int {
+	if tag, span, prev, curr, ok := compactWindow(op.Value, op.ExpireAtMs); ok {
+		return compactWindowSize(tag, op.Key, op.ExpireAtMs, span, prev, curr)
+	}
 	return 1 + uvarintLen(uint64(len(op.Key))) + len(op.Key) + varintLen(op.ExpireAtMs) +
 		uvarintLen(uint64(len(op.Value))) + len(op.Value)
 }

@@ -248,6 +248,14 @@ func (s *Store) DrainFunc(nowMs int64, block []byte, fn func(Change)) []byte {
 		for _, k := range deleted {
 			fn(Change{Key: k, Deleted: true})
 		}
+		if cap(deleted) <= maxDelSpare {
+			// The list (not its keys' bytes, which fn may keep) is
+			// reused: a load that expires keys steadily (a FIXED
+			// window's keys all end at its boundary) then does not
+			// regrow it from nothing in every window.
+			clear(deleted)
+			sh.deleted = deleted[:0]
+		}
 		// Keys up to 16 bytes inline (TATs need no text): ~16-20 bytes
 		// each; window states and texts more: the last drain's figure.
 		est := len(dirty) * max(sh.drainPer, 20)
@@ -296,6 +304,10 @@ func (s *Store) DrainFunc(nowMs int64, block []byte, fn func(Change)) []byte {
 
 // drainAhead is how many dirty entries ahead DrainFunc prefetches.
 const drainAhead = 8
+
+// maxDelSpare is the largest deletion list (in keys) DrainFunc keeps for
+// reuse: 24 bytes a key, so at most 96 KiB a shard outlives a mass expiry.
+const maxDelSpare = 4096
 
 // DirtyKeys returns how many changes are waiting for the next Drain.
 func (s *Store) DirtyKeys() int {
