@@ -240,7 +240,23 @@ func (s *Store) Drain(nowMs int64, buf []Change) []Change {
 // than growing a huge one. Bytes once cut for a Change are never written
 // again by this call.
 func (s *Store) DrainFunc(nowMs int64, block []byte, fn func(Change)) []byte {
-	for i := range s.shards {
+	_, block = s.DrainShards(nowMs, 0, 0, block, fn)
+	return block
+}
+
+// DrainShards is DrainFunc for the shards from first (0 ≤ first <
+// NumShards) on, stopping after the shard at which the changes passed to
+// fn reach limit (0: no limit). It returns the shard to start the next
+// call at (NumShards when it drained them all) and the block. A caller
+// that bounds each window's buffers (persistence under --maxmemory) drains
+// in pieces of about limit changes: a piece can pass limit by at most one
+// shard's changes.
+func (s *Store) DrainShards(nowMs int64, first, limit int, block []byte, fn func(Change)) (next int, _ []byte) {
+	count := 0
+	for i := first; i < nShards; i++ {
+		if limit > 0 && count >= limit {
+			return i, block
+		}
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		deleted, dirty := sh.deleted, sh.dirty
@@ -290,8 +306,9 @@ func (s *Store) DrainFunc(nowMs int64, block []byte, fn func(Change)) []byte {
 		}
 		sh.spare = dirty // reused by the next Drain: no regrowth per window
 		sh.mu.Unlock()
+		count += len(deleted) + len(dirty)
 	}
-	return block
+	return nShards, block
 }
 
 // drainAhead is how many dirty entries ahead DrainFunc prefetches.
