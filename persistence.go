@@ -300,6 +300,8 @@ func (p *persistence) snapshot(nowMs int64, w *persist.BaseWriter) error {
 			w.AddObjectGen(c.Key, byte(c.Kind), c.Gen, c.Image, c.ExpireAtMs)
 		} else if c.IsTAT {
 			w.AddTAT(c.Key, c.TAT, c.ExpireAtMs)
+		} else if c.Verbatim {
+			w.AddVerbatim(c.Key, c.Text, c.ExpireAtMs)
 		} else {
 			w.Add(c.Key, c.Text, c.ExpireAtMs)
 		}
@@ -405,7 +407,7 @@ func (p *persistence) drainUpTo(nowMs int64, buf []persist.Op, limit int) (_ []p
 		}
 		dbid := st.ID()
 		next, blk := st.DrainShards(nowMs, first, max(limit-(len(buf)-n), 0), block, func(c store.Change) {
-			op := persist.Op{Key: c.Key, Value: c.Text, TAT: c.TAT, IsTAT: c.IsTAT, ExpireAtMs: c.ExpireAtMs, Delete: c.Deleted, DB: dbid}
+			op := persist.Op{Key: c.Key, Value: c.Text, TAT: c.TAT, IsTAT: c.IsTAT, Verbatim: c.Verbatim, ExpireAtMs: c.ExpireAtMs, Delete: c.Deleted, DB: dbid}
 			switch c.Kind {
 			case store.KindString:
 			case store.KindWindow:
