@@ -28,7 +28,8 @@ type FlusherConfig struct {
 	MaxBackoff time.Duration
 	// Drain returns the ops accumulated since its previous call (the
 	// in-memory side swaps its per-shard dirty sets), appended to buf, which
-	// it may grow. It is called once per window and by FlushNow, always from
+	// it may grow. It is called once per window and by FlushNow (unless
+	// DrainPiece is set, which is then called instead), always from
 	// one goroutine at a time, never while a write is in progress, and never
 	// with any persist lock held that the data path could need. nowMs is
 	// Now() in Unix milliseconds. Required.
@@ -156,7 +157,9 @@ const PendingEntryOverhead = 330
 // goroutine of its own, by rewriting the base from FlusherConfig.Snapshot
 // (DB.WriteBase): the fold never holds back the next window's write, which
 // goes to the change log while pebble works. FlushNow never folds, so SAVE
-// and shutdown cost one synced batch.
+// and shutdown cost one synced batch. With FlusherConfig.DrainPiece a
+// window (and FlushNow) is drained and written piece by piece, one synced
+// batch each, so that its buffers hold one piece at a time.
 //
 // A pending set left by failed writes is written back in pieces of at most
 // pieceBytes, each its own synced record, so that a disk that frees less
