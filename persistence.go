@@ -365,10 +365,16 @@ const (
 // the window's first piece; more reports the former. So a window whose
 // pieces are drained until more is false has taken every change made
 // before it started, whatever SWAPDB did meanwhile (stores are visited by
-// their persistent ids, which a swap does not change).
+// their persistent ids, which a swap does not change). A call without a
+// limit always drains a whole round. After a failed write cut a window
+// short, the next window finishes that round first: a change made in a
+// shard the round had passed waits for the window after it.
 func (p *persistence) drainUpTo(nowMs int64, buf []persist.Op, limit int) (_ []persist.Op, more bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if limit == 0 {
+		p.visited = 0 // every change so far (FlushNow's promise)
+	}
 	if p.spare == nil {
 		p.spare = make([]byte, 0, maxSpareBlock)
 	}
