@@ -50,6 +50,10 @@ type persistence struct {
 	// lastDrain is how many ops the latest drain produced (sizes the
 	// next one's buffer). Guarded by mu.
 	lastDrain int
+	// cur is the (store id × store.NumShards + shard) the next drain
+	// starts at, visited how many of them the window's pieces have
+	// drained so far (drainUpTo). Guarded by mu.
+	cur, visited int
 }
 
 // openPersistence opens the data directory, restores it into st and starts
@@ -98,12 +102,13 @@ func openPersistence(cfg *config.Config, st *store.Store, log *slog.Logger) (*pe
 		}
 	}
 	p.fl = persist.NewFlusher(p.db, persist.FlusherConfig{
-		Interval: cfg.FlushInterval,
-		Drain:    p.drain,
-		Snapshot: p.snapshot,
-		Release:  p.release,
-		Idle:     p.idle,
-		Logger:   log,
+		Interval:   cfg.FlushInterval,
+		Drain:      p.drain,
+		DrainPiece: p.drainPiece,
+		Snapshot:   p.snapshot,
+		Release:    p.release,
+		Idle:       p.idle,
+		Logger:     log,
 	})
 	p.fl.Start()
 	return p, nil
@@ -295,6 +300,8 @@ func (p *persistence) snapshot(nowMs int64, w *persist.BaseWriter) error {
 			w.AddObjectGen(c.Key, byte(c.Kind), c.Gen, c.Image, c.ExpireAtMs)
 		} else if c.IsTAT {
 			w.AddTAT(c.Key, c.TAT, c.ExpireAtMs)
+		} else if c.Verbatim {
+			w.AddVerbatim(c.Key, c.Text, c.ExpireAtMs)
 		} else {
 			w.Add(c.Key, c.Text, c.ExpireAtMs)
 		}
@@ -312,11 +319,62 @@ func (p *persistence) snapshot(nowMs int64, w *persist.BaseWriter) error {
 }
 
 // drain converts the store's changes into persist ops (called by the
-// flusher's goroutine once per window). The ops' bytes go into the spare
-// block when persist has released the previous window's (see release).
+// flusher's goroutine: FlushNow's drain, which takes every change). The
+// ops' bytes go into the spare block when persist has released the
+// previous window's (see release).
 func (p *persistence) drain(nowMs int64, buf []persist.Op) []persist.Op {
+	buf, _ = p.drainUpTo(nowMs, buf, 0)
+	return buf
+}
+
+// drainPiece is the loop windows' drain (persist.FlusherConfig.DrainPiece):
+// under --maxmemory it stops once a piece holds about pieceOps(bound) ops
+// and says more, so that a window's buffers (the ops, their block and
+// their encoding) stay within the share of the bound reserved for them
+// however many changes a window gathers; without a bound it takes every
+// change, as drain does.
+func (p *persistence) drainPiece(nowMs int64, buf []persist.Op) ([]persist.Op, bool) {
+	return p.drainUpTo(nowMs, buf, pieceOps(p.st.MaxMemory()))
+}
+
+// pieceOps is the most ops a window's piece gathers under the bound n (0:
+// no limit): the reserve main sets aside for persistence's buffers
+// (persistReserve) divided by what a change costs in them
+// (bytesPerPieceOp), and at least minPieceOps. A piece may pass it by one
+// store shard's changes.
+func pieceOps(n int64) int {
+	if n <= 0 {
+		return 0
+	}
+	return int(max(persistReserve(n)/bytesPerPieceOp, minPieceOps))
+}
+
+const (
+	// bytesPerPieceOp is a change's bytes in a window's buffers: its
+	// persist.Op (112 bytes), its key in the drain block, its encoding
+	// in the log buffer, and growth slack.
+	bytesPerPieceOp = 256
+	// minPieceOps keeps pieces large enough that a small bound does not
+	// turn a window into many synced writes.
+	minPieceOps = 4096
+)
+
+// drainUpTo drains the stores' shards from where the previous piece
+// stopped (p.cur), in (store id, shard) order, wrapping around, until the
+// ops reach limit (0: none) or every shard has been drained once since
+// the window's first piece; more reports the former. So a window whose
+// pieces are drained until more is false has taken every change made
+// before it started, whatever SWAPDB did meanwhile (stores are visited by
+// their persistent ids, which a swap does not change). A call without a
+// limit always drains a whole round. After a failed write cut a window
+// short, the next window finishes that round first: a change made in a
+// shard the round had passed waits for the window after it.
+func (p *persistence) drainUpTo(nowMs int64, buf []persist.Op, limit int) (_ []persist.Op, more bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if limit == 0 {
+		p.visited = 0 // every change so far (FlushNow's promise)
+	}
 	if p.spare == nil {
 		p.spare = make([]byte, 0, maxSpareBlock)
 	}
@@ -326,13 +384,36 @@ func (p *persistence) drain(nowMs int64, buf []persist.Op) []persist.Op {
 	// every shard lock of every database once more per window, and under
 	// load event loops queued behind those holds (a mutex profile of SET
 	// at P16 put 0.13-0.6 s of waits per 10 s on it).
-	buf = slices.Grow(buf, p.lastDrain*5/4+64) // headroom: a busier window
-	buf = p.drainMap(buf)                      // persistence_dbs.go: the database mapping after a SWAPDB
-	block := p.spare[:0]
+	want := p.lastDrain*5/4 + 64 // headroom: a busier window
+	if limit > 0 {
+		want = min(want, limit+limit/4)
+	}
+	buf = slices.Grow(buf, want)
+	buf = p.drainMap(buf) // persistence_dbs.go: the database mapping after a SWAPDB
+	var byID [maxDrainDBs]*store.Store
+	stores := byID[:0]
 	p.databases().Each(func(_ int, st *store.Store) {
-		id := st.ID()
-		block = st.DrainFunc(nowMs, block, func(c store.Change) {
-			op := persist.Op{Key: c.Key, Value: c.Text, TAT: c.TAT, IsTAT: c.IsTAT, ExpireAtMs: c.ExpireAtMs, Delete: c.Deleted, DB: id}
+		for int(st.ID()) >= len(stores) {
+			stores = append(stores, nil)
+		}
+		stores[st.ID()] = st
+	})
+	total := len(stores) * store.NumShards
+	block := p.spare[:0]
+	for p.visited < total && (limit == 0 || len(buf)-n < limit) {
+		if p.cur >= total {
+			p.cur = 0
+		}
+		id, first := p.cur/store.NumShards, p.cur%store.NumShards
+		st := stores[id]
+		if st == nil { // never used: nothing to drain
+			p.cur += store.NumShards - first
+			p.visited += store.NumShards - first
+			continue
+		}
+		dbid := st.ID()
+		next, blk := st.DrainShards(nowMs, first, max(limit-(len(buf)-n), 0), block, func(c store.Change) {
+			op := persist.Op{Key: c.Key, Value: c.Text, TAT: c.TAT, IsTAT: c.IsTAT, Verbatim: c.Verbatim, ExpireAtMs: c.ExpireAtMs, Delete: c.Deleted, DB: dbid}
 			switch c.Kind {
 			case store.KindString:
 			case store.KindWindow:
@@ -345,8 +426,17 @@ func (p *persistence) drain(nowMs int64, buf []persist.Op) []persist.Op {
 			}
 			buf = append(buf, op)
 		})
-	})
-	p.lastDrain = len(buf) - n
+		block = blk
+		p.cur += next - first
+		p.visited += next - first
+	}
+	more = p.visited < total
+	if !more {
+		p.visited = 0 // the next window starts a new round at p.cur
+	}
+	if limit == 0 || !more {
+		p.lastDrain = len(buf) - n
+	}
 	p.block = block
 	p.spare = nil
 	if len(buf) == n { // nothing refers to the block: keep it
@@ -355,8 +445,12 @@ func (p *persistence) drain(nowMs int64, buf []persist.Op) []persist.Op {
 	// Drain lists a key's deletion before its write when it was deleted
 	// and written again in the window, and persist applies ops in order,
 	// so the write, the key's current state, wins.
-	return buf
+	return buf, more
 }
+
+// maxDrainDBs is the drain's room for stores on its stack; more databases
+// (--databases above it) grow the slice.
+const maxDrainDBs = 16
 
 // release is the flusher's word that the latest drain's ops are durable
 // and unreferenced: their block becomes the next drain's (unless a huge

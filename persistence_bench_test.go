@@ -49,6 +49,7 @@ func benchFlush(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
+	var cpu int64
 	for b.Loop() {
 		b.StopTimer()
 		now := time.Now().UnixNano()
@@ -56,11 +57,14 @@ func benchFlush(b *testing.B, n int) {
 			p.st.Throttle(k, lim, 1, now)
 		}
 		b.StartTimer()
+		c0 := processCPUNs()
 		if err := p.fl.FlushNow(); err != nil {
 			b.Fatal(err)
 		}
+		cpu += processCPUNs() - c0
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/key")
+	b.ReportMetric(float64(cpu)/float64(b.N)/float64(n), "cpu-ns/key")
 }
 
 // BenchmarkFlush10kDirty is the cost of one flush window with 10,000 dirty
@@ -135,6 +139,7 @@ func BenchmarkFlush10kDirtyStrings(b *testing.B) {
 		val[i] = 'v'
 	}
 	b.ReportAllocs()
+	var cpu int64
 	for b.Loop() {
 		b.StopTimer()
 		now := time.Now().UnixMilli()
@@ -142,9 +147,67 @@ func BenchmarkFlush10kDirtyStrings(b *testing.B) {
 			p.st.Put(k, store.StringValue(val), now, store.PutAlways, false)
 		}
 		b.StartTimer()
+		c0 := processCPUNs()
 		if err := p.fl.FlushNow(); err != nil {
 			b.Fatal(err)
 		}
+		cpu += processCPUNs() - c0
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/10_000, "ns/key")
+	b.ReportMetric(float64(cpu)/float64(b.N)/10_000, "cpu-ns/key")
+}
+
+// benchFold fills a store with n keys (put writes the i-th, untimed), then
+// times base rewrites (folds) of it: the snapshot's DumpShard walk, the
+// encoding and the base file's writes and syncs, as the flusher's fold
+// goroutine runs them.
+func benchFold(b *testing.B, n int, put func(st *store.Store, key []byte, nowMs int64)) {
+	p, err := openBenchPersistence(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	now := time.Now().UnixMilli()
+	for _, k := range benchKeys(n) {
+		put(p.st, k, now)
+	}
+	if err := p.fl.FlushNow(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	c0 := processCPUNs()
+	for b.Loop() {
+		st, err := p.db.WriteBase(func(w *persist.BaseWriter) error { return p.snapshot(now, w) })
+		if err != nil {
+			b.Fatal(err)
+		}
+		if st.Keys != int64(n) {
+			b.Fatalf("fold wrote %d keys, want %d", st.Keys, n)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/key")
+	b.ReportMetric(float64(processCPUNs()-c0)/float64(b.N)/float64(n), "cpu-ns/key")
+}
+
+// BenchmarkFold1MStrings is a fold of 1M keys holding SET's 100-byte values
+// (verbatim texts: each one a cold heap string).
+func BenchmarkFold1MStrings(b *testing.B) {
+	val := make([]byte, 100)
+	for i := range val {
+		val[i] = 'v'
+	}
+	benchFold(b, 1_000_000, func(st *store.Store, k []byte, now int64) {
+		st.Put(k, store.StringValue(val), now, store.PutAlways, false)
+	})
+}
+
+// BenchmarkFold1MTATs is a fold of 1M CL.THROTTLE keys (plain TATs).
+func BenchmarkFold1MTATs(b *testing.B) {
+	lim, err := gcra.NewLimit(100_000, 1, 3600)
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchFold(b, 1_000_000, func(st *store.Store, k []byte, now int64) {
+		st.Throttle(k, lim, 1, now*1e6)
+	})
 }

@@ -28,13 +28,26 @@ type FlusherConfig struct {
 	MaxBackoff time.Duration
 	// Drain returns the ops accumulated since its previous call (the
 	// in-memory side swaps its per-shard dirty sets), appended to buf, which
-	// it may grow. It is called once per window and by FlushNow, always from
+	// it may grow. It is called once per window and by FlushNow (unless
+	// DrainPiece is set, which is then called instead), always from
 	// one goroutine at a time, never while a write is in progress, and never
 	// with any persist lock held that the data path could need. nowMs is
 	// Now() in Unix milliseconds. Required.
 	//
 	// Ownership of the returned ops' Key and Value passes to persist (see Op).
 	Drain func(nowMs int64, buf []Op) []Op
+	// DrainPiece, when set, is what the loop's windows drain with instead
+	// of Drain: like Drain, but it may stop early, returning a piece of
+	// the window's ops and more=true, to keep a window's buffers bounded
+	// (the server does under --maxmemory). The loop writes each piece as
+	// one synced record as soon as it is drained and drains again while
+	// more is true, so the window still ends with every change made
+	// before it began on disk; each piece costs a write and a sync. While
+	// writes fail, or while they back off, a window drains one piece:
+	// the rest waits where it is. FlushNow drains and writes its pieces
+	// the same way, until more is false. Same calling rules and
+	// ownership as Drain; Drain is then not called.
+	DrainPiece func(nowMs int64, buf []Op) (ops []Op, more bool)
 	// Release, when set, is called with the ops of a Drain once persist
 	// keeps no reference to their bytes, so their memory may be reused:
 	// after they are durable, or after they were copied into the pending
@@ -144,7 +157,9 @@ const PendingEntryOverhead = 330
 // goroutine of its own, by rewriting the base from FlusherConfig.Snapshot
 // (DB.WriteBase): the fold never holds back the next window's write, which
 // goes to the change log while pebble works. FlushNow never folds, so SAVE
-// and shutdown cost one synced batch.
+// and shutdown cost one synced batch. With FlusherConfig.DrainPiece a
+// window (and FlushNow) is drained and written piece by piece, one synced
+// batch each, so that its buffers hold one piece at a time.
 //
 // A pending set left by failed writes is written back in pieces of at most
 // pieceBytes, each its own synced record, so that a disk that frees less
@@ -160,6 +175,7 @@ type Flusher struct {
 	interval   time.Duration
 	maxBackoff time.Duration
 	drain      func(nowMs int64, buf []Op) []Op
+	drainPiece func(nowMs int64, buf []Op) ([]Op, bool)
 	snapshot   func(nowMs int64, w *BaseWriter) error
 	release    func(ops []Op)
 	onIdle     func()
@@ -230,6 +246,7 @@ func NewFlusher(db *DB, cfg FlusherConfig) *Flusher {
 		interval:   cfg.Interval,
 		maxBackoff: cfg.MaxBackoff,
 		drain:      cfg.Drain,
+		drainPiece: cfg.DrainPiece,
 		snapshot:   cfg.Snapshot,
 		release:    cfg.Release,
 		onIdle:     cfg.Idle,
@@ -270,12 +287,13 @@ func (f *Flusher) loop() {
 	}
 }
 
-// tick is one window of the loop: always drain, write unless backing off,
-// then fold the log into a new base if it is due.
+// tick is one window of the loop: always drain, write unless backing off
+// (with DrainPiece: piece by piece, each written as drained), then fold
+// the log into a new base if it is due.
 func (f *Flusher) tick() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.drainLocked()
+	more := f.drainLocked()
 	if len(f.pending)+len(f.fresh) == 0 {
 		f.idleLocked()
 	} else {
@@ -283,8 +301,16 @@ func (f *Flusher) tick() {
 	}
 	if len(f.pending)+len(f.fresh) == 0 || time.Now().Before(f.retryAt) {
 		f.setPending(len(f.pending))
+		more = false // backing off: the rest waits in the store
 	} else if f.writeLocked() != nil {
 		return
+	}
+	// The window's further pieces (DrainPiece), each written as drained.
+	for more {
+		more = f.drainLocked()
+		if len(f.pending)+len(f.fresh) > 0 && f.writeLocked() != nil {
+			return
+		}
 	}
 	f.maybeBaseLocked()
 }
@@ -359,16 +385,22 @@ func (f *Flusher) fold() {
 // returns the write's error (nil when nothing was pending). When it returns
 // nil, every op Drain had produced before the call is durable. Used by SAVE
 // and by shutdown; safe to call concurrently with the loop and with itself
-// (calls are serialised). Cost: one Drain plus one synced batch.
+// (calls are serialised). Cost: one Drain plus one synced batch (with
+// DrainPiece: one per piece).
 func (f *Flusher) FlushNow() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.drainLocked()
-	if len(f.pending)+len(f.fresh) == 0 {
-		f.setPending(0)
-		return nil
+	for {
+		more := f.drainLocked()
+		if len(f.pending)+len(f.fresh) == 0 {
+			f.setPending(0)
+		} else if err := f.writeLocked(); err != nil {
+			return err
+		}
+		if !more {
+			return nil
+		}
 	}
-	return f.writeLocked()
 }
 
 // Stop stops the loop (waiting for a write in progress), aborts a fold in
@@ -402,13 +434,19 @@ func (f *Flusher) Status() Status {
 	return s
 }
 
-// drainLocked calls Drain and merges its ops into pending, or, when nothing
-// is pending, keeps them in fresh. f.mu must be held.
-func (f *Flusher) drainLocked() {
-	ops := f.drain(f.now().UnixMilli(), f.buf[:0])
+// drainLocked calls DrainPiece (Drain when none is configured) and merges
+// its ops into pending, or, when nothing is pending, keeps them in fresh.
+// It returns DrainPiece's more. f.mu must be held.
+func (f *Flusher) drainLocked() (more bool) {
+	var ops []Op
+	if f.drainPiece != nil {
+		ops, more = f.drainPiece(f.now().UnixMilli(), f.buf[:0])
+	} else {
+		ops = f.drain(f.now().UnixMilli(), f.buf[:0])
+	}
 	if len(f.pending) == 0 && len(f.fresh) == 0 {
 		f.fresh, f.buf = ops, nil
-		return
+		return more
 	}
 	f.mergeFreshLocked()
 	for i := range ops {
@@ -420,6 +458,7 @@ func (f *Flusher) drainLocked() {
 	clear(ops) // drop references so the reused buffer doesn't pin them
 	f.buf = keepOps(ops)
 	f.notePendingLocked()
+	return more
 }
 
 // putPendingLocked puts a copy of op into pending, replacing an older op

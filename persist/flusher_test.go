@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 )
 
 // dirtySet stands in for the in-memory table's per-shard dirty sets: the
@@ -315,4 +316,81 @@ func TestFlusherIdle(t *testing.T) {
 	if buf != nil || logBuf != nil {
 		t.Errorf("after Idle: drain buffer %v, log buffer %v; want both dropped", cap(buf), cap(logBuf))
 	}
+}
+
+// drainPiece is drain taking at most limit keys (any limit of them): the
+// rest stays dirty and more says so, as the server's drain does under a
+// memory bound.
+func (d *dirtySet) drainPiece(limit int, buf []Op, pieces *[]int) ([]Op, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for k, op := range d.dirty {
+		if n == limit {
+			break
+		}
+		buf = append(buf, op)
+		delete(d.dirty, k)
+		n++
+	}
+	*pieces = append(*pieces, n)
+	d.drains.Add(1)
+	return buf, len(d.dirty) > 0
+}
+
+// TestFlusherWindowPieces: with DrainPiece, one window (and one FlushNow)
+// writes every change in pieces of the size DrainPiece cuts, each its own
+// synced write, so no buffer holds the whole window; a write that fails
+// stops the window, its piece is kept pending, the rest stays dirty, and
+// the next FlushNow writes it all.
+func TestFlusherWindowPieces(t *testing.T) {
+	mem := vfs.NewMem()
+	sw := &faultySwitch{match: changeLogWrites}
+	db := mustOpen(t, "d", Options{FS: errorfs.Wrap(mem, sw)})
+	defer mustClose(t, db)
+	ds := newDirtySet()
+	const limit = 64
+	var pieces []int
+	f := NewFlusher(db, FlusherConfig{
+		Interval:   time.Hour, // windows run by calling tick
+		Drain:      func(int64, []Op) []Op { t.Fatal("Drain called with DrainPiece set"); return nil },
+		DrainPiece: func(_ int64, buf []Op) ([]Op, bool) { return ds.drainPiece(limit, buf, &pieces) },
+		Logger:     quietLogger(),
+	})
+	for i := range 1000 {
+		ds.set(fmt.Sprintf("k%04d", i), fmt.Sprint(i), 0)
+	}
+	f.tick()
+	if st := f.Status(); st.Flushes != 16 || st.FlushErrors != 0 || st.LastFlushKeys != 1000-15*limit {
+		t.Errorf("after one window of 1000 changes in pieces of %d: %+v", limit, st)
+	}
+	if len(pieces) != 16 || slices.Max(pieces) != limit {
+		t.Errorf("pieces drained: %v", pieces)
+	}
+	got, _ := restoreAll(t, db, 0)
+	checkRecords(t, got, ds.want())
+
+	// A failing write ends the window: one piece pending, the rest dirty.
+	for i := range 300 {
+		ds.set(fmt.Sprintf("k%04d", i), fmt.Sprint(i+1), 0)
+	}
+	pieces = nil
+	sw.on.Store(true)
+	f.tick()
+	if st := f.Status(); st.PendingKeys != limit || st.LastFlushOK {
+		t.Errorf("after a failed window: %+v", st)
+	}
+	if len(pieces) != 1 || len(ds.dirty) != 300-limit {
+		t.Errorf("a failed window drained %v, left %d dirty; want one piece of %d and %d dirty", pieces, len(ds.dirty), limit, 300-limit)
+	}
+	sw.on.Store(false)
+	pieces = nil
+	if err := f.FlushNow(); err != nil {
+		t.Fatal(err)
+	}
+	if st := f.Status(); st.PendingKeys != 0 || !st.LastFlushOK || len(ds.dirty) != 0 || len(pieces) != 4 {
+		t.Errorf("FlushNow after recovery: %+v, pieces %v", st, pieces)
+	}
+	got, _ = restoreAll(t, db, 0)
+	checkRecords(t, got, ds.want())
 }

@@ -45,7 +45,9 @@ func entrySize(op *Op) int {
 	case op.IsTAT:
 		n += varintLen(op.ExpireAtMs) + 8
 	default:
-		if _, ok := canonicalUint(op.Value); ok {
+		if op.Verbatim {
+			n += varintLen(op.ExpireAtMs) + uvarintLen(uint64(len(op.Value))) + len(op.Value)
+		} else if _, ok := canonicalUint(op.Value); ok {
 			n += varintLen(op.ExpireAtMs) + 8
 		} else {
 			n += varintLen(op.ExpireAtMs) + uvarintLen(uint64(len(op.Value))) + len(op.Value)
@@ -82,6 +84,9 @@ func appendEntry(b []byte, op *Op) []byte {
 	if op.Window {
 		return appendWindow(b, op.Key, op.Value, op.ExpireAtMs) // window.go
 	}
+	if op.Verbatim {
+		return appendText(b, op.Key, op.Value, op.ExpireAtMs)
+	}
 	return appendSet(b, op.Key, op.Value, op.ExpireAtMs)
 }
 
@@ -117,6 +122,11 @@ func appendSet(b, key, value []byte, exp int64) []byte {
 	if v, ok := canonicalUint(value); ok {
 		return appendTAT(b, key, v, exp)
 	}
+	return appendText(b, key, value, exp)
+}
+
+// appendText appends an 's' entry to b, whatever value holds.
+func appendText(b, key, value []byte, exp int64) []byte {
 	b = append(b, entrySet)
 	b = binary.AppendUvarint(b, uint64(len(key)))
 	b = append(b, key...)
