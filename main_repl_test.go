@@ -241,9 +241,18 @@ func TestProcessMinReplicas(t *testing.T) {
 	b := mustLaunch(t, t.TempDir(), "--replicate-from", replA, "--repl-addr", freeAddr(t))
 	waitFor(t, "writes accepted once the follower synced", func() bool { return throttle(ra, "k") == nil })
 	for i := range 20 {
-		if err := throttle(ra, fmt.Sprint("w", i)); err != nil {
-			t.Fatal(err)
-		}
+		// TRYAGAIN (the follower's ack older than --max-replica-lag,
+		// 10 ms) is the retryable answer a loaded machine can give any
+		// write; what must never come while the follower is synced is
+		// NOREPLICAS.
+		key := fmt.Sprint("w", i)
+		waitFor(t, "write "+key+" accepted", func() bool {
+			err := throttle(ra, key)
+			if err != nil && !strings.HasPrefix(err.Error(), "TRYAGAIN") {
+				t.Fatal(err)
+			}
+			return err == nil
+		})
 	}
 	info := func(rdb *redis.Client) string { return rdb.Info(ctx, "replication").Val() }
 	waitFor(t, "INFO replication on both sides", func() bool {
