@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,5 +98,27 @@ func TestSidecarLargeReplyNotTimeout(t *testing.T) {
 	}
 	if owner.st.Len() != 2 {
 		t.Fatalf("owner keys %d, want 2 (big and k): the fallback decided", owner.st.Len())
+	}
+}
+
+// TestSidecarFallbackNonLimitReads: what docs/sidecar.md says a read of
+// non-limit data meets while its owner is down: `local` answers from the
+// sidecar's own keyspace (an empty hash, no error: the key does not exist
+// there), `closed` answers UPSTREAMDOWN naming the owner.
+func TestSidecarFallbackNonLimitReads(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := ln.Addr().String()
+	ln.Close() // connections to it are refused: the owner is down
+	local := client(t, sidecarNode(t, Config{Seeds: []string{gone}, Fallback: Local, Timeout: 150 * time.Millisecond}).addr)
+	if h, err := local.HGetAll(ctx, "big").Result(); err != nil || len(h) != 0 {
+		t.Fatalf("local fallback HGETALL: %v, %v; want an empty hash", h, err)
+	}
+	closed := client(t, sidecarNode(t, Config{Seeds: []string{gone}, Fallback: Closed, Timeout: 150 * time.Millisecond}).addr)
+	err = closed.HGetAll(ctx, "big").Err()
+	if err == nil || !strings.HasPrefix(err.Error(), "UPSTREAMDOWN owner "+gone) {
+		t.Fatalf("closed fallback HGETALL: %v, want UPSTREAMDOWN naming the owner", err)
 	}
 }
