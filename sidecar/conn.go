@@ -72,6 +72,9 @@ type muxConn struct {
 
 	dead    atomic.Bool  // err != nil, read without the lock
 	waiting atomic.Int64 // len(pending) - head, read without the lock
+	// lastRead is when the reader last got bytes (unix ns): a reply
+	// still streaming in is not silence (see silentFor).
+	lastRead atomic.Int64
 }
 
 // dialOptions is how an owner is reached.
@@ -260,11 +263,12 @@ func (m *muxConn) readLoop(br *bufio.Reader, buf []byte) {
 	if tc, ok := m.nc.(*net.TCPConn); ok {
 		rc, _ = tc.SyscallConn()
 	}
+	var fr framer // resumes framing the reply at rb[0] after each read
 	for {
 		// Deliver every complete reply in rb.
 		off := 0
 		for off < len(rb) {
-			n, err := replyEnd(rb[off:])
+			n, err := fr.next(rb[off:])
 			if err != nil {
 				m.mu.Lock()
 				m.failLocked(err)
@@ -297,6 +301,9 @@ func (m *muxConn) readLoop(br *bufio.Reader, buf []byte) {
 			k, err = br.Read(rb[len(rb):cap(rb)])
 		}
 		rb = rb[:len(rb)+k]
+		if k > 0 {
+			m.lastRead.Store(time.Now().UnixNano())
+		}
 		if err != nil {
 			m.mu.Lock()
 			m.failLocked(err)
@@ -373,6 +380,14 @@ func (m *muxConn) deliver(reply []byte) bool {
 	r.reply = append(r.reply[:0], reply...)
 	r.done.finish()
 	return true
+}
+
+// silentFor reports how long until the connection has been silent (no
+// bytes read) for d: 0 or less when it has, else the time left. A sender
+// whose deadline passed keeps waiting while this is positive: the owner
+// is slow (a large reply streaming in), not gone. Safe for concurrent use.
+func (m *muxConn) silentFor(d time.Duration, now time.Time) time.Duration {
+	return time.Duration(m.lastRead.Load()+int64(d)) - time.Duration(now.UnixNano())
 }
 
 // owes reports whether a reply of batch b is still awaited here.

@@ -37,8 +37,10 @@ import (
 //
 // Timeouts: a ticker (Sidecar.Start) posts checkTimeouts to every loop
 // each Timeout/4; a connection whose oldest awaited reply is older than
-// Timeout fails, taking its owner down (the fallback then decides). So a
-// silent owner is noticed within 1.25 × Timeout.
+// Timeout and which has brought no bytes for Timeout either fails, taking
+// its owner down (the fallback then decides). So a silent owner is noticed
+// within 1.25 × Timeout, and a large reply streaming in for longer than
+// Timeout is waited for.
 
 // loopState is one event loop's upstream connections. Loop goroutine only.
 type loopState struct {
@@ -88,6 +90,10 @@ type upConn struct {
 	pending []pend
 	head    int
 	rbuf    []byte
+	fr      framer // where the reply at rbuf[0] has been framed up to
+	// lastRead is when a read last brought bytes (unix ns): a reply
+	// still streaming in is not silence (see checkTimeouts).
+	lastRead int64
 }
 
 // loopSession is a client connection's forwarding on an event loop
@@ -509,14 +515,16 @@ func (u *upConn) read() {
 		return
 	}
 	u.rbuf = u.rbuf[:len(u.rbuf)+n]
-	u.deliverAll(time.Now().UnixNano())
+	now := time.Now().UnixNano()
+	u.lastRead = now
+	u.deliverAll(now)
 }
 
 // deliverAll hands every complete reply in rbuf to its request.
 func (u *upConn) deliverAll(now int64) {
 	off := 0
 	for off < len(u.rbuf) && !u.dead {
-		n, err := replyEnd(u.rbuf[off:])
+		n, err := u.fr.next(u.rbuf[off:])
 		if err != nil {
 			u.failOwner(err)
 			return
@@ -604,12 +612,15 @@ func (u *upConn) fail(err error) {
 	}
 }
 
-// checkTimeouts fails every connection whose oldest awaited reply is older
-// than the timeout (posted by Sidecar's ticker).
+// checkTimeouts fails every connection that has been silent for longer
+// than the timeout while a reply is awaited: its oldest awaited reply and
+// its last read that brought bytes are both older than the timeout. A
+// large reply that is still streaming in is slow, not silent: it does not
+// take its owner down (posted by Sidecar's ticker).
 func (ls *loopState) checkTimeouts() {
 	limit := time.Now().UnixNano() - int64(ls.sc.cfg.Timeout)
 	for _, u := range ls.conns {
-		if u.head < len(u.pending) && u.pending[u.head].sent < limit {
+		if u.head < len(u.pending) && u.pending[u.head].sent < limit && u.lastRead < limit {
 			u.failOwner(errTimeout)
 		}
 	}

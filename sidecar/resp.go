@@ -21,76 +21,107 @@ const maxReplyDepth = 64
 
 // replyEnd returns the length of the first complete RESP2 or RESP3 value
 // in b, 0 when b holds only part of one, or errProtocol. It copies nothing.
-func replyEnd(b []byte) (int, error) { return valueEnd(b, 0) }
+// A one-shot framer: a reader that gets a reply in pieces keeps a framer
+// between reads instead, so that a large reply is scanned once.
+func replyEnd(b []byte) (int, error) {
+	var f framer
+	return f.next(b)
+}
 
-func valueEnd(b []byte, depth int) (int, error) {
-	if depth > maxReplyDepth {
-		return 0, errProtocol
-	}
-	if len(b) == 0 {
-		return 0, nil
-	}
-	nl := bytes.IndexByte(b, '\n')
-	if nl < 0 {
-		return 0, nil
-	}
-	if nl < 2 || b[nl-1] != '\r' {
-		return 0, errProtocol
-	}
-	line := b[1 : nl-1]
-	head := nl + 1
-	switch b[0] {
-	case '+', '-', ':', '_', ',', '#', '(':
-		return head, nil
-	case '$', '!', '=': // bulk string, bulk error, verbatim string
-		n, err := strconv.Atoi(string(line))
-		if err != nil || n < -1 {
-			return 0, errProtocol
-		}
-		if n == -1 {
-			return head, nil
-		}
-		if len(b) < head+n+2 {
+// maxCount bounds an aggregate's element count (far above what any owner
+// can send; it keeps the count arithmetic from overflowing).
+const maxCount = 1 << 40
+
+// framer finds where replies end in a stream that arrives in pieces,
+// resumably: between calls it keeps how far the current reply has been
+// scanned and, for each aggregate still open, how many elements it still
+// expects. So a reply of N elements costs one pass however many reads
+// bring it (re-scanning from its first byte after every read made it
+// O(N^2 / read size)). Used by one reader at a time; no allocation.
+type framer struct {
+	off   int                // bytes of the current reply scanned (complete values)
+	depth int                // aggregates open
+	left  [maxReplyDepth]int // elements still expected, per open aggregate
+}
+
+// next returns the length of the reply that starts at b[0] once it is
+// complete (and resets for the next one), 0 while b holds only part of it,
+// or errProtocol. Between calls b must start at the same reply and may
+// only have grown (the caller may move the bytes, not change them).
+func (f *framer) next(b []byte) (int, error) {
+	for {
+		if f.off >= len(b) {
 			return 0, nil
 		}
-		if b[head+n] != '\r' || b[head+n+1] != '\n' {
+		rest := b[f.off:]
+		nl := bytes.IndexByte(rest, '\n')
+		if nl < 0 {
+			return 0, nil
+		}
+		if nl < 2 || rest[nl-1] != '\r' {
 			return 0, errProtocol
 		}
-		return head + n + 2, nil
-	case '*', '~', '>', '%', '|':
-		n, err := strconv.Atoi(string(line))
-		if err != nil || n < -1 {
+		line := rest[1 : nl-1]
+		size := nl + 1 // bytes of this value once complete
+		open := 0      // elements of an aggregate this value opens
+		switch rest[0] {
+		case '+', '-', ':', '_', ',', '#', '(':
+		case '$', '!', '=': // bulk string, bulk error, verbatim string
+			n, err := strconv.Atoi(string(line))
+			if err != nil || n < -1 {
+				return 0, errProtocol
+			}
+			if n >= 0 {
+				if len(rest) < size+n+2 {
+					return 0, nil
+				}
+				if rest[size+n] != '\r' || rest[size+n+1] != '\n' {
+					return 0, errProtocol
+				}
+				size += n + 2
+			}
+		case '*', '~', '>', '%', '|':
+			n, err := strconv.Atoi(string(line))
+			if err != nil || n < -1 || n > maxCount {
+				return 0, errProtocol
+			}
+			switch rest[0] {
+			case '%':
+				n *= 2
+			case '|':
+				// An attribute precedes the value it describes:
+				// both are one reply.
+				n = 2*n + 1
+			}
+			if n > 0 {
+				if f.depth >= maxReplyDepth {
+					return 0, errProtocol
+				}
+				open = n
+			}
+		default:
 			return 0, errProtocol
 		}
-		if n == -1 {
-			return head, nil
+		f.off += size
+		if open > 0 {
+			f.left[f.depth] = open
+			f.depth++
+			continue
 		}
-		if n > len(b) {
-			return 0, nil // each element takes 3 bytes at least: not all here yet
-		}
-		if b[0] == '%' || b[0] == '|' {
-			n *= 2
-		}
-		off := head
-		for range n {
-			m, err := valueEnd(b[off:], depth+1)
-			if err != nil || m == 0 {
-				return 0, err
+		// A value is complete: so is every aggregate it completes.
+		for f.depth > 0 {
+			f.left[f.depth-1]--
+			if f.left[f.depth-1] > 0 {
+				break
 			}
-			off += m
+			f.depth--
 		}
-		if b[0] == '|' {
-			// An attribute precedes the value it describes: both are
-			// one reply.
-			m, err := valueEnd(b[off:], depth+1)
-			if err != nil || m == 0 {
-				return 0, err
-			}
-			off += m
+		if f.depth == 0 {
+			n := f.off
+			f.off = 0
+			return n, nil
 		}
-		return off, nil
 	}
-	return 0, errProtocol
 }
 
 // appendCommand encodes args as a RESP array of bulk strings.

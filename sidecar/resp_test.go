@@ -54,6 +54,17 @@ func FuzzReplyEnd(f *testing.F) {
 		if err == nil && (n < 0 || n > len(b)) {
 			t.Fatalf("n=%d outside [0,%d]", n, len(b))
 		}
+		// Fed one byte at a time, a kept framer finds the same end (or
+		// an error where one pass found one).
+		var f framer
+		var m int
+		var ferr error
+		for i := 1; i <= len(b) && m == 0 && ferr == nil; i++ {
+			m, ferr = f.next(b[:i])
+		}
+		if (err != nil) != (ferr != nil) || (err == nil && m != n) {
+			t.Fatalf("byte by byte: %d, %v; one pass: %d, %v", m, ferr, n, err)
+		}
 		if err == nil && n > 0 {
 			// A complete value stays complete with more bytes after it.
 			m, err2 := replyEnd(append(append([]byte{}, b[:n]...), "+x\r\n"...))

@@ -240,20 +240,38 @@ func (s *session) pinned(o *owner, resp3 bool, db int) (*muxConn, error) {
 }
 
 // wait waits for b until deadline; past it, the connections still owing
-// replies are closed (their owners are taken as down), which finishes b.
+// replies that have also been silent for the timeout are closed (their
+// owners are taken as down), which finishes b. A connection still
+// bringing bytes (a large reply streaming in) is waited for, until it
+// too falls silent for the timeout.
 func (s *session) wait(b *batch, deadline time.Time) {
-	s.timer.Reset(time.Until(deadline))
-	select {
-	case <-b.ch:
-		s.timer.Stop()
-		return
-	case <-s.timer.C:
-	}
-	for _, g := range s.groups {
-		if g.m != nil && g.m.owes(b) {
+	for {
+		s.timer.Reset(time.Until(deadline))
+		select {
+		case <-b.ch:
+			s.timer.Stop()
+			return
+		case <-s.timer.C:
+		}
+		now := time.Now()
+		var next time.Duration // the soonest a streaming connection may fall silent
+		for _, g := range s.groups {
+			if g.m == nil || !g.m.owes(b) {
+				continue
+			}
+			if left := g.m.silentFor(s.sc.cfg.Timeout, now); left > 0 {
+				if next == 0 || left < next {
+					next = left
+				}
+				continue
+			}
 			g.m.close()
 			g.o.failed(errTimeout)
 		}
+		if next == 0 {
+			break
+		}
+		deadline = now.Add(next)
 	}
 	<-b.ch // a closed connection has failed (finished) every request it held
 }
@@ -292,13 +310,21 @@ func (s *session) follow(req *server.ForwardReq, r *request, o *owner, ask bool)
 		return
 	}
 	t := time.NewTimer(time.Until(deadline))
-	select {
-	case <-b.ch:
-		t.Stop()
-	case <-t.C:
-		m.close()
-		o.failed(errTimeout)
-		<-b.ch
+	for done := false; !done; {
+		select {
+		case <-b.ch:
+			t.Stop()
+			done = true
+		case <-t.C:
+			if left := m.silentFor(s.sc.cfg.Timeout, time.Now()); left > 0 {
+				t.Reset(left) // slow, not silent: a reply is streaming in
+				continue
+			}
+			m.close()
+			o.failed(errTimeout)
+			<-b.ch
+			done = true
+		}
 	}
 	if nr.err != nil {
 		s.fallback(req, o)

@@ -542,4 +542,5 @@ func TestSidecarBlockingPath(t *testing.T) {
 	t.Run("FallbackModes", TestSidecarFallbackModes)
 	t.Run("FollowsMoved", TestSidecarFollowsMoved)
 	t.Run("SelectPlainUpstream", TestSidecarSelectPlainUpstream)
+	t.Run("LargeReplyNotTimeout", TestSidecarLargeReplyNotTimeout)
 }
