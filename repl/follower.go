@@ -191,6 +191,11 @@ func (f *follower) session(c net.Conn) error {
 				}
 			}
 			left, synced, f.mirrored = nil, true, true
+			// Seqs are this leader process's rounds: one restarted at
+			// the same epoch counts from 1 again, so what a previous
+			// session applied must not be acknowledged to it (pings
+			// acknowledge applied).
+			f.applied.Store(ack)
 			f.synced.Store(true)
 			f.n.log.Info("replication: synced from leader", "leader", f.addr, "seq", ack)
 		case frameBatch:
