@@ -29,6 +29,15 @@ type follower struct {
 	synced  atomic.Bool
 	lastIO  atomic.Int64 // unix ns of the last frame read from the leader
 
+	// mirrored says a session of this term has completed a sync: from
+	// then on everything the follower holds came from this leader, so a
+	// later session's snapshot (a resync after a dropped link or a
+	// SWAPDB) replaces what is held instead of merging TATs by the
+	// larger one. Only the first sync of a term merges state from
+	// elsewhere (the node led, or followed another leader). Session
+	// goroutine's only.
+	mirrored bool
+
 	mu   sync.Mutex
 	conn net.Conn
 	rate rateMeter
@@ -164,7 +173,7 @@ func (f *follower) session(c net.Conn) error {
 			if synced {
 				return errProtocol
 			}
-			if err := f.apply(p, true, left); err != nil {
+			if err := f.apply(p, !f.mirrored, left); err != nil {
 				return err
 			}
 			continue
@@ -181,7 +190,12 @@ func (f *follower) session(c net.Conn) error {
 					}
 				}
 			}
-			left, synced = nil, true
+			left, synced, f.mirrored = nil, true, true
+			// Seqs are this leader process's rounds: one restarted at
+			// the same epoch counts from 1 again, so what a previous
+			// session applied must not be acknowledged to it (pings
+			// acknowledge applied).
+			f.applied.Store(ack)
 			f.synced.Store(true)
 			f.n.log.Info("replication: synced from leader", "leader", f.addr, "seq", ack)
 		case frameBatch:
@@ -225,10 +239,11 @@ func (f *follower) session(c net.Conn) error {
 var errBadDB = errors.New("repl: entry for a database this node does not have")
 
 // apply applies a payload of entries (a snapshot's, merged by largest
-// TAT, or a batch's, in order), striking snapshot keys off left. Entries
+// TAT when maxTAT, or a batch's or a resync's snapshot, in order),
+// striking snapshot keys off left. Entries
 // go in chunks whose keys are prefetched first (store.Prefetch), so that
 // the index and slab misses of a chunk overlap.
-func (f *follower) apply(p []byte, snapshot bool, left []map[string]struct{}) error {
+func (f *follower) apply(p []byte, maxTAT bool, left []map[string]struct{}) error {
 	nowMs := time.Now().UnixMilli()
 	d := decoder{b: p}
 	f.ents = f.ents[:0]
@@ -261,7 +276,7 @@ func (f *follower) apply(p []byte, snapshot bool, left []map[string]struct{}) er
 					return err
 				}
 			}
-			if err := f.n.dbs.DB(e.db).ApplyChange(c, obj, snapshot, nowMs); err != nil {
+			if err := f.n.dbs.DB(e.db).ApplyChange(c, obj, maxTAT, nowMs); err != nil {
 				return fmt.Errorf("applying %q: %w", c.Key, err)
 			}
 			if left != nil && left[e.db] != nil {
