@@ -15,14 +15,17 @@ import (
 
 // follower is one term of following: a goroutine that connects to the
 // leader, merges its snapshot, applies its stream and acknowledges it,
-// reconnecting (and resyncing) after any failure until stop.
+// reconnecting (and resyncing) after any failure until stop. Its stop
+// (link.stop) ends the term and returns once nothing more will be
+// applied, so that a promotion (Lead) never has an old leader's change
+// land after its own writes began.
 type follower struct {
 	n     *Node
 	epoch uint64
 	addr  string
-	done  chan struct{}
-	gone  chan struct{} // closed when run has returned: nothing more is applied
-	once  sync.Once
+	// link: done, gone (closed when run has returned: nothing more is
+	// applied), and mu guarding conn and rate.
+	link
 
 	applied atomic.Uint64 // the last seq applied
 	recv    atomic.Int64  // bytes read from leaders
@@ -38,9 +41,7 @@ type follower struct {
 	// goroutine's only.
 	mirrored bool
 
-	mu   sync.Mutex
-	conn net.Conn
-	rate rateMeter
+	rate rateMeter // guarded by mu
 
 	// apply's scratch (the session goroutine's)
 	ents []dbChange
@@ -49,27 +50,44 @@ type follower struct {
 }
 
 func newFollower(n *Node, epoch uint64, addr string) *follower {
-	return &follower{n: n, epoch: epoch, addr: addr, done: make(chan struct{}), gone: make(chan struct{})}
+	return &follower{n: n, epoch: epoch, addr: addr, link: newLink()}
 }
 
-// stop ends the term and returns once nothing more will be applied, so
-// that a promotion (Lead) never has an old leader's change land after its
-// own writes began.
-func (f *follower) stop() {
-	f.once.Do(func() {
-		close(f.done)
-		f.mu.Lock()
-		if f.conn != nil {
-			f.conn.Close()
+// link is the lifetime of a goroutine that keeps one connection to a
+// peer: a follower's sessions with its leader, an importer's with a
+// source leader. stop closes done and the current connection and waits
+// until gone is closed, which the goroutine does when it has returned.
+// mu guards conn (and what the embedding type says it guards). Make one
+// with newLink; the zero value only serves a scratch value never run.
+type link struct {
+	done chan struct{}
+	gone chan struct{}
+	once sync.Once
+	mu   sync.Mutex
+	conn net.Conn
+}
+
+// newLink is a link not yet stopped.
+func newLink() link { return link{done: make(chan struct{}), gone: make(chan struct{})} }
+
+// stop ends the link and returns once its goroutine has returned. Safe to
+// call more than once and from any goroutine.
+func (l *link) stop() {
+	l.once.Do(func() {
+		close(l.done)
+		l.mu.Lock()
+		if l.conn != nil {
+			l.conn.Close()
 		}
-		f.mu.Unlock()
+		l.mu.Unlock()
 	})
-	<-f.gone
+	<-l.gone
 }
 
-func (f *follower) stopped() bool {
+// stopped says whether stop has been called.
+func (l *link) stopped() bool {
 	select {
-	case <-f.done:
+	case <-l.done:
 		return true
 	default:
 		return false

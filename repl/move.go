@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -323,13 +322,9 @@ type importer struct {
 	n     *Node
 	task  ImportTask
 	final atomic.Bool
-	done  chan struct{}
-	gone  chan struct{}
-	once  sync.Once
+	link  // mu guards conn and the fields below
 
-	mu     sync.Mutex // guards the fields below
 	state  ImportState
-	conn   net.Conn
 	w      *bufio.Writer
 	synced bool // this connection's snapshot is merged
 	qsent  bool // this connection asked to seal
@@ -365,7 +360,7 @@ func (n *Node) Import(tasks []ImportTask) {
 		if n.imports == nil {
 			n.imports = map[int64]*importer{}
 		}
-		im := &importer{n: n, task: t, done: make(chan struct{}), gone: make(chan struct{})}
+		im := &importer{n: n, task: t, link: newLink()}
 		im.final.Store(t.Final)
 		im.state = ImportState{ID: t.ID, State: "connecting"}
 		n.imports[id] = im
@@ -408,27 +403,6 @@ func (n *Node) importEvent() {
 	select {
 	case n.ievents <- struct{}{}:
 	default:
-	}
-}
-
-func (im *importer) stop() {
-	im.once.Do(func() {
-		close(im.done)
-		im.mu.Lock()
-		if im.conn != nil {
-			im.conn.Close()
-		}
-		im.mu.Unlock()
-	})
-	<-im.gone
-}
-
-func (im *importer) stopped() bool {
-	select {
-	case <-im.done:
-		return true
-	default:
-		return false
 	}
 }
 
