@@ -140,22 +140,14 @@ func (f *follower) session(c net.Conn) error {
 	}
 	w := bufio.NewWriter(c)
 	hello := binary.AppendUvarint([]byte(magic), f.epoch)
-	c.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := c.Write(frame(nil, frameHello, hello)); err != nil {
-		return err
-	}
-	r := bufio.NewReaderSize(c, 256<<10)
-	t, p, buf, err := readFrame(r, nil)
+	r, p, buf, refused, err := greet(c, frameHello, hello)
 	if err != nil {
 		return err
 	}
-	switch t {
-	case frameRefusal:
-		return fmt.Errorf("leader refused: %s", p)
-	case frameWelcome:
-	default:
-		return errProtocol
+	if refused != "" {
+		return fmt.Errorf("leader refused: %s", refused)
 	}
+	var t byte
 	d := decoder{b: p}
 	if theirs := d.uvarint(); d.err != nil || theirs != f.epoch {
 		return fmt.Errorf("leader at epoch %d, following epoch %d: refused", theirs, f.epoch)

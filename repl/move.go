@@ -495,22 +495,14 @@ func (im *importer) session(c net.Conn) error {
 	hello := binary.AppendUvarint([]byte(magic), im.task.Epoch)
 	hello = binary.AppendUvarint(hello, uint64(im.task.First))
 	hello = binary.AppendUvarint(hello, uint64(im.task.Last))
-	c.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := c.Write(frame(nil, frameMoveHello, hello)); err != nil {
-		return err
-	}
-	r := bufio.NewReaderSize(c, 256<<10)
-	t, p, buf, err := readFrame(r, nil)
+	r, p, buf, refused, err := greet(c, frameMoveHello, hello)
 	if err != nil {
 		return err
 	}
-	switch t {
-	case frameRefusal:
-		return fmt.Errorf("%w: %s", errMoveRefused, p)
-	case frameWelcome:
-	default:
-		return errProtocol
+	if refused != "" {
+		return fmt.Errorf("%w: %s", errMoveRefused, refused)
 	}
+	var t byte
 	c.SetDeadline(time.Time{})
 	im.n.clearOnce(im.task)
 	im.setState("copying")

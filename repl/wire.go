@@ -34,6 +34,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"time"
 
 	"github.com/celld/celld/kinds"
 	"github.com/celld/celld/store"
@@ -238,4 +240,30 @@ func readFrame(r *bufio.Reader, buf []byte) (byte, []byte, []byte, error) {
 		return 0, nil, buf, err
 	}
 	return t, buf, buf, nil
+}
+
+// greet opens a session on c: it sends a hello frame of type t (payload
+// hello) within two seconds and reads the peer's answer. On a welcome it
+// returns the session's reader, the welcome's payload and the read buffer
+// (both valid until the next readFrame); on a refusal, refused is the
+// peer's reason. Used by a follower (frameHello) and by a slot move's
+// importer (frameMoveHello); the caller clears c's deadline.
+func greet(c net.Conn, t byte, hello []byte) (r *bufio.Reader, welcome, buf []byte, refused string, err error) {
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write(frame(nil, t, hello)); err != nil {
+		return nil, nil, nil, "", err
+	}
+	r = bufio.NewReaderSize(c, 256<<10)
+	ft, p, buf, err := readFrame(r, nil)
+	if err != nil {
+		return nil, nil, nil, "", err
+	}
+	switch ft {
+	case frameRefusal:
+		return nil, nil, nil, string(p), nil
+	case frameWelcome:
+		return r, p, buf, "", nil
+	default:
+		return nil, nil, nil, "", errProtocol
+	}
 }
