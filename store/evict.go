@@ -18,7 +18,11 @@ import (
 // Each attempt samples a random shard: evictSamples eligible keys on a walk
 // of at most maxWalk consecutive slots from a random one (Redis's
 // dictGetSomeKeys walks consecutive buckets the same way), deleting any
-// expired key it meets on the way (that frees memory too). The random
+// expired key it meets on the way (that frees memory too). Slots are
+// handed out in insertion order, so consecutive slots hold keys of one
+// age: when the pool below holds fewer than half its candidates (its first
+// fill), the attempt probes maxWalk independent random slots instead, at
+// one cache miss each. The random
 // policies evict the first eligible key the walk meets. The LRU and TTL
 // policies offer the sampled keys to a pool of the poolSize best
 // candidates kept across attempts (Redis's eviction pool): the key nearest
@@ -31,8 +35,9 @@ import (
 // evicted only when none of the pool's 16 candidates, drawn from the last
 // several samples of 8 keys each, is nearer its expiry. Under a spray of
 // short-lived keys, with a fraction f of the keys long-lived, the chance
-// that a whole sample holds no short-lived key is f^8 (1e-16 for f = 1%),
-// and the pool also keeps the short-lived candidates of earlier samples;
+// that a whole sample holds no short-lived key is f^8 (1e-16 for f = 1%)
+// when the sample is scattered, at most f for a walk (the long-lived keys
+// written before the spray sit together), and the pool also keeps the short-lived candidates of earlier samples;
 // TestEvictVolatileTTLSparesLongLived sprays 400k short-lived keys over
 // 5,000 long-lived ones at a bound and checks that not one long-lived key
 // goes. What sampling does not give is an exact order: the key evicted is
@@ -234,7 +239,7 @@ func (s *Store) evictOneLocked(pol Policy, nowMs int64) (freed, empty bool) {
 	ev := &s.ev
 	if pol == VolatileRandom || pol == AllKeysRandom {
 		evicted := false
-		expired, empty := s.sampleLocked(pol, nowMs, func(_ *Store, sh *shard, _ int, slot uint32) bool {
+		expired, empty := s.sampleLocked(pol, nowMs, false, func(_ *Store, sh *shard, _ int, slot uint32) bool {
 			s.evictSlotLocked(sh, slot)
 			evicted = true
 			return false
@@ -246,7 +251,13 @@ func (s *Store) evictOneLocked(pol Policy, nowMs int64) (freed, empty bool) {
 	}
 	clock := uint32(nowMs/1000) & lruMask
 	taken := 0
-	expired, empty := s.sampleLocked(pol, nowMs, func(st *Store, sh *shard, si int, slot uint32) bool {
+	// A pool short of candidates (the first attempt, or after a policy
+	// change) is refilled from scattered slots: one walk of consecutive
+	// slots samples keys of one age, since slots are handed out in
+	// insertion order, and an empty pool has no earlier candidates to
+	// fall back on. A full pool keeps the cheap walk.
+	scatter := ev.n < poolSize/2
+	expired, empty := s.sampleLocked(pol, nowMs, scatter, func(st *Store, sh *shard, si int, slot uint32) bool {
 		e := &sh.slab[slot]
 		score := e.exp
 		if pol != VolatileTTL {
@@ -277,20 +288,20 @@ func (s *Store) evictOneLocked(pol Policy, nowMs int64) (freed, empty bool) {
 }
 
 // sampleLocked walks up to maxWalk slots of a random non-empty shard from
-// a random slot, deleting the expired keys it meets, and calls take with
+// a random slot (or, with scatter, probes maxWalk random slots of it), deleting the expired keys it meets, and calls take with
 // each live key the policy may evict until take returns false. take runs
 // under the shard's lock and may delete the key it is given. It returns
 // how many expired keys it deleted, or that every shard is empty.
 // The shard is one of the account's databases' (databases.go): a database
 // is chosen with a chance proportional to its memory (pickStore), as
 // Redis's eviction samples every database. Requires ev.mu (the generator).
-func (s *Store) sampleLocked(pol Policy, nowMs int64, take func(st *Store, sh *shard, si int, slot uint32) bool) (expired int, empty bool) {
+func (s *Store) sampleLocked(pol Policy, nowMs int64, scatter bool, take func(st *Store, sh *shard, si int, slot uint32) bool) (expired int, empty bool) {
 	r := s.ev.next()
 	stores := s.storesOf()
 	first := pickStore(stores, r)
 	for n := range stores {
 		st := stores[(first+n)%len(stores)]
-		if expired, empty = st.sampleOneLocked(pol, nowMs, r, take); !empty {
+		if expired, empty = st.sampleOneLocked(pol, nowMs, r, scatter, take); !empty {
 			return expired, false
 		}
 	}
@@ -323,7 +334,7 @@ func pickStore(stores []*Store, r uint64) int {
 
 // sampleOneLocked is sampleLocked within s's own shards, r the random
 // draw. Requires ev.mu.
-func (s *Store) sampleOneLocked(pol Policy, nowMs int64, r uint64, take func(st *Store, sh *shard, si int, slot uint32) bool) (expired int, empty bool) {
+func (s *Store) sampleOneLocked(pol Policy, nowMs int64, r uint64, scatter bool, take func(st *Store, sh *shard, si int, slot uint32) bool) (expired int, empty bool) {
 	for tries := 0; tries < nShards; tries++ {
 		si := int((r + uint64(tries)) % nShards)
 		sh := &s.shards[si]
@@ -334,12 +345,16 @@ func (s *Store) sampleOneLocked(pol Policy, nowMs int64, r uint64, take func(st 
 			continue
 		}
 		slot := uint32((r >> 8) % uint64(size))
+		x := r
 		for range min(maxWalk, size) {
-			e := &sh.slab[slot]
 			cur := slot
-			if slot++; int(slot) == size {
+			if scatter { // an independent random slot each time
+				x = x*6364136223846793005 + 1442695040888963407 // LCG step
+				cur = uint32((x >> 33) % uint64(size))
+			} else if slot++; int(slot) == size {
 				slot = 0
 			}
+			e := &sh.slab[cur]
 			switch {
 			case e.flags&flagUsed == 0:
 				continue

@@ -665,3 +665,36 @@ func TestThrottleAllAtTheBound(t *testing.T) {
 		t.Fatal("nothing evicted to make room")
 	}
 }
+
+// TestEvictFirstFillIsScattered: the pool's first fill must not sample
+// keys of one age. 5,000 long-lived keys are written first (so they hold
+// the low slots of every shard), then 55,000 short-lived ones; 2,000
+// times the pool is emptied and one key evicted. With a walk of
+// consecutive slots the first sample lands among the long-lived keys
+// about once in twelve tries and one of them goes; scattered probes draw
+// eight long-lived keys together with a chance of (1/12)^8.
+func TestEvictFirstFillIsScattered(t *testing.T) {
+	s := New(Options{Policy: VolatileTTL})
+	for i := range 5000 {
+		putValue(s, "long:"+strconv.Itoa(i), t0ms, Value{TAT: 1, ExpireAtMs: t0ms + 3_600_000})
+	}
+	for i := range 55_000 {
+		putValue(s, "short:"+strconv.Itoa(i), t0ms, Value{TAT: 1, ExpireAtMs: t0ms + 60_000 + int64(i)})
+	}
+	for range 2000 {
+		s.ev.mu.Lock()
+		s.ev.n = 0
+		s.evictOneLocked(VolatileTTL, t0ms)
+		s.ev.tellLocked()
+		s.ev.mu.Unlock()
+	}
+	lost := 0
+	for i := range 5000 {
+		if _, ok := s.Get([]byte("long:"+strconv.Itoa(i)), t0ms); !ok {
+			lost++
+		}
+	}
+	if lost != 0 || s.EvictedKeys() != 2000 {
+		t.Errorf("%d long-lived keys evicted; %d evictions in all (want 0 and 2000)", lost, s.EvictedKeys())
+	}
+}
