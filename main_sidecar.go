@@ -25,7 +25,7 @@ func newSidecar(cfg *config.Config, log *slog.Logger) (*sidecar.Sidecar, error) 
 	if err != nil {
 		return nil, err
 	}
-	sc := sidecar.Config{Seeds: cfg.UpstreamSeeds(), Fallback: mode, Timeout: cfg.UpstreamTimeout, Logger: log}
+	sc := sidecar.Config{Seeds: cfg.UpstreamSeeds(), Fallback: mode, Timeout: cfg.UpstreamTimeout, BulkTimeout: cfg.UpstreamBulkTimeout, Logger: log}
 	if cfg.UpstreamPasswordFile != "" {
 		b, err := os.ReadFile(cfg.UpstreamPasswordFile)
 		if err != nil {

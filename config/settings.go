@@ -79,6 +79,7 @@ type Config struct {
 	Upstream             string        // seed addresses, comma-separated; "" = off
 	UpstreamFallback     string        // "local", "open" or "closed"
 	UpstreamTimeout      time.Duration // how long a command waits for its owner
+	UpstreamBulkTimeout  time.Duration // the same for a bulk read (HGETALL, LRANGE, KEYS, ...)
 	UpstreamPasswordFile string        // file holding the upstream's password
 	UpstreamTLS          bool          // reach the upstream over TLS
 	UpstreamTLSCA        string        // CA that signed the upstream's certificate ("" = system roots)
@@ -282,6 +283,11 @@ var table = []setting{
 		Usage: "how long a forwarded command waits for its owner before the owner is taken as down and the fallback answers (a dead owner is known at once from a refused or reset connection; this bounds a silent one)",
 		bind: func(c *Config) value {
 			return durationValue{p: &c.UpstreamTimeout, min: time.Millisecond, max: time.Minute}
+		}},
+	{Name: "upstream-bulk-timeout", Group: Cluster, Default: "10s",
+		Usage: "the same bound for a bulk read (HGETALL, HKEYS, HVALS, LRANGE, SMEMBERS, ZRANGE, set algebra, SORT, DUMP, KEYS), whose owner may compute its reply for longer than --upstream-timeout before the first byte; bulk reads travel on connections of their own, so decisions never wait behind one (docs/sidecar-bulk.md)",
+		bind: func(c *Config) value {
+			return durationValue{p: &c.UpstreamBulkTimeout, min: time.Millisecond, max: time.Hour}
 		}},
 	{Name: "upstream-password-file", Group: Cluster, Default: "",
 		Usage: "file holding the upstream's password (AUTH); '' = none",

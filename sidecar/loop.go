@@ -63,6 +63,7 @@ type connKey struct {
 	o     *owner
 	db    int
 	resp3 bool
+	bulk  bool // the bulk lane (bulk.go): BulkTimeout, not Timeout
 }
 
 // pend is one reply awaited on an upConn: the session and index of the
@@ -94,6 +95,9 @@ type upConn struct {
 	// lastRead is when a read last brought bytes (unix ns): a reply
 	// still streaming in is not silence (see checkTimeouts).
 	lastRead int64
+	// allow is the silence (ns) after which an awaited reply times out:
+	// Timeout, or BulkTimeout on a bulk lane.
+	allow int64
 }
 
 // loopSession is a client connection's forwarding on an event loop
@@ -106,6 +110,7 @@ type loopSession struct {
 	done    func()
 	left    int // replies still awaited
 	route   []*owner
+	bulk    []bool // per request of the run: on its owner's bulk lane
 	replies [][]byte
 	errs    []error
 	follow  bool // a reply is a MOVED/ASK to follow
@@ -143,10 +148,25 @@ func (s *loopSession) Start(reqs []server.ForwardReq, done func()) bool {
 	if cap(s.route) < len(reqs) {
 		n := max(len(reqs), 32)
 		s.route = make([]*owner, n)
+		s.bulk = make([]bool, n)
 		s.replies = make([][]byte, n)
 		s.errs = make([]error, n)
 	}
 	s.route, s.replies, s.errs = s.route[:len(reqs)], s.replies[:len(reqs)], s.errs[:len(reqs)]
+	s.bulk = s.bulk[:len(reqs)]
+	lanes := false // a bulk read in the run: some owners' shares go on their bulk lane
+	for i := range reqs {
+		if isBulk(&reqs[i]) {
+			lanes = true
+			break
+		}
+	}
+	if lanes {
+		for i := range reqs {
+			s.route[i], s.bulk[i] = t.owner(reqs[i].Slot), false
+		}
+		bulkLanes(reqs, s.route, s.bulk)
+	}
 	// Start holds one count itself, so that no failure met while it
 	// queues (a stale connection closed) finishes the run under it.
 	s.left, s.follow = 1, false
@@ -166,7 +186,7 @@ func (s *loopSession) Start(reqs []server.ForwardReq, done func()) bool {
 			s.sync.fallback(r, o)
 			continue
 		}
-		u := s.ls.conn(o, r.DB, r.RESP3)
+		u := s.ls.conn(o, r.DB, r.RESP3, lanes && s.bulk[i])
 		if u == nil { // MaxInFlight replies awaited already
 			sc.stats.UpstreamErrors.Add(1)
 			s.sync.fallback(r, o)
@@ -307,18 +327,21 @@ func (s *loopSession) Close() {
 }
 
 // conn returns the loop's connection for k, dialling it, or nil when
-// MaxInFlight replies are awaited on it already. A connection dialled
-// before the owner last went down is closed and replaced.
-func (ls *loopState) conn(o *owner, db int, resp3 bool) *upConn {
-	if db == 0 && !resp3 && o.id < len(ls.plain) {
+// MaxInFlight replies are awaited on it already. A decision lane's
+// connection dialled before the owner last went down is closed and
+// replaced; a bulk lane's is kept while it lives (a bulk reply may still
+// be streaming in on it when a decision's timeout took the owner down: a
+// dead owner's socket fails by itself, a silent one by BulkTimeout).
+func (ls *loopState) conn(o *owner, db int, resp3, bulk bool) *upConn {
+	if db == 0 && !resp3 && !bulk && o.id < len(ls.plain) {
 		if u := ls.plain[o.id]; u != nil && !u.dead && u.gen == o.gen.Load() &&
 			len(u.pending)-u.head < ls.sc.cfg.MaxInFlight {
 			return u
 		}
 	}
-	k := connKey{o, db, resp3}
+	k := connKey{o, db, resp3, bulk}
 	u := ls.conns[k]
-	if u != nil && u.gen != o.gen.Load() {
+	if u != nil && u.gen != o.gen.Load() && !bulk {
 		u.fail(errClosed)
 		u = nil
 	}
@@ -334,9 +357,12 @@ func (ls *loopState) conn(o *owner, db int, resp3 bool) *upConn {
 // dial starts a connection for k: the hand-shake runs on a goroutine, and
 // requests queue meanwhile; attach (posted back) starts the writing.
 func (ls *loopState) dial(k connKey) *upConn {
-	u := &upConn{ls: ls, key: k, gen: k.o.gen.Load(), fd: -1}
+	u := &upConn{ls: ls, key: k, gen: k.o.gen.Load(), fd: -1, allow: int64(ls.sc.cfg.Timeout)}
+	if k.bulk {
+		u.allow = int64(ls.sc.cfg.BulkTimeout)
+	}
 	ls.conns[k] = u
-	if k.db == 0 && !k.resp3 {
+	if k.db == 0 && !k.resp3 && !k.bulk {
 		if k.o.id >= len(ls.plain) {
 			ls.plain = append(ls.plain, make([]*upConn, k.o.id+1-len(ls.plain))...)
 		}
@@ -613,14 +639,15 @@ func (u *upConn) fail(err error) {
 }
 
 // checkTimeouts fails every connection that has been silent for longer
-// than the timeout while a reply is awaited: its oldest awaited reply and
-// its last read that brought bytes are both older than the timeout. A
+// than its timeout (Timeout, BulkTimeout on a bulk lane) while a reply is
+// awaited: its oldest awaited reply and its last read that brought bytes
+// are both older than that. A
 // large reply that is still streaming in is slow, not silent: it does not
 // take its owner down (posted by Sidecar's ticker).
 func (ls *loopState) checkTimeouts() {
-	limit := time.Now().UnixNano() - int64(ls.sc.cfg.Timeout)
+	now := time.Now().UnixNano()
 	for _, u := range ls.conns {
-		if u.head < len(u.pending) && u.pending[u.head].sent < limit && u.lastRead < limit {
+		if limit := now - u.allow; u.head < len(u.pending) && u.pending[u.head].sent < limit && u.lastRead < limit {
 			u.failOwner(errTimeout)
 		}
 	}

@@ -21,11 +21,13 @@ type owner struct {
 	// (loop.go), since the owner may have restarted meanwhile.
 	gen atomic.Uint64
 
-	mu    sync.Mutex    // guards conns and dbConns
-	conns [2][]*muxConn // database 0: [resp3], PoolSize each, nil until first used
+	mu sync.Mutex // guards conns and dbConns
+	// conns are database 0's pools, by poolIndex (RESP2/RESP3, decision
+	// or bulk lane: bulk.go): PoolSize each, nil until first used.
+	conns [4][]*muxConn
 	// dbConns are the pools of the other databases a client SELECTed
 	// (a plain upstream only), created on first use.
-	dbConns map[int]*[2][]*muxConn
+	dbConns map[int]*[4][]*muxConn
 }
 
 // errOverload: every connection to the owner has MaxInFlight replies
@@ -35,14 +37,24 @@ var errOverload = errors.New("sidecar: upstream connections full")
 // errDown: the owner went down while a session waited to use it.
 var errDown = errors.New("sidecar: upstream owner down")
 
-// conn returns a live connection of the pool of database db, dialling it
-// if needed. It waits at most until deadline for one with room
-// (MaxInFlight).
-func (o *owner) conn(resp3 bool, db int, deadline time.Time) (*muxConn, error) {
+// poolIndex is the index in owner.conns of the pool for a protocol
+// version and lane.
+func poolIndex(resp3, bulk bool) int {
 	p := 0
 	if resp3 {
 		p = 1
 	}
+	if bulk {
+		p += 2
+	}
+	return p
+}
+
+// conn returns a live connection of the pool of database db (of the bulk
+// lane when bulk), dialling it if needed. It waits at most until deadline
+// for one with room (MaxInFlight).
+func (o *owner) conn(resp3, bulk bool, db int, deadline time.Time) (*muxConn, error) {
+	p := poolIndex(resp3, bulk)
 	for {
 		i := int(o.next.Add(1)) % o.sc.cfg.PoolSize
 		o.mu.Lock()
@@ -91,7 +103,7 @@ func (o *owner) failed(err error) {
 	o.gen.Add(1)
 	o.sc.log.Warn("upstream owner unreachable: fallback decides its keys", "owner", o.addr,
 		"fallback", o.sc.cfg.Fallback.String(), "err", err)
-	o.closeConns()
+	o.closeConns(false)
 	o.sc.wg.Add(1)
 	go o.probe()
 }
@@ -128,23 +140,33 @@ func (o *owner) probe() {
 }
 
 // dbPoolLocked returns database db's pools, creating them.
-func (o *owner) dbPoolLocked(db int) *[2][]*muxConn {
+func (o *owner) dbPoolLocked(db int) *[4][]*muxConn {
 	pool := o.dbConns[db]
 	if pool == nil {
 		if o.dbConns == nil {
-			o.dbConns = map[int]*[2][]*muxConn{}
+			o.dbConns = map[int]*[4][]*muxConn{}
 		}
-		pool = &[2][]*muxConn{make([]*muxConn, o.sc.cfg.PoolSize), make([]*muxConn, o.sc.cfg.PoolSize)}
+		pool = new([4][]*muxConn)
+		for p := range pool {
+			pool[p] = make([]*muxConn, o.sc.cfg.PoolSize)
+		}
 		o.dbConns[db] = pool
 	}
 	return pool
 }
 
-func (o *owner) closeConns() {
+// closeConns closes the owner's pooled connections: those of the bulk
+// lanes too when bulk, else they are left to end by themselves (a bulk
+// reply may still stream in on one after a decision's timeout took the
+// owner down; a broken one is replaced when next used).
+func (o *owner) closeConns(bulk bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	closeAll := func(pool *[2][]*muxConn) {
+	closeAll := func(pool *[4][]*muxConn) {
 		for p := range pool {
+			if p >= 2 && !bulk {
+				continue
+			}
 			for i, m := range pool[p] {
 				if m != nil {
 					m.close()

@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"bytes"
+	"slices"
 	"strconv"
 	"time"
 
@@ -20,6 +21,7 @@ type session struct {
 	reqs   []request
 	ptrs   []*request
 	route  []*owner
+	bulk   []bool // per request: a bulk read (bulk.go), sent on the bulk lane
 	data   []byte
 	groups []group
 
@@ -30,9 +32,11 @@ type session struct {
 	pinKey   [2]int // resp3 (0/1) and database the pin was dialled for
 }
 
-// group is one owner's share of a pipeline.
+// group is one owner's share of a pipeline on one lane (decisions, or
+// bulk reads: bulk.go).
 type group struct {
 	o     *owner
+	bulk  bool
 	m     *muxConn
 	start time.Time
 }
@@ -55,8 +59,9 @@ func (s *session) Do(reqs []server.ForwardReq) {
 		s.reqs = make([]request, len(reqs), max(len(reqs), 32))
 		s.ptrs = make([]*request, 0, cap(s.reqs))
 		s.route = make([]*owner, len(reqs), cap(s.reqs))
+		s.bulk = make([]bool, len(reqs), cap(s.reqs))
 	}
-	s.reqs, s.route = s.reqs[:len(reqs)], s.route[:len(reqs)]
+	s.reqs, s.route, s.bulk = s.reqs[:len(reqs)], s.route[:len(reqs)], s.bulk[:len(reqs)]
 	// The replies of the previous Do have been copied out by now: drop
 	// buffers a large value grew, so an idle connection keeps little.
 	for i := range s.reqs {
@@ -71,6 +76,7 @@ func (s *session) Do(reqs []server.ForwardReq) {
 	for i := range reqs {
 		o := t.slots[reqs[i].Slot]
 		s.route[i] = o
+		s.bulk[i] = false
 		if reqs[i].DB != 0 && t.cluster {
 			// SELECTed before the topology said "cluster" (SELECT asks
 			// SelectError): a cluster has database 0 only.
@@ -88,6 +94,7 @@ func (s *session) Do(reqs []server.ForwardReq) {
 	if n == 0 {
 		return
 	}
+	bulkLanes(reqs, s.route, s.bulk)
 	if s.b == nil {
 		s.b = newBatch(0)
 	}
@@ -95,17 +102,17 @@ func (s *session) Do(reqs []server.ForwardReq) {
 	b.reset(n)
 	deadline := time.Now().Add(sc.cfg.Timeout)
 	s.groups = s.groups[:0]
-	// Each owner's share, in the pipeline's order, in one send.
+	// Each owner's share, in the pipeline's order, in one send per lane.
 	for i := range reqs {
-		o := s.route[i]
-		if o == nil || s.seen(o) {
+		o, bulk := s.route[i], s.bulk[i]
+		if o == nil || s.seen(o, bulk) {
 			continue
 		}
-		g := group{o: o, start: time.Now()}
+		g := group{o: o, bulk: bulk, start: time.Now()}
 		s.data, s.ptrs = s.data[:0], s.ptrs[:0]
 		var pinned bool
 		for k := i; k < len(reqs); k++ {
-			if s.route[k] != o {
+			if s.route[k] != o || s.bulk[k] != bulk {
 				continue
 			}
 			r := &s.reqs[k]
@@ -118,7 +125,7 @@ func (s *session) Do(reqs []server.ForwardReq) {
 		if pinned {
 			g.m, err = s.pinned(o, reqs[i].RESP3, reqs[i].DB)
 		} else {
-			g.m, err = o.conn(reqs[i].RESP3, reqs[i].DB, deadline)
+			g.m, err = o.conn(reqs[i].RESP3, bulk, reqs[i].DB, deadline)
 		}
 		if err == nil {
 			err = g.m.send(s.data, s.ptrs)
@@ -168,10 +175,31 @@ func (s *session) Do(reqs []server.ForwardReq) {
 	}
 }
 
-// seen reports whether o already has a group in this Do.
-func (s *session) seen(o *owner) bool {
+// bulkLanes sets bulk[i] for every request routed (route[i] != nil) to
+// an owner that gets a bulk read in this pipeline: all of that owner's
+// share then travels on its bulk lane, in order, so that a write and a
+// bulk read of one pipeline (HSET h f v, HGETALL h) still run in the
+// client's order on one connection. Cheap when there is no bulk read:
+// one byte test per request.
+func bulkLanes(reqs []server.ForwardReq, route []*owner, bulk []bool) {
+	var owners []*owner
+	for i := range reqs {
+		if route[i] != nil && isBulk(&reqs[i]) && !slices.Contains(owners, route[i]) {
+			owners = append(owners, route[i])
+		}
+	}
+	if owners == nil {
+		return
+	}
+	for i := range reqs {
+		bulk[i] = route[i] != nil && slices.Contains(owners, route[i])
+	}
+}
+
+// seen reports whether o already has a group on that lane in this Do.
+func (s *session) seen(o *owner, bulk bool) bool {
 	for _, g := range s.groups {
-		if g.o == o {
+		if g.o == o && g.bulk == bulk {
 			return true
 		}
 	}
@@ -240,10 +268,11 @@ func (s *session) pinned(o *owner, resp3 bool, db int) (*muxConn, error) {
 }
 
 // wait waits for b until deadline; past it, the connections still owing
-// replies that have also been silent for the timeout are closed (their
-// owners are taken as down), which finishes b. A connection still
-// bringing bytes (a large reply streaming in) is waited for, until it
-// too falls silent for the timeout.
+// replies that have also been silent for their lane's timeout since the
+// send are closed (their owners are taken as down), which finishes b. A
+// connection still bringing bytes (a large reply streaming in), or a bulk
+// lane's within its longer first-byte allowance, is waited for, until it
+// too falls silent for its timeout.
 func (s *session) wait(b *batch, deadline time.Time) {
 	for {
 		s.timer.Reset(time.Until(deadline))
@@ -259,7 +288,7 @@ func (s *session) wait(b *batch, deadline time.Time) {
 			if g.m == nil || !g.m.owes(b) {
 				continue
 			}
-			if left := g.m.silentFor(s.sc.cfg.Timeout, now); left > 0 {
+			if left := s.sc.silentLeft(g.m, g.bulk, g.start, now); left > 0 {
 				if next == 0 || left < next {
 					next = left
 				}
@@ -276,6 +305,17 @@ func (s *session) wait(b *batch, deadline time.Time) {
 	<-b.ch // a closed connection has failed (finished) every request it held
 }
 
+// silentLeft is how long m may stay silent before a request of the lane
+// (bulk or not) sent on it at start times out: its lane's timeout counted
+// from the later of start and m's last read; 0 or less when it has.
+func (sc *Sidecar) silentLeft(m *muxConn, bulk bool, start, now time.Time) time.Duration {
+	d := sc.cfg.Timeout
+	if bulk {
+		d = sc.cfg.BulkTimeout
+	}
+	return max(m.silentFor(d, now), start.Add(d).Sub(now))
+}
+
 // errTimeout is an owner that did not answer within the timeout.
 var errTimeout = timeoutError{}
 
@@ -290,8 +330,10 @@ func (s *session) follow(req *server.ForwardReq, r *request, o *owner, ask bool)
 		s.fallback(req, o)
 		return
 	}
-	deadline := time.Now().Add(s.sc.cfg.Timeout)
-	m, err := o.conn(req.RESP3, req.DB, deadline)
+	start := time.Now()
+	deadline := start.Add(s.sc.cfg.Timeout)
+	bulk := isBulk(req)
+	m, err := o.conn(req.RESP3, bulk, req.DB, deadline)
 	if err != nil {
 		s.fallback(req, o)
 		return
@@ -316,7 +358,7 @@ func (s *session) follow(req *server.ForwardReq, r *request, o *owner, ask bool)
 			t.Stop()
 			done = true
 		case <-t.C:
-			if left := m.silentFor(s.sc.cfg.Timeout, time.Now()); left > 0 {
+			if left := s.sc.silentLeft(m, bulk, start, time.Now()); left > 0 {
 				t.Reset(left) // slow, not silent: a reply is streaming in
 				continue
 			}

@@ -71,6 +71,11 @@ type Config struct {
 	// Timeout bounds how long a command waits for its owner (dial,
 	// send and reply) before the owner is taken as down. Default 250ms.
 	Timeout time.Duration
+	// BulkTimeout is the same bound for a bulk read (HGETALL, LRANGE,
+	// KEYS, ...: bulk.go), whose owner may compute for longer than
+	// Timeout before the first byte of its reply. Default 10s, and never
+	// below Timeout.
+	BulkTimeout time.Duration
 	// User and Password authenticate to the upstream ("" = none).
 	User, Password string
 	// TLS, when set, reaches the upstream over TLS.
@@ -170,6 +175,13 @@ func New(cfg Config) (*Sidecar, error) {
 	if cfg.Timeout < 0 {
 		return nil, errors.New("sidecar: negative timeout")
 	}
+	if cfg.BulkTimeout < 0 {
+		return nil, errors.New("sidecar: negative bulk timeout")
+	}
+	if cfg.BulkTimeout == 0 {
+		cfg.BulkTimeout = 10 * time.Second
+	}
+	cfg.BulkTimeout = max(cfg.BulkTimeout, cfg.Timeout)
 	if cfg.PoolSize <= 0 {
 		cfg.PoolSize = 2
 	}
@@ -227,7 +239,7 @@ func (s *Sidecar) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, o := range s.owners {
-		o.closeConns()
+		o.closeConns(true)
 	}
 	for _, ls := range s.loops {
 		if !ls.l.Post(ls.closeAll) {
@@ -246,8 +258,9 @@ func (s *Sidecar) ownerFor(addr string) *owner {
 	o := s.owners[addr]
 	if o == nil {
 		o = &owner{addr: addr, sc: s, id: len(s.owners)}
-		o.conns[0] = make([]*muxConn, s.cfg.PoolSize)
-		o.conns[1] = make([]*muxConn, s.cfg.PoolSize)
+		for p := range o.conns {
+			o.conns[p] = make([]*muxConn, s.cfg.PoolSize)
+		}
 		s.owners[addr] = o
 	}
 	return o
@@ -481,6 +494,7 @@ func (s *Sidecar) Info() []string {
 		"upstream_seeds:" + strings.Join(s.cfg.Seeds, ","),
 		"upstream_fallback:" + s.cfg.Fallback.String(),
 		"upstream_timeout_ms:" + strconv.FormatInt(s.cfg.Timeout.Milliseconds(), 10),
+		"upstream_bulk_timeout_ms:" + strconv.FormatInt(s.cfg.BulkTimeout.Milliseconds(), 10),
 		"upstream_owners:" + strconv.Itoa(len(t.owners)),
 		"upstream_forwarded:" + strconv.FormatInt(s.stats.Forwarded.Load(), 10),
 		"upstream_fallback_local:" + strconv.FormatInt(s.stats.FallbackByMode[Local].Load(), 10),

@@ -543,4 +543,5 @@ func TestSidecarBlockingPath(t *testing.T) {
 	t.Run("FollowsMoved", TestSidecarFollowsMoved)
 	t.Run("SelectPlainUpstream", TestSidecarSelectPlainUpstream)
 	t.Run("LargeReplyNotTimeout", TestSidecarLargeReplyNotTimeout)
+	t.Run("BulkReadAllowance", TestSidecarBulkReadAllowance)
 }
