@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -108,17 +109,35 @@ func (o *owner) failed(err error) {
 	go o.probe()
 }
 
+// refreshWhileDown is how often the topology is read again while an
+// owner of a cluster upstream is down: an HA shard (docs/ha.md) elects a
+// new leader within its lease TTL, and CLUSTER SLOTS of any live node then
+// names it; reading it this often lets forwarding resume to the new
+// leader within about this long of its election, where the periodic
+// refresh (10 s) or a probe of the dead address (which never succeeds)
+// would not. A refresh is one dial and one CLUSTER SLOTS.
+const refreshWhileDown = 100 * time.Millisecond
+
 // probe dials the owner with backoff until it answers (then forwarding
-// resumes) or the sidecar closes.
+// resumes) or the sidecar closes. With a cluster upstream it also reads
+// the topology every refreshWhileDown meanwhile: the slots may have moved
+// to another node (an HA failover), which forwarding then takes at once.
 func (o *owner) probe() {
 	defer o.sc.wg.Done()
 	for {
-		t := time.NewTimer(o.br.wait(time.Now()))
+		wait := o.br.wait(time.Now())
+		if t := o.sc.topo.Load(); t.cluster && slices.Contains(t.owners, o) {
+			wait = min(wait, refreshWhileDown)
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-o.sc.closed:
 			t.Stop()
 			return
 		case <-t.C:
+		}
+		if t := o.sc.topo.Load(); t.cluster && !o.br.isUp() && slices.Contains(t.owners, o) {
+			o.sc.triggerRefresh() // not once its slots have gone elsewhere: a removed node costs a dial per second, no more
 		}
 		if !o.br.probeDue(time.Now()) {
 			if o.br.isUp() {
