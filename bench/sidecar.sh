@@ -5,10 +5,27 @@
 #            cluster-aware client: each key sent to its owner)
 #   sidecar  a plain redis-benchmark against the sidecar, which forwards
 # at pipeline 1 and 16, 16 connections, random keys. Prints the median
-# req/s, p50 and p99 (ms) of each side and the ratio sidecar/direct.
+# req/s, p50 and p99 (ms) of each side and the ratio sidecar/direct, each
+# side's range over the rounds, the per-round ratios, CPU µs per request
+# of every process, and the owners' busy polls per 1000 requests.
+#
+# Rounds alternate A B B A A B ... (ABBA: a drift in the machine's load
+# weighs on both sides alike), ROUNDS per side (default 5).
+#
+# Why the direct side was bimodal at P16 (264k or 394k req/s between
+# identical rounds, session 10): three owners and redis-benchmark share two
+# cores, and each owner's event loops busy-poll (--busy-poll, default
+# 50us) only while their busy share is at least 0.5 (server/busypoll.go).
+# At P16 over three owners that share sits near the threshold, so a round
+# runs with the owners polling or not, and polling owners take CPU from
+# the benchmark on a 2-core machine. The busy-poll columns show which
+# regime each round ran in. OWNER_FLAGS="--busy-poll 0" takes the
+# threshold out (the sidecar's own default is no busy-polling, so both
+# sides then run alike).
 #
 #   bash bench/sidecar.sh
-#   ROUNDS=5 N=300000 bash bench/sidecar.sh
+#   ROUNDS=7 N=300000 bash bench/sidecar.sh
+#   OWNER_FLAGS="--busy-poll 0" bash bench/sidecar.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -16,7 +33,7 @@ for tool in redis-benchmark redis-cli go; do
   command -v "$tool" >/dev/null || { echo "missing $tool (apt-get install redis-tools)" >&2; exit 1; }
 done
 N=${N:-200000}
-ROUNDS=${ROUNDS:-3}
+ROUNDS=${ROUNDS:-5}
 KEYS=${KEYS:-100000}
 CONNS=${CONNS:-16}
 BASE=${BASE:-$((20000 + RANDOM % 12000))}
@@ -41,40 +58,62 @@ for p in $BASE $((BASE + 1)) $((BASE + 2)) $side; do
   for _ in $(seq 100); do redis-cli -p "$p" ping >/dev/null 2>&1 && break; sleep 0.1; done
 done
 
-# run direct|sidecar pipeline -> "rps p50 p99 bench owners sidecar": the
-# last three are CPU µs per request (utime+stime over the run, from /proc
-# for the servers, from time(1) for redis-benchmark): robust to a busy
-# machine, unlike req/s.
+# polls: the owners' busy polls so far (INFO stats busy_polls, summed).
+polls() {
+  local t=0 p n
+  for p in $BASE $((BASE + 1)) $((BASE + 2)); do
+    n=$(redis-cli -p "$p" info stats | tr -d '\r' | awk -F: '$1 == "busy_polls" { print $2 }')
+    t=$((t + ${n:-0}))
+  done
+  echo "$t"
+}
+
+# run direct|sidecar pipeline -> "rps p50 p99 bench owners sidecar polls":
+# bench, owners and sidecar are CPU µs per request (utime+stime over the
+# run, from /proc for the servers, from time(1) for redis-benchmark):
+# robust to a busy machine, unlike req/s; polls is the owners' busy polls
+# per 1000 requests.
 run() {
   local args=(-c "$CONNS" -n "$N" -P "$2" -r "$KEYS")
-  local out o0 s0 bcpu
-  o0=$(ticks "${opids[@]}"); s0=$(ticks "$spid")
+  local out o0 s0 bcpu p0
+  o0=$(ticks "${opids[@]}"); s0=$(ticks "$spid"); p0=$(polls)
   if [ "$1" = direct ]; then
     out=$(/usr/bin/time -f "benchcpu %U %S" redis-benchmark --cluster -h 127.0.0.1 -p "$BASE" "${args[@]}" CL.THROTTLE "k{tag}__rand_int__" 100 1000 60 2>&1)
   else
     out=$(/usr/bin/time -f "benchcpu %U %S" redis-benchmark -h 127.0.0.1 -p "$side" "${args[@]}" CL.THROTTLE "k__rand_int__" 100 1000 60 2>&1)
   fi
   bcpu=$(echo "$out" | awk -v n="$N" '/^benchcpu/ { printf "%.2f", ($2 + $3) * 1e6 / n }')
-  echo "$out" | awk -v b="$bcpu" -v o="$(us_per "$o0" "$(ticks "${opids[@]}")")" -v s="$(us_per "$s0" "$(ticks "$spid")")" \
-    '/throughput summary/ { rps = $3 } /avg +min +p50/ { getline; p50 = $3; p99 = $5 } END { print rps, p50, p99, b, o, s }'
+  local o s pl
+  o=$(us_per "$o0" "$(ticks "${opids[@]}")"); s=$(us_per "$s0" "$(ticks "$spid")")
+  pl=$(awk -v a="$p0" -v b="$(polls)" -v n="$N" 'BEGIN { printf "%.1f", (b - a) * 1000 / n }')
+  echo "$out" | awk -v b="$bcpu" -v o="$o" -v s="$s" -v pl="$pl" \
+    '/throughput summary/ { rps = $3 } /avg +min +p50/ { getline; p50 = $3; p99 = $5 } END { print rps, p50, p99, b, o, s, pl }'
 }
 
-echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+# span: lines of numbers on stdin -> "min-max" of column $1.
+span() { awk -v c="$1" 'NR == 1 || $c < lo { lo = $c } NR == 1 || $c > hi { hi = $c } END { printf "%.0f-%.0f", lo, hi }'; }
+
+echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg); owner flags: ${OWNER_FLAGS:-(none)}; sidecar flags: ${SIDECAR_FLAGS:-(none)}"
 printf "%-4s %12s %8s %8s   %12s %8s %8s   %6s\n" P direct p50 p99 sidecar p50 p99 ratio
 for P in ${PIPELINES:-1 16}; do
   : >"$work/d" ; : >"$work/s"
-  for _ in $(seq "$ROUNDS"); do
-    run direct "$P" >>"$work/d"
-    run sidecar "$P" >>"$work/s"
+  for r in $(seq "$ROUNDS"); do # ABBA: d s, s d, d s, ...
+    if [ $((r % 2)) = 1 ]; then
+      run direct "$P" >>"$work/d"; run sidecar "$P" >>"$work/s"
+    else
+      run sidecar "$P" >>"$work/s"; run direct "$P" >>"$work/d"
+    fi
   done
   read -r drps dp50 dp99 _ < <(medians <"$work/d")
   read -r srps sp50 sp99 _ < <(medians <"$work/s")
   printf "%-4s %12.0f %8s %8s   %12.0f %8s %8s   %6.2f\n" "$P" "$drps" "$dp50" "$dp99" "$srps" "$sp50" "$sp99" \
     "$(awk -v a="$srps" -v b="$drps" 'BEGIN { print a / b }')"
-  echo "  rounds (rps p50 p99 cpu:bench owners sidecar) direct: $(tr '\n' ';' <"$work/d")"
-  echo "                                             sidecar: $(tr '\n' ';' <"$work/s")"
-  read -r _ _ _ d_b d_o d_s < <(medians <"$work/d")
-  read -r _ _ _ s_b s_o s_s < <(medians <"$work/s")
+  echo "  req/s ranges: direct $(span 1 <"$work/d"), sidecar $(span 1 <"$work/s"); per-round ratios (round i's sidecar / direct): $(paste -d' ' "$work/s" "$work/d" | awk '{ printf "%.2f ", $1 / $8 }')"
+  echo "  rounds (rps p50 p99 cpu:bench owners sidecar, owner busy polls/1000) direct: $(tr '\n' ';' <"$work/d")"
+  echo "                                                               sidecar: $(tr '\n' ';' <"$work/s")"
+  read -r _ _ _ d_b d_o d_s d_p < <(medians <"$work/d")
+  read -r _ _ _ s_b s_o s_s s_p < <(medians <"$work/s")
   echo "  CPU us/request, medians: direct bench $d_b + owners $d_o (+ idle sidecar $d_s); via sidecar bench $s_b + owners $s_o + sidecar $s_s"
+  echo "  owner busy polls per 1000 requests, medians: direct $d_p, via sidecar $s_p"
   echo "  load average now: $(cut -d' ' -f1-3 /proc/loadavg)"
 done
