@@ -12,16 +12,18 @@
 # Rounds alternate A B B A A B ... (ABBA: a drift in the machine's load
 # weighs on both sides alike), ROUNDS per side (default 5).
 #
-# Why the direct side was bimodal at P16 (264k or 394k req/s between
-# identical rounds, session 10): three owners and redis-benchmark share two
-# cores, and each owner's event loops busy-poll (--busy-poll, default
-# 50us) only while their busy share is at least 0.5 (server/busypoll.go).
-# At P16 over three owners that share sits near the threshold, so a round
-# runs with the owners polling or not, and polling owners take CPU from
-# the benchmark on a 2-core machine. The busy-poll columns show which
-# regime each round ran in. OWNER_FLAGS="--busy-poll 0" takes the
-# threshold out (the sidecar's own default is no busy-polling, so both
-# sides then run alike).
+# The direct side is bimodal at P16 (session 10, quiet: 264k or 394k
+# req/s between identical rounds; session 11 at load 34-39: 155-158k or
+# 190-193k, 8 rounds). What is known: the slow rounds cost the owners more
+# CPU per request (3.95-4.70 us against 3.20-3.40 us in the fast ones, same
+# run), so it is not only time spent descheduled; the owners' busy polls
+# (5.7-14.5 per 1000 requests on the direct side, ~0 through the sidecar,
+# whose batches keep the owners below the 0.5 busy share of
+# server/busypoll.go) do not separate the two modes. Not yet settled: how
+# a round's connections fall on the owners' event loops and whether the
+# loops settle into few-requests-per-wake (more system calls per request).
+# Read the CPU columns, which are stable, and the ranges; OWNER_FLAGS=
+# "--busy-poll 0" runs both sides without busy-polling.
 #
 #   bash bench/sidecar.sh
 #   ROUNDS=7 N=300000 bash bench/sidecar.sh
