@@ -19,9 +19,10 @@
 # run), so it is not only time spent descheduled; the owners' busy polls
 # (5.7-14.5 per 1000 requests on the direct side, ~0 through the sidecar,
 # whose batches keep the owners below the 0.5 busy share of
-# server/busypoll.go) do not separate the two modes. Not yet settled: how
-# a round's connections fall on the owners' event loops and whether the
-# loops settle into few-requests-per-wake (more system calls per request).
+# server/busypoll.go) do not separate the two modes. Not yet settled:
+# whether an owner's event loop (one: --io-loops 1) settles, for a whole
+# round, into serving few connections per wake (more epoll waits and
+# wake-ups per request) or many; a per-wake count in INFO would tell.
 # Read the CPU columns, which are stable, and the ranges; OWNER_FLAGS=
 # "--busy-poll 0" runs both sides without busy-polling.
 #
