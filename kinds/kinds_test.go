@@ -687,3 +687,69 @@ func TestAllocSizeMatchesRuntime(t *testing.T) {
 		}
 	}
 }
+
+// TestZSetCompactScoreCodes: every score a compact set can hold comes back
+// bit for bit (integers in 2 or 6 bytes, -0, fractions, infinities and the
+// edges between the widths), in order both ways, and the same as the full
+// form answers.
+func TestZSetCompactScoreCodes(t *testing.T) {
+	scores := []float64{0, math.Copysign(0, -1), 1, -1, 0.5, -0.5, math.Inf(1), math.Inf(-1),
+		math.MaxInt16, math.MaxInt16 + 1, math.MinInt16, math.MinInt16 - 1,
+		1<<47 - 1, 1 << 47, -(1<<47 - 1), -(1 << 47), 1700000000000, -1700000000000,
+		1e300, -1e-300, 4503599627370497, 123456.75, math.SmallestNonzeroFloat64}
+	r := rand.New(rand.NewPCG(3, 4))
+	for round := 0; round < 200; round++ {
+		z, full := NewZSet(), NewZSet()
+		full.toFull()
+		for i := 0; i < 1+r.IntN(CompactMaxEntries); i++ {
+			s := scores[r.IntN(len(scores))]
+			if r.IntN(3) == 0 {
+				s = float64(r.Int64N(1<<50) - 1<<49)
+			}
+			m := "m" + strconv.Itoa(r.IntN(150))
+			z.Set(m, s)
+			full.Set(m, s)
+		}
+		if !z.compact() {
+			t.Fatalf("round %d: left the compact form", round)
+		}
+		var got, want []Element
+		z.RangeByRank(0, z.Len()-1, false, func(m string, s float64) bool { got = append(got, Element{m, s}); return true })
+		full.RangeByRank(0, full.Len()-1, false, func(m string, s float64) bool { want = append(want, Element{m, s}); return true })
+		same := func(a, b []Element) bool {
+			return slices.EqualFunc(a, b, func(x, y Element) bool {
+				return x.Member == y.Member && math.Float64bits(x.Score) == math.Float64bits(y.Score)
+			})
+		}
+		if !same(got, want) {
+			t.Fatalf("round %d: ascending\n got %v\nwant %v", round, got, want)
+		}
+		got = got[:0]
+		z.RangeByRank(0, z.Len()-1, true, func(m string, s float64) bool { got = append(got, Element{m, s}); return true })
+		slices.Reverse(got)
+		if !same(got, want) {
+			t.Fatalf("round %d: descending", round)
+		}
+		for _, e := range want {
+			if s, ok := z.Score(e.Member); !ok || math.Float64bits(s) != math.Float64bits(e.Score) {
+				t.Fatalf("round %d: Score(%s) = %v, want %v", round, e.Member, s, e.Score)
+			}
+		}
+		img := z.AppendImage(nil)
+		if string(img) != string(full.AppendImage(nil)) {
+			t.Fatalf("round %d: images differ between the forms", round)
+		}
+	}
+	// The widths: a millisecond timestamp takes 6 bytes, a small integer 2,
+	// a fraction 8 (plus the head byte and the member).
+	for _, c := range []struct {
+		s    float64
+		size int
+	}{{1700000000000, 1 + 2 + 6}, {7, 1 + 2 + 2}, {0.25, 1 + 2 + 8}, {math.Copysign(0, -1), 1 + 2 + 8}} {
+		z := NewZSet()
+		z.Set("ab", c.s)
+		if len(z.lp) != c.size {
+			t.Errorf("score %v: element of %d bytes, want %d", c.s, len(z.lp), c.size)
+		}
+	}
+}
