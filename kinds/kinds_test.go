@@ -367,9 +367,12 @@ func checkListSize(t *testing.T, l *List, m []string) {
 		want = listCompactBase + int64(cap(l.lp))
 		n := 0
 		for _, s := range m {
-			n += len(s) + 2
+			n += len(s) + 1 // the XOR'd length byte, then the bytes
 		}
-		if n != len(l.lp) || n > CompactMaxBytes {
+		if len(m) > 0 {
+			n++ // the final byte: the last item's length
+		}
+		if n != len(l.lp) || n > CompactMaxBytes || len(m) > listCompactMaxItems {
 			t.Fatalf("compact list of %d bytes, want %d", len(l.lp), n)
 		}
 	} else {
@@ -751,5 +754,52 @@ func TestZSetCompactScoreCodes(t *testing.T) {
 		if len(z.lp) != c.size {
 			t.Errorf("score %v: element of %d bytes, want %d", c.s, len(z.lp), c.size)
 		}
+	}
+}
+
+// TestListCompactItemLimit: a compact list of empty items stops at
+// listCompactMaxItems (its places must fit the cursor's 12 bits) and walks
+// both ways through every item up to there; a 100-item list of "itemN"
+// takes one byte per item plus one (691 bytes, in the 704-byte class).
+func TestListCompactItemLimit(t *testing.T) {
+	l := NewList()
+	for i := 0; i < listCompactMaxItems; i++ {
+		l.PushBack("")
+	}
+	if !l.compact() || len(l.lp) != listCompactMaxItems+1 {
+		t.Fatalf("compact %v, %d bytes", l.compact(), len(l.lp))
+	}
+	l.SetAt(listCompactMaxItems-1, "last")
+	l.SetAt(0, "first")
+	for i := listCompactMaxItems - 1; i >= 0; i-- {
+		want := ""
+		switch i {
+		case 0:
+			want = "first"
+		case listCompactMaxItems - 1:
+			want = "last"
+		}
+		if got := l.At(i); got != want {
+			t.Fatalf("At(%d) = %q", i, got)
+		}
+	}
+	if l.PopBack() != "last" || l.PopFront() != "first" || !l.compact() {
+		t.Fatal("pops")
+	}
+	l.PushBack("")
+	l.PushBack("")
+	if !l.compact() {
+		t.Fatal("left the compact form at the limit")
+	}
+	l.PushBack("")
+	if l.compact() || l.Len() != listCompactMaxItems+1 {
+		t.Fatalf("compact %v with %d items", l.compact(), l.Len())
+	}
+	l = NewList()
+	for i := 0; i < 100; i++ {
+		l.PushBack("item" + strconv.Itoa(i))
+	}
+	if len(l.lp) != 691 {
+		t.Fatalf("100 items take %d bytes", len(l.lp))
 	}
 }
