@@ -803,3 +803,34 @@ func TestListCompactItemLimit(t *testing.T) {
 		t.Fatalf("100 items take %d bytes", len(l.lp))
 	}
 }
+
+// TestCompactImagesMatchFull: the compact forms' one-pass images (the
+// hash's bytes copied, the list's lengths decoded) are byte for byte the
+// full forms' images of the same content.
+func TestCompactImagesMatchFull(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for round := 0; round < 300; round++ {
+		h, l := NewHash(), NewList()
+		for i := r.IntN(40); i > 0; i-- {
+			v := strings.Repeat("v", r.IntN(CompactMaxValue+1))
+			h.Set("f"+strconv.Itoa(r.IntN(50)), v)
+			if r.IntN(2) == 0 {
+				l.PushFront(v)
+			} else {
+				l.PushBack(v)
+			}
+		}
+		if !h.compact() || !l.compact() {
+			t.Fatal("left the compact form")
+		}
+		hf, lf := h.Clone(), l.Clone()
+		hf.toFull()
+		lf.toFull()
+		if string(h.AppendImage([]byte{1})) != string(hf.AppendImage([]byte{1})) {
+			t.Fatalf("round %d: hash images differ", round)
+		}
+		if string(l.AppendImage([]byte{1})) != string(lf.AppendImage([]byte{1})) {
+			t.Fatalf("round %d: list images differ", round)
+		}
+	}
+}
