@@ -1,6 +1,9 @@
 package kinds
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"strings"
+)
 
 // List is a sequence of strings with Redis's list semantics, kept in a
 // ring buffer: pushes and pops at either end are O(1) amortised, an index
@@ -111,6 +114,33 @@ func (l *List) pushFront(s string) {
 	l.buf[l.head] = s
 	l.n++
 	l.size += listItemCost + int64(len(s))
+}
+
+// PushTransient is PushFront (front) or PushBack for an item that may
+// point into a buffer the caller reuses (a request's argument): it is
+// copied only where it is kept, so a push to a compact list copies it
+// once, into its bytes.
+func (l *List) PushTransient(s string, front bool) {
+	if !l.compact() || !l.fits(s, 0) {
+		if s = strings.Clone(s); front {
+			l.PushFront(s)
+		} else {
+			l.PushBack(s)
+		}
+		return
+	}
+	if l.recording() {
+		tag := byte('R')
+		if front {
+			tag = 'L'
+		}
+		l.rec1(tag, s, l.Size()) // copies s
+	}
+	if front {
+		l.lpInsert(lpos{}, s)
+	} else {
+		l.lpInsert(l.end(), s)
+	}
 }
 
 // PushBack adds s at the tail (RPUSH).
