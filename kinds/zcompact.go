@@ -258,6 +258,24 @@ func (z *ZSet) zRemoveRanks(ranks []int, removed func(member string)) int {
 	if len(ranks) == 0 {
 		return 0
 	}
+	if removed == nil && ranks[len(ranks)-1]-ranks[0] == len(ranks)-1 {
+		// One run of ranks (a ZREMRANGEBYSCORE/BYRANK, a sliding log's
+		// expired head): cut it out in place, recording it first.
+		i, off := 0, 0
+		for ; i < ranks[0]; i++ {
+			off += zSpan(z.lp[off])
+		}
+		from := off
+		for ; i <= ranks[len(ranks)-1]; i++ {
+			if z.recording() {
+				m, _, _ := z.zEntry(off)
+				z.rec1('D', m, z.Size()) // copies m
+			}
+			off += zSpan(z.lp[off])
+		}
+		z.lp, z.n = fit(splice(z.lp, from, off, "")), z.n-len(ranks)
+		return len(ranks)
+	}
 	old := z.lp
 	out := make([]byte, 0, len(old))
 	j := 0
