@@ -44,8 +44,16 @@ var zWidths = [3]int{8, 6, 2}
 // zHead is the head byte of member with a score of width code w.
 func zHead(member string, w int) byte { return byte(len(member) + 65*w) }
 
-// zSpan is the length of the element whose head is h.
-func zSpan(h byte) int { return 1 + int(h%65) + zWidths[h/65] }
+// zSpan is the length of the element whose head is h: one load.
+func zSpan(h byte) int { return int(zSpans[h]) }
+
+// zSpans is zSpan by head byte (0 for bytes no head takes).
+var zSpans = func() (t [256]uint8) {
+	for h := range 3 * 65 {
+		t[h] = uint8(1 + h%65 + zWidths[h/65])
+	}
+	return t
+}()
 
 // zScoreCode is the width code of score's shortest exact encoding.
 func zScoreCode(score float64) int {
@@ -111,11 +119,10 @@ func (z *ZSet) zFind(member string) int {
 	lp := z.lp
 	for off := 0; off < len(lp); {
 		h := lp[off]
-		n := int(h % 65)
-		if n == len(member) && string(lp[off+1:off+1+n]) == member {
+		if n := int(h % 65); n == len(member) && string(lp[off+1:off+1+n]) == member {
 			return off
 		}
-		off += 1 + n + zWidths[h/65]
+		off += zSpan(h)
 	}
 	return -1
 }
