@@ -91,7 +91,7 @@ func hsetCmd(x *server.Ctx) {
 			}
 		}
 		for i := 2; i < len(args); i += 2 {
-			if h.Set(string(args[i]), string(args[i+1])) {
+			if h.SetTransient(store.KeyString(args[i]), store.KeyString(args[i+1])) { // copied where kept
 				added++
 			}
 		}

@@ -72,11 +72,7 @@ func pushCmd(x *server.Ctx, front, create bool) {
 			return false
 		}
 		for _, a := range args[2:] {
-			if front {
-				l.PushFront(string(a))
-			} else {
-				l.PushBack(string(a))
-			}
+			l.PushTransient(store.KeyString(a), front) // copied where kept
 		}
 		n = l.Len()
 		return true

@@ -172,7 +172,7 @@ func zaddApply(x *server.Ctx, f zaddFlags, scores []float64, rest [][]byte) {
 				}
 				incrResult, incrDone = score, true
 				if score != cur {
-					z.Set(string(rest[2*j+1]), score)
+					z.SetTransient(member, score) // copied where kept
 					changed++
 				}
 				continue
@@ -180,7 +180,7 @@ func zaddApply(x *server.Ctx, f zaddFlags, scores []float64, rest [][]byte) {
 			if f.xx {
 				continue
 			}
-			z.Set(string(rest[2*j+1]), score)
+			z.SetTransient(member, score) // copied where kept
 			added++
 			incrResult, incrDone = score, true
 		}

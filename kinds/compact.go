@@ -265,31 +265,88 @@ func (l *List) compact() bool { return l.listRing == nil }
 
 func (l *List) compactSize() int64 { return listCompactBase + int64(cap(l.lp)) }
 
-// offset returns the byte offset of item i (0 ≤ i ≤ n; n gives the end),
-// walking from the nearest of the start, the cursor and the end.
-func (l *List) offset(i int) int {
-	if c := l.cur; c.idx() == i-1 && i <= l.Len() { // the next item of a walk up
-		off := c.off() + 2 + int(l.lp[c.off()])
-		l.cur = mkCursor(i, off)
-		return off
+// A compact list's layout: each item as [x] bytes, where x is the item's
+// length XOR the length of the item before it (0 before the first), then
+// one final byte, the last item's length (nothing at all when the list is
+// empty). One byte per item, where a length before and after each item
+// would take two: a walk either way knows the length of the item it comes
+// from, so it can decode the next one's, from either end or from a
+// remembered place (lpos, lcursor). A compact list holds at most
+// listCompactMaxItems items.
+
+// listCompactMaxItems is the most items a compact list holds (so that a
+// place fits lcursor's 12 bits).
+const listCompactMaxItems = 4095
+
+// lpos is a place in a compact list: item i at byte offset off, with prev
+// the length of item i-1 (0 for the first). Item n is the end (off is the
+// final byte's; prev the last item's length).
+type lpos struct{ i, off, prev int }
+
+// lcursor is a List's remembered place, so a walk with At (LRANGE, LPOS)
+// costs O(1) per step: i in the low 12 bits, prev in the next 7, off in
+// the top 13 (a compact list is under CompactMaxBytes, 8 KiB). Reset by
+// every write; the zero cursor is item 0.
+type lcursor uint32
+
+func mkLcursor(p lpos) lcursor { return lcursor(p.off<<19 | p.prev<<12 | p.i) }
+
+func (c lcursor) pos() lpos { return lpos{int(c & 0xfff), int(c >> 19), int(c>>12) & 0x7f} }
+
+// itemLen is the length of the item at p (p.i < n).
+func (l *List) itemLen(p lpos) int { return int(l.lp[p.off]) ^ p.prev }
+
+// item is the item at p (p.i < n).
+func (l *List) item(p lpos) string {
+	n := l.itemLen(p)
+	return bstr(l.lp[p.off+1 : p.off+1+n])
+}
+
+// next is the place after p (p.i < n).
+func (l *List) next(p lpos) lpos {
+	n := l.itemLen(p)
+	return lpos{p.i + 1, p.off + 1 + n, n}
+}
+
+// back is the place before p (p.i > 0).
+func (l *List) back(p lpos) lpos {
+	off := p.off - 1 - p.prev
+	return lpos{p.i - 1, off, int(l.lp[off]) ^ p.prev}
+}
+
+// end is the place after the last item.
+func (l *List) end() lpos {
+	if len(l.lp) == 0 {
+		return lpos{}
 	}
-	type mark struct{ i, off int }
-	best := mark{0, 0}
+	return lpos{int(l.n), len(l.lp) - 1, int(l.lp[len(l.lp)-1])}
+}
+
+// seek returns the place of item i (0 ≤ i ≤ n; n gives the end), walking
+// from the nearest of the start, the cursor and the end.
+func (l *List) seek(i int) lpos {
+	c := l.cur.pos()
+	if c.i == i-1 && i <= int(l.n) { // the next item of a walk up
+		p := l.next(c)
+		l.cur = mkLcursor(p)
+		return p
+	}
+	best := lpos{}
 	if i > int(l.n)-i {
-		best = mark{int(l.n), len(l.lp)}
+		best = l.end()
 	}
-	if c := (mark{l.cur.idx(), l.cur.off()}); c.i <= int(l.n) && abs(c.i-i) < abs(best.i-i) {
+	if c.i <= int(l.n) && abs(c.i-i) < abs(best.i-i) {
 		best = c
 	}
-	off := best.off
-	for j := best.i; j < i; j++ {
-		off += 2 + int(l.lp[off])
+	p := best
+	for p.i < i {
+		p = l.next(p)
 	}
-	for j := best.i; j > i; j-- {
-		off -= 2 + int(l.lp[off-1])
+	for p.i > i {
+		p = l.back(p)
 	}
-	l.cur = mkCursor(i, off)
-	return off
+	l.cur = mkLcursor(p)
+	return p
 }
 
 func abs(x int) int {
@@ -299,36 +356,51 @@ func abs(x int) int {
 	return x
 }
 
-// lpItem is the item at off.
-func (l *List) lpItem(off int) string {
-	n := int(l.lp[off])
-	return bstr(l.lp[off+1 : off+1+n])
-}
-
-// fits reports whether a compact l can take s (replacing old bytes).
+// fits reports whether a compact l can take s, replacing an item of old
+// bytes (0: inserting).
 func (l *List) fits(s string, old int) bool {
+	if old == 0 && l.n >= listCompactMaxItems {
+		return false
+	}
 	return len(s) <= CompactMaxValue && len(l.lp)-old+len(s)+2 <= CompactMaxBytes
 }
 
-// lpInsert inserts s as an item at byte offset off.
-func (l *List) lpInsert(off int, s string) {
+// lpInsert inserts s as an item at p (before item p.i; at p = end(), after
+// the last).
+func (l *List) lpInsert(p lpos, s string) {
 	l.cur = 0
-	l.lp = reserve(l.lp, len(s)+2)
-	n := len(l.lp)
-	l.lp = l.lp[:n+len(s)+2]
-	copy(l.lp[off+len(s)+2:], l.lp[off:n])
-	l.lp[off] = byte(len(s))
-	copy(l.lp[off+1:], s)
-	l.lp[off+1+len(s)] = byte(len(s))
+	n := len(s)
+	if len(l.lp) == 0 {
+		l.lp = reserve(l.lp, n+2)[:n+2]
+		l.lp[0] = byte(n)
+		copy(l.lp[1:], s)
+		l.lp[n+1] = byte(n)
+		l.n = 1
+		return
+	}
+	// The item at p (or the final byte) now follows s: relink it.
+	l.lp[p.off] ^= byte(p.prev ^ n)
+	l.lp = reserve(l.lp, n+1)
+	end := len(l.lp)
+	l.lp = l.lp[:end+n+1]
+	copy(l.lp[p.off+n+1:], l.lp[p.off:end])
+	l.lp[p.off] = byte(p.prev ^ n)
+	copy(l.lp[p.off+1:], s)
 	l.n++
 }
 
-// lpRemove removes the item at off and returns it, copied.
-func (l *List) lpRemove(off int) string {
+// lpRemove removes the item at p and returns it, copied.
+func (l *List) lpRemove(p lpos) string {
 	l.cur = 0
-	n := int(l.lp[off])
-	s := string(l.lp[off+1 : off+1+n])
-	l.lp = fit(splice(l.lp, off, off+n+2, ""))
+	n := l.itemLen(p)
+	s := string(l.lp[p.off+1 : p.off+1+n])
+	if l.n == 1 {
+		l.lp, l.n = fit(l.lp[:0]), 0
+		return s
+	}
+	// The item after it (or the final byte) now follows item p.i-1.
+	l.lp[p.off+1+n] ^= byte(n ^ p.prev)
+	l.lp = fit(splice(l.lp, p.off, p.off+1+n, ""))
 	l.n--
 	return s
 }
@@ -336,13 +408,13 @@ func (l *List) lpRemove(off int) string {
 // toFull moves a compact l into the ring buffer, copying the strings out.
 func (l *List) toFull() {
 	items := make([]string, max(8, int(l.n)+1))
-	off := 0
 	size := int64(48)
+	p := lpos{}
 	for i := 0; i < int(l.n); i++ {
-		s := string([]byte(l.lpItem(off)))
+		s := string([]byte(l.item(p)))
 		items[i] = s
 		size += listItemCost + int64(len(s))
-		off += 2 + len(s)
+		p = l.next(p)
 	}
 	// The journal stays (as Hash.toFull).
 	l.listRing, l.lp, l.cur = &listRing{buf: items, size: size}, nil, 0

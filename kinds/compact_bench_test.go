@@ -93,5 +93,37 @@ func BenchmarkSmallValues(b *testing.B) {
 				z.RangeByRank(0, 9, false, func(m string, _ float64) bool { n += len(m); return true })
 			}
 		})
+		b.Run("ZREVRANGE0-9/"+form, func(b *testing.B) {
+			b.ReportAllocs()
+			z := NewZSet()
+			if full {
+				z.toFull()
+			}
+			for i, s := range items {
+				z.Set(s, float64(i))
+			}
+			n := 0
+			for b.Loop() {
+				z.RangeByRank(0, 9, true, func(m string, _ float64) bool { n += len(m); return true })
+			}
+		})
+		b.Run("IMAGE-list+hash/"+form, func(b *testing.B) {
+			b.ReportAllocs()
+			l, h := NewList(), NewHash()
+			if full {
+				l.toFull()
+				h.toFull()
+			}
+			for i, s := range items {
+				l.PushBack(s)
+				if i < 10 {
+					h.Set(fields[i], "value"+strconv.Itoa(i))
+				}
+			}
+			var img []byte
+			for b.Loop() {
+				img = h.AppendImage(l.AppendImage(img[:0]))
+			}
+		})
 	}
 }

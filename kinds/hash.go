@@ -1,5 +1,7 @@
 package kinds
 
+import "strings"
+
 // Hash is a field → value map with Redis's hash semantics. Fields are kept
 // in a slice (so HRANDFIELD picks in O(1) and HGETALL walks memory in
 // order) indexed by a map; a deleted field is replaced by the last one.
@@ -81,6 +83,29 @@ func (h *Hash) Set(field, value string) (added bool) {
 		}
 		h.toFull()
 	}
+	return h.setFull(field, value)
+}
+
+// SetTransient is Set for a field and value that may point into a buffer
+// the caller reuses (a request's arguments): they are copied only where
+// they are kept (the full form), so a write to a compact hash copies them
+// once, into its bytes, instead of into two new strings first.
+func (h *Hash) SetTransient(field, value string) (added bool) {
+	if !h.compact() {
+		return h.Set(strings.Clone(field), strings.Clone(value))
+	}
+	if h.recording() {
+		h.rec2('S', field, value, h.Size()) // copies them
+	}
+	if added, done := h.lpSet(field, value); done {
+		return added
+	}
+	h.toFull()
+	return h.setFull(strings.Clone(field), strings.Clone(value))
+}
+
+// setFull is Set on a full h, unrecorded.
+func (h *Hash) setFull(field, value string) (added bool) {
 	if i, ok := h.idx[field]; ok {
 		h.size += int64(len(value)) - int64(len(h.items[i].Value))
 		h.items[i].Value = value

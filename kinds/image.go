@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"slices"
 )
 
 // Images: a value's whole content as bytes, for persistence. Each kind's
@@ -67,6 +68,11 @@ func (r *reader) count(min int) int {
 // AppendImage appends h's image to b.
 func (h *Hash) AppendImage(b []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(h.Len()))
+	if h.compact() {
+		// Its bytes are the image's pairs already: [len] field [len] value,
+		// every length under 128 (CompactMaxValue), a one-byte uvarint.
+		return append(b, h.lp...)
+	}
 	h.Each(func(f, v string) bool {
 		b = appendStr(b, f)
 		b = appendStr(b, v)
@@ -94,6 +100,17 @@ func DecodeHash(img []byte) (*Hash, error) {
 // AppendImage appends l's image to b.
 func (l *List) AppendImage(b []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(int(l.n)))
+	if l.compact() {
+		// One pass over the bytes, each item's length (under 128,
+		// CompactMaxValue: a one-byte uvarint) decoded from its XOR'd byte.
+		b = slices.Grow(b, len(l.lp))
+		for off, prev := 0, 0; off < len(l.lp)-1; {
+			n := int(l.lp[off]) ^ prev
+			b = append(append(b, byte(n)), l.lp[off+1:off+1+n]...)
+			off, prev = off+1+n, n
+		}
+		return b
+	}
 	for i := 0; i < int(l.n); i++ {
 		b = appendStr(b, l.At(i))
 	}

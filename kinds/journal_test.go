@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // journaled is what the journal tests need of each kind.
@@ -19,14 +20,28 @@ type journaled interface {
 
 // randomWrite makes one random write to obj through its public methods,
 // the way the data handlers do.
+// transient calls fn with s in a buffer it overwrites afterwards, as a
+// request's argument is reused: a *Transient setter that kept a reference
+// to it would show the overwrite in its value.
+func transient(s string, fn func(string)) {
+	b := []byte(s + "!")[:len(s)]
+	fn(unsafe.String(unsafe.SliceData(b), len(b)))
+	for i := range b {
+		b[i] = '#'
+	}
+}
+
 func randomWrite(r *rand.Rand, obj journaled) {
 	item := "e" + strconv.Itoa(r.IntN(200))
 	switch o := obj.(type) {
 	case *Hash:
-		if r.IntN(3) == 0 {
+		switch v := "v" + strconv.Itoa(r.IntN(1000)); r.IntN(3) {
+		case 0:
 			o.Delete(item)
-		} else {
-			o.Set(item, "v"+strconv.Itoa(r.IntN(1000)))
+		case 1:
+			o.Set(item, v)
+		default:
+			transient(item, func(f string) { transient(v, func(v string) { o.SetTransient(f, v) }) })
 		}
 	case *ZSet:
 		switch r.IntN(6) {
@@ -36,14 +51,18 @@ func randomWrite(r *rand.Rand, obj journaled) {
 			o.RemoveRangeByRank(r.IntN(5), r.IntN(8), nil)
 		case 2:
 			o.RemoveRangeByScore(ScoreRange{Min: float64(r.IntN(50)), Max: float64(r.IntN(60))}, nil)
+		case 3:
+			transient(item, func(m string) { o.SetTransient(m, float64(r.IntN(100))) })
 		default:
 			o.Set(item, float64(r.IntN(100)))
 		}
 	case *List:
 		n := o.Len()
 		switch k := r.IntN(10); {
-		case k < 3 || n == 0:
+		case k < 2 || n == 0:
 			o.PushFront(item)
+		case k < 3:
+			transient(item, func(s string) { o.PushTransient(s, r.IntN(2) == 0) })
 		case k < 5:
 			o.PushBack(item)
 		case k == 5:
@@ -237,4 +256,54 @@ func isCompact(obj any) bool {
 		return o.compact()
 	}
 	return false
+}
+
+// TestTransientSettersKeepNoReference: SetTransient and PushTransient copy
+// what they keep, through the compact form, the change of form and the
+// full form (new elements and updates), recording or not.
+func TestTransientSettersKeepNoReference(t *testing.T) {
+	for _, recording := range []bool{false, true} {
+		h, z, l := NewHash(), NewZSet(), NewList()
+		if recording {
+			h.StartJournal()
+			z.StartJournal()
+			l.StartJournal()
+		}
+		hm, zm := map[string]string{}, map[string]float64{}
+		var lm []string
+		for i := 0; i < 3*CompactMaxHashEntries; i++ {
+			k := "k" + strconv.Itoa(i%(CompactMaxHashEntries+100))
+			v := strings.Repeat("v", i%50) + strconv.Itoa(i)
+			transient(k, func(k string) { transient(v, func(v string) { h.SetTransient(k, v) }) })
+			hm[k] = v
+			transient(k, func(m string) { z.SetTransient(m, float64(i%7)) })
+			zm[k] = float64(i % 7)
+			transient(v, func(s string) { l.PushTransient(s, i%2 == 0) })
+			if i%2 == 0 {
+				lm = append([]string{v}, lm...)
+			} else {
+				lm = append(lm, v)
+			}
+			if i == CompactMaxEntries/2 && (!h.compact() || !z.compact() || !l.compact()) {
+				t.Fatal("not compact at the start")
+			}
+		}
+		if h.compact() || z.compact() || l.compact() {
+			t.Fatal("never left the compact form")
+		}
+		checkHash(t, h, hm)
+		for m, s := range zm {
+			if got, ok := z.Score(m); !ok || got != s {
+				t.Fatalf("zset %q: %v %v, want %v", m, got, ok, s)
+			}
+		}
+		if z.Len() != len(zm) || l.Len() != len(lm) {
+			t.Fatalf("lengths %d %d, want %d %d", z.Len(), l.Len(), len(zm), len(lm))
+		}
+		for i, s := range lm {
+			if l.At(i) != s {
+				t.Fatalf("list At(%d) = %q, want %q", i, l.At(i), s)
+			}
+		}
+	}
 }

@@ -107,13 +107,20 @@ func zsetAgainstModel(t *testing.T, universe int, long, wantFull bool) {
 				lo := float64(r.IntN(50))
 				sr := ScoreRange{Min: lo, Max: lo + float64(r.IntN(3)), MinEx: r.IntN(2) == 0}
 				var gone []string
-				n := z.RemoveRangeByScore(sr, func(m string) { gone = append(gone, m) })
+				cb := func(m string) { gone = append(gone, m) }
+				if r.IntN(2) == 0 {
+					cb = nil // ZREMRANGEBYSCORE's call: a run is cut in place
+				}
+				n := z.RemoveRangeByScore(sr, cb)
 				var want []string
 				for _, e := range modelSorted(m) {
 					if sr.aboveMin(e.Score) && sr.belowMax(e.Score) {
 						want = append(want, e.Member)
 						delete(m, e.Member)
 					}
+				}
+				if cb == nil {
+					gone = want
 				}
 				if n != len(want) || !slices.Equal(gone, want) {
 					t.Fatalf("step %d: RemoveRangeByScore %+v removed %v want %v", step, sr, gone, want)
@@ -367,9 +374,12 @@ func checkListSize(t *testing.T, l *List, m []string) {
 		want = listCompactBase + int64(cap(l.lp))
 		n := 0
 		for _, s := range m {
-			n += len(s) + 2
+			n += len(s) + 1 // the XOR'd length byte, then the bytes
 		}
-		if n != len(l.lp) || n > CompactMaxBytes {
+		if len(m) > 0 {
+			n++ // the final byte: the last item's length
+		}
+		if n != len(l.lp) || n > CompactMaxBytes || len(m) > listCompactMaxItems {
 			t.Fatalf("compact list of %d bytes, want %d", len(l.lp), n)
 		}
 	} else {
@@ -684,6 +694,150 @@ func TestAllocSizeMatchesRuntime(t *testing.T) {
 		want := cap(append([]byte(nil), make([]byte, n)...))
 		if got != want {
 			t.Fatalf("allocSize(%d) = %d, the runtime rounds to %d", n, got, want)
+		}
+	}
+}
+
+// TestZSetCompactScoreCodes: every score a compact set can hold comes back
+// bit for bit (integers in 2 or 6 bytes, -0, fractions, infinities and the
+// edges between the widths), in order both ways, and the same as the full
+// form answers.
+func TestZSetCompactScoreCodes(t *testing.T) {
+	scores := []float64{0, math.Copysign(0, -1), 1, -1, 0.5, -0.5, math.Inf(1), math.Inf(-1),
+		math.MaxInt16, math.MaxInt16 + 1, math.MinInt16, math.MinInt16 - 1,
+		1<<47 - 1, 1 << 47, -(1<<47 - 1), -(1 << 47), 1700000000000, -1700000000000,
+		1e300, -1e-300, 4503599627370497, 123456.75, math.SmallestNonzeroFloat64}
+	r := rand.New(rand.NewPCG(3, 4))
+	for round := 0; round < 200; round++ {
+		z, full := NewZSet(), NewZSet()
+		full.toFull()
+		for i := 0; i < 1+r.IntN(CompactMaxEntries); i++ {
+			s := scores[r.IntN(len(scores))]
+			if r.IntN(3) == 0 {
+				s = float64(r.Int64N(1<<50) - 1<<49)
+			}
+			m := "m" + strconv.Itoa(r.IntN(150))
+			z.Set(m, s)
+			full.Set(m, s)
+		}
+		if !z.compact() {
+			t.Fatalf("round %d: left the compact form", round)
+		}
+		var got, want []Element
+		z.RangeByRank(0, z.Len()-1, false, func(m string, s float64) bool { got = append(got, Element{m, s}); return true })
+		full.RangeByRank(0, full.Len()-1, false, func(m string, s float64) bool { want = append(want, Element{m, s}); return true })
+		same := func(a, b []Element) bool {
+			return slices.EqualFunc(a, b, func(x, y Element) bool {
+				return x.Member == y.Member && math.Float64bits(x.Score) == math.Float64bits(y.Score)
+			})
+		}
+		if !same(got, want) {
+			t.Fatalf("round %d: ascending\n got %v\nwant %v", round, got, want)
+		}
+		got = got[:0]
+		z.RangeByRank(0, z.Len()-1, true, func(m string, s float64) bool { got = append(got, Element{m, s}); return true })
+		slices.Reverse(got)
+		if !same(got, want) {
+			t.Fatalf("round %d: descending", round)
+		}
+		for _, e := range want {
+			if s, ok := z.Score(e.Member); !ok || math.Float64bits(s) != math.Float64bits(e.Score) {
+				t.Fatalf("round %d: Score(%s) = %v, want %v", round, e.Member, s, e.Score)
+			}
+		}
+		img := z.AppendImage(nil)
+		if string(img) != string(full.AppendImage(nil)) {
+			t.Fatalf("round %d: images differ between the forms", round)
+		}
+	}
+	// The widths: a millisecond timestamp takes 6 bytes, a small integer 2,
+	// a fraction 8 (plus the head byte and the member).
+	for _, c := range []struct {
+		s    float64
+		size int
+	}{{1700000000000, 1 + 2 + 6}, {7, 1 + 2 + 2}, {0.25, 1 + 2 + 8}, {math.Copysign(0, -1), 1 + 2 + 8}} {
+		z := NewZSet()
+		z.Set("ab", c.s)
+		if len(z.lp) != c.size {
+			t.Errorf("score %v: element of %d bytes, want %d", c.s, len(z.lp), c.size)
+		}
+	}
+}
+
+// TestListCompactItemLimit: a compact list of empty items stops at
+// listCompactMaxItems (its places must fit the cursor's 12 bits) and walks
+// both ways through every item up to there; a 100-item list of "itemN"
+// takes one byte per item plus one (691 bytes, in the 704-byte class).
+func TestListCompactItemLimit(t *testing.T) {
+	l := NewList()
+	for i := 0; i < listCompactMaxItems; i++ {
+		l.PushBack("")
+	}
+	if !l.compact() || len(l.lp) != listCompactMaxItems+1 {
+		t.Fatalf("compact %v, %d bytes", l.compact(), len(l.lp))
+	}
+	l.SetAt(listCompactMaxItems-1, "last")
+	l.SetAt(0, "first")
+	for i := listCompactMaxItems - 1; i >= 0; i-- {
+		want := ""
+		switch i {
+		case 0:
+			want = "first"
+		case listCompactMaxItems - 1:
+			want = "last"
+		}
+		if got := l.At(i); got != want {
+			t.Fatalf("At(%d) = %q", i, got)
+		}
+	}
+	if l.PopBack() != "last" || l.PopFront() != "first" || !l.compact() {
+		t.Fatal("pops")
+	}
+	l.PushBack("")
+	l.PushBack("")
+	if !l.compact() {
+		t.Fatal("left the compact form at the limit")
+	}
+	l.PushBack("")
+	if l.compact() || l.Len() != listCompactMaxItems+1 {
+		t.Fatalf("compact %v with %d items", l.compact(), l.Len())
+	}
+	l = NewList()
+	for i := 0; i < 100; i++ {
+		l.PushBack("item" + strconv.Itoa(i))
+	}
+	if len(l.lp) != 691 {
+		t.Fatalf("100 items take %d bytes", len(l.lp))
+	}
+}
+
+// TestCompactImagesMatchFull: the compact forms' one-pass images (the
+// hash's bytes copied, the list's lengths decoded) are byte for byte the
+// full forms' images of the same content.
+func TestCompactImagesMatchFull(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for round := 0; round < 300; round++ {
+		h, l := NewHash(), NewList()
+		for i := r.IntN(40); i > 0; i-- {
+			v := strings.Repeat("v", r.IntN(CompactMaxValue+1))
+			h.Set("f"+strconv.Itoa(r.IntN(50)), v)
+			if r.IntN(2) == 0 {
+				l.PushFront(v)
+			} else {
+				l.PushBack(v)
+			}
+		}
+		if !h.compact() || !l.compact() {
+			t.Fatal("left the compact form")
+		}
+		hf, lf := h.Clone(), l.Clone()
+		hf.toFull()
+		lf.toFull()
+		if string(h.AppendImage([]byte{1})) != string(hf.AppendImage([]byte{1})) {
+			t.Fatalf("round %d: hash images differ", round)
+		}
+		if string(l.AppendImage([]byte{1})) != string(lf.AppendImage([]byte{1})) {
+			t.Fatalf("round %d: list images differ", round)
 		}
 	}
 }

@@ -1,6 +1,9 @@
 package kinds
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"strings"
+)
 
 // List is a sequence of strings with Redis's list semantics, kept in a
 // ring buffer: pushes and pops at either end are O(1) amortised, an index
@@ -20,7 +23,7 @@ type List struct {
 	*listRing        // nil while compact
 	lp        []byte // the compact form's items
 	n         int32  // items, in either form (at most MaxElements)
-	cur       cursor
+	cur       lcursor
 }
 
 // listRing is a List's full form, a ring buffer.
@@ -98,7 +101,7 @@ func (l *List) PushFront(s string) {
 func (l *List) pushFront(s string) {
 	if l.compact() {
 		if l.fits(s, 0) {
-			l.lpInsert(0, s)
+			l.lpInsert(lpos{}, s)
 			return
 		}
 		l.toFull()
@@ -113,6 +116,33 @@ func (l *List) pushFront(s string) {
 	l.size += listItemCost + int64(len(s))
 }
 
+// PushTransient is PushFront (front) or PushBack for an item that may
+// point into a buffer the caller reuses (a request's argument): it is
+// copied only where it is kept, so a push to a compact list copies it
+// once, into its bytes.
+func (l *List) PushTransient(s string, front bool) {
+	if !l.compact() || !l.fits(s, 0) {
+		if s = strings.Clone(s); front {
+			l.PushFront(s)
+		} else {
+			l.PushBack(s)
+		}
+		return
+	}
+	if l.recording() {
+		tag := byte('R')
+		if front {
+			tag = 'L'
+		}
+		l.rec1(tag, s, l.Size()) // copies s
+	}
+	if front {
+		l.lpInsert(lpos{}, s)
+	} else {
+		l.lpInsert(l.end(), s)
+	}
+}
+
 // PushBack adds s at the tail (RPUSH).
 func (l *List) PushBack(s string) {
 	if l.recording() {
@@ -125,7 +155,7 @@ func (l *List) PushBack(s string) {
 func (l *List) pushBack(s string) {
 	if l.compact() {
 		if l.fits(s, 0) {
-			l.lpInsert(len(l.lp), s)
+			l.lpInsert(l.end(), s)
 			return
 		}
 		l.toFull()
@@ -143,7 +173,7 @@ func (l *List) PopFront() string {
 		r.recs = append(r.recs, 'l')
 	}
 	if l.compact() {
-		return l.lpRemove(0)
+		return l.lpRemove(lpos{})
 	}
 	s := l.buf[l.head]
 	l.buf[l.head] = ""
@@ -161,7 +191,7 @@ func (l *List) PopBack() string {
 		r.recs = append(r.recs, 'r')
 	}
 	if l.compact() {
-		return l.lpRemove(len(l.lp) - 2 - int(l.lp[len(l.lp)-1]))
+		return l.lpRemove(l.back(l.end()))
 	}
 	p := l.pos(int(l.n) - 1)
 	s := l.buf[p]
@@ -176,7 +206,7 @@ func (l *List) PopBack() string {
 // write.
 func (l *List) At(i int) string {
 	if l.compact() {
-		return l.lpItem(l.offset(i))
+		return l.item(l.seek(i))
 	}
 	return l.buf[l.pos(i)]
 }
@@ -187,12 +217,12 @@ func (l *List) SetAt(i int, s string) {
 		l.recIndex('T', i, s) // copies s before the splice
 	}
 	if l.compact() {
-		off := l.offset(i)
-		if old := int(l.lp[off]); l.fits(s, old+2) {
+		p := l.seek(i)
+		if old := l.itemLen(p); l.fits(s, old+1) {
 			l.cur = 0
-			l.lp[off] = byte(len(s))
-			l.lp = splice(l.lp, off+1, off+1+old, s) // the trailing length byte moves along
-			l.lp[off+1+len(s)] = byte(len(s))
+			l.lp[p.off+1+old] ^= byte(old ^ len(s)) // the next item's (or the final) byte
+			l.lp[p.off] = byte(p.prev ^ len(s))
+			l.lp = splice(l.lp, p.off+1, p.off+1+old, s)
 			return
 		}
 		l.toFull()
@@ -209,7 +239,7 @@ func (l *List) InsertAt(i int, s string) {
 	}
 	if l.compact() {
 		if l.fits(s, 0) {
-			l.lpInsert(l.offset(i), s)
+			l.lpInsert(l.seek(i), s)
 			return
 		}
 		l.toFull()
@@ -235,17 +265,21 @@ func (l *List) InsertAt(i int, s string) {
 func (l *List) Filter(keep func(i int, s string) bool) int {
 	if l.compact() {
 		out := make([]byte, 0, len(l.lp))
-		w := 0
-		var gone []int // the removed indices, for the journal
-		for i, off := 0, 0; i < int(l.n); i++ {
-			n := int(l.lp[off])
-			if keep(i, l.lpItem(off)) {
-				out = append(out, l.lp[off:off+n+2]...)
+		w, last := 0, 0 // kept items, the last kept one's length
+		var gone []int  // the removed indices, for the journal
+		p := lpos{}
+		for i := 0; i < int(l.n); i++ {
+			if s := l.item(p); keep(i, s) {
+				out = append(append(out, byte(last^len(s))), s...)
+				last = len(s)
 				w++
 			} else if l.recording() {
 				gone = append(gone, i)
 			}
-			off += n + 2
+			p = l.next(p)
+		}
+		if w > 0 {
+			out = append(out, byte(last))
 		}
 		removed := int(l.n) - w
 		if len(gone) > 0 {
@@ -291,8 +325,11 @@ func (l *List) Trim(start, stop int) {
 		l.check(l.Size())
 	}
 	if l.compact() {
-		from, to := l.offset(start), l.offset(stop+1)
-		l.lp = fit(append(l.lp[:0], l.lp[from:to]...))
+		from, to := l.seek(start), l.seek(stop+1)
+		first := l.itemLen(from)
+		l.lp = append(l.lp[:0], l.lp[from.off:to.off]...)
+		l.lp[0] = byte(first) // the first item's byte: its length XOR 0
+		l.lp = fit(append(l.lp, byte(to.prev)))
 		l.n, l.cur = int32(stop-start+1), 0
 		return
 	}

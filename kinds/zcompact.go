@@ -7,10 +7,17 @@ import (
 )
 
 // The compact form of a small ZSet (see compact.go): its elements in one
-// []byte in (score, member) order, each as [len] member [score, 8 bytes
-// little-endian] [len], so the bytes can be walked both ways. Reads walk
-// them linearly, as Redis's zzl* functions walk a listpack: a lex range
-// over members of different scores answers as Redis's small sets do.
+// []byte in (score, member) order, each as [head] member [score], where
+// head = len(member) + 65*w says the member's length (at most
+// CompactMaxValue, 64) and the score's width w: 0, a float64 in 8 bytes;
+// 1, an integer in 6 bytes (|score| < 2^47: millisecond timestamps); 2, an
+// integer in 2 bytes (small counts and ranks); integers little-endian, two's
+// complement. Redis's listpack writes integral scores as integers too.
+// There is no trailing length: a walk downwards first collects the
+// elements' offsets going up (zOffsets; a compact set holds at most
+// CompactMaxEntries, 128). Reads walk the bytes linearly, as Redis's zzl*
+// functions walk a listpack: a lex range over members of different scores
+// answers as Redis's small sets do.
 
 // zsetCompactBase is a compact ZSet's own allocation: the struct (48
 // bytes, 8 of them the journal's pointer, journal.go), a size class of
@@ -31,26 +38,91 @@ func (z *ZSet) Encoding() string {
 
 func (z *ZSet) compactSize() int64 { return zsetCompactBase + int64(cap(z.lp)) }
 
-// zEntry decodes the element at off: member, score and the next offset.
-func (z *ZSet) zEntry(off int) (m string, s float64, next int) {
-	n := int(z.lp[off])
-	m = bstr(z.lp[off+1 : off+1+n])
-	s = math.Float64frombits(binary.LittleEndian.Uint64(z.lp[off+1+n:]))
-	return m, s, off + n + 10
+// zWidths are a score's bytes by its width code (the head's w).
+var zWidths = [3]int{8, 6, 2}
+
+// zHead is the head byte of member with a score of width code w.
+func zHead(member string, w int) byte { return byte(len(member) + 65*w) }
+
+// zSpan is the length of the element whose head is h: one load.
+func zSpan(h byte) int { return int(zSpans[h]) }
+
+// zSpans is zSpan by head byte (0 for bytes no head takes).
+var zSpans = func() (t [256]uint8) {
+	for h := range 3 * 65 {
+		t[h] = uint8(1 + h%65 + zWidths[h/65])
+	}
+	return t
+}()
+
+// zScoreCode is the width code of score's shortest exact encoding.
+func zScoreCode(score float64) int {
+	if score != math.Trunc(score) || score >= 1<<47 || score <= -(1<<47) || (score == 0 && math.Signbit(score)) {
+		return 0 // fractional, infinite, too large or -0: the float64's bits
+	}
+	if i := int64(score); i >= math.MinInt16 && i <= math.MaxInt16 {
+		return 2
+	}
+	return 1
 }
 
-// zPrev is the offset of the element before the one at off (off > 0).
-func (z *ZSet) zPrev(off int) int { return off - int(z.lp[off-1]) - 10 }
+// zPutScore writes score at b[0:] in width code w.
+func zPutScore(b []byte, score float64, w int) {
+	switch w {
+	case 0:
+		binary.LittleEndian.PutUint64(b, math.Float64bits(score))
+	case 1:
+		i := uint64(int64(score))
+		binary.LittleEndian.PutUint32(b, uint32(i))
+		binary.LittleEndian.PutUint16(b[4:], uint16(i>>32))
+	default:
+		binary.LittleEndian.PutUint16(b, uint16(int16(score)))
+	}
+}
+
+// zScoreAt reads a score of width code w at b[0:].
+func zScoreAt(b []byte, w int) float64 {
+	switch w {
+	case 0:
+		return math.Float64frombits(binary.LittleEndian.Uint64(b))
+	case 1:
+		u := uint64(binary.LittleEndian.Uint32(b)) | uint64(binary.LittleEndian.Uint16(b[4:]))<<32
+		return float64(int64(u<<16) >> 16) // sign-extended from 48 bits
+	default:
+		return float64(int16(binary.LittleEndian.Uint16(b)))
+	}
+}
+
+// zEntry decodes the element at off: member, score and the next offset.
+func (z *ZSet) zEntry(off int) (m string, s float64, next int) { return zEntryIn(z.lp, off) }
+
+// zEntryIn is zEntry over the compact bytes lp.
+func zEntryIn(lp []byte, off int) (m string, s float64, next int) {
+	h := lp[off]
+	n, w := int(h%65), int(h/65)
+	m = bstr(lp[off+1 : off+1+n])
+	s = zScoreAt(lp[off+1+n:], w)
+	return m, s, off + 1 + n + zWidths[w]
+}
+
+// zOffsets appends the offset of every element, in order, to offs (for
+// walks downwards).
+func (z *ZSet) zOffsets(offs []uint16) []uint16 {
+	for off := 0; off < len(z.lp); off += zSpan(z.lp[off]) {
+		offs = append(offs, uint16(off))
+	}
+	return offs
+}
 
 // zFind returns the offset of member's element, or -1.
 func (z *ZSet) zFind(member string) int {
 	lp := z.lp
 	for off := 0; off < len(lp); {
-		n := int(lp[off])
-		if n == len(member) && string(lp[off+1:off+1+n]) == member {
+		h := lp[off]
+		if n := int(h % 65); n == len(member) && string(lp[off+1:off+1+n]) == member {
 			return off
 		}
-		off += n + 10
+		off += zSpan(h)
 	}
 	return -1
 }
@@ -86,21 +158,21 @@ func (z *ZSet) zInsert(member string, score float64) {
 		}
 		off = next
 	}
-	w := len(member) + 10
+	code := zScoreCode(score)
+	w := 1 + len(member) + zWidths[code]
 	z.lp = reserve(z.lp, w)
 	n := len(z.lp)
 	z.lp = z.lp[:n+w]
 	copy(z.lp[off+w:], z.lp[off:n])
-	z.lp[off] = byte(len(member))
+	z.lp[off] = zHead(member, code)
 	copy(z.lp[off+1:], member)
-	binary.LittleEndian.PutUint64(z.lp[off+1+len(member):], math.Float64bits(score))
-	z.lp[off+w-1] = byte(len(member))
+	zPutScore(z.lp[off+1+len(member):], score, code)
 	z.n++
 }
 
 // zRemoveAt removes the element at off.
 func (z *ZSet) zRemoveAt(off int) {
-	w := int(z.lp[off]) + 10
+	w := zSpan(z.lp[off])
 	z.lp = fit(splice(z.lp, off, off+w, ""))
 	z.n--
 }
@@ -122,16 +194,13 @@ func (z *ZSet) zRangeByRank(start, stop int, rev bool, fn func(member string, sc
 		}
 		return
 	}
-	off := len(z.lp)
-	for range start + 1 {
-		off = z.zPrev(off)
-	}
-	for i := start; i <= stop; i++ {
-		m, s, _ := z.zEntry(off)
-		if !fn(m, s) || off == 0 {
+	var buf [CompactMaxEntries]uint16
+	offs := z.zOffsets(buf[:0])
+	for i := start; i <= stop && i < len(offs); i++ {
+		m, s, _ := z.zEntry(int(offs[len(offs)-1-i]))
+		if !fn(m, s) {
 			return
 		}
-		off = z.zPrev(off)
 	}
 }
 
@@ -168,19 +237,16 @@ func (z *ZSet) zWalk(rev bool, offset int, inMin, inMax func(m string, s float64
 		}
 		return
 	}
-	i, off := z.n-1, z.zPrev(len(z.lp))
-	for ; ; i-- {
-		m, s, _ := z.zEntry(off)
-		if inMax(m, s) {
+	var buf [CompactMaxEntries]uint16
+	offs := z.zOffsets(buf[:0])
+	i := len(offs) - 1
+	for ; i >= 0; i-- {
+		if m, s, _ := z.zEntry(int(offs[i])); inMax(m, s) {
 			break
 		}
-		if off == 0 {
-			return
-		}
-		off = z.zPrev(off)
 	}
-	for ; ; i-- {
-		m, s, _ := z.zEntry(off)
+	for ; i >= 0; i-- {
+		m, s, _ := z.zEntry(int(offs[i]))
 		if !inMin(m, s) {
 			return
 		}
@@ -189,10 +255,6 @@ func (z *ZSet) zWalk(rev bool, offset int, inMin, inMax func(m string, s float64
 		} else if !visit(i, m, s) {
 			return
 		}
-		if off == 0 {
-			return
-		}
-		off = z.zPrev(off)
 	}
 }
 
@@ -203,11 +265,29 @@ func (z *ZSet) zRemoveRanks(ranks []int, removed func(member string)) int {
 	if len(ranks) == 0 {
 		return 0
 	}
+	if removed == nil && ranks[len(ranks)-1]-ranks[0] == len(ranks)-1 {
+		// One run of ranks (a ZREMRANGEBYSCORE/BYRANK, a sliding log's
+		// expired head): cut it out in place, recording it first.
+		i, off := 0, 0
+		for ; i < ranks[0]; i++ {
+			off += zSpan(z.lp[off])
+		}
+		from := off
+		for ; i <= ranks[len(ranks)-1]; i++ {
+			if z.recording() {
+				m, _, _ := z.zEntry(off)
+				z.rec1('D', m, z.Size()) // copies m
+			}
+			off += zSpan(z.lp[off])
+		}
+		z.lp, z.n = fit(splice(z.lp, from, off, "")), z.n-len(ranks)
+		return len(ranks)
+	}
 	old := z.lp
 	out := make([]byte, 0, len(old))
 	j := 0
 	for i, off := 0, 0; off < len(old); i++ {
-		w := int(old[off]) + 10
+		w := zSpan(old[off])
 		if j < len(ranks) && ranks[j] == i {
 			j++
 		} else {
@@ -218,7 +298,7 @@ func (z *ZSet) zRemoveRanks(ranks []int, removed func(member string)) int {
 	z.lp, z.n = fit(out), z.n-len(ranks)
 	if rec := z.recording(); removed != nil || rec {
 		for i, off, j := 0, 0, 0; j < len(ranks); i++ {
-			m, _, next := (&ZSet{lp: old}).zEntry(off)
+			m, _, next := zEntryIn(old, off)
 			if ranks[j] == i {
 				if rec {
 					z.rec1('D', m, z.Size()) // copies m out of old
@@ -240,10 +320,8 @@ func (z *ZSet) toFull() {
 	old := z.lp
 	z.zFull, z.n, z.lp = newZFull(), 0, nil
 	for off := 0; off < len(old); {
-		n := int(old[off])
-		m := strings.Clone(bstr(old[off+1 : off+1+n]))
-		s := math.Float64frombits(binary.LittleEndian.Uint64(old[off+1+n:]))
-		z.insert(s, m)
-		off += n + 10
+		m, s, next := zEntryIn(old, off)
+		z.insert(s, strings.Clone(m))
+		off = next
 	}
 }

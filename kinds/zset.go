@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 )
 
 // ZSet is a sorted set with Redis's semantics: members are unique byte
@@ -199,9 +200,7 @@ func (z *ZSet) Set(member string, score float64) (added bool) {
 		// before the write can move the compact bytes it might point into;
 		// a write that changes nothing records nothing.
 		if old, ok := z.Score(member); !ok || old != score {
-			r := z.room(1 + 8 + binary.MaxVarintLen64 + len(member))
-			r.recs = binary.LittleEndian.AppendUint64(append(r.recs, 'S'), math.Float64bits(score))
-			z.rec1Raw(member)
+			z.recSet(member, score)
 		}
 	}
 	if z.compact() {
@@ -210,6 +209,51 @@ func (z *ZSet) Set(member string, score float64) (added bool) {
 		}
 		z.toFull()
 	}
+	return z.setFull(member, score)
+}
+
+// SetTransient is Set for a member that may point into a buffer the
+// caller reuses (a request's argument): it is copied only where it is
+// kept (the full form). On a compact set it also finds member once, where
+// Set looks for it twice when recording.
+func (z *ZSet) SetTransient(member string, score float64) (added bool) {
+	if !z.compact() {
+		if old, ok := z.dict[member]; ok && old == score {
+			return false
+		}
+		return z.Set(strings.Clone(member), score)
+	}
+	off := z.zFind(member)
+	if off >= 0 {
+		if _, old, _ := z.zEntry(off); old == score {
+			return false
+		}
+	}
+	if z.recording() {
+		z.recSet(member, score)
+	}
+	if off >= 0 {
+		z.zRemoveAt(off)
+		z.zInsert(member, score)
+		return false
+	}
+	if z.n < CompactMaxEntries && len(member) <= CompactMaxValue {
+		z.zInsert(member, score)
+		return true
+	}
+	z.toFull()
+	return z.setFull(strings.Clone(member), score)
+}
+
+// recSet records Set(member, score) (copying member).
+func (z *ZSet) recSet(member string, score float64) {
+	r := z.room(1 + 8 + binary.MaxVarintLen64 + len(member))
+	r.recs = binary.LittleEndian.AppendUint64(append(r.recs, 'S'), math.Float64bits(score))
+	z.rec1Raw(member)
+}
+
+// setFull is Set on a full z, unrecorded.
+func (z *ZSet) setFull(member string, score float64) (added bool) {
 	old, ok := z.dict[member]
 	if ok && old == score {
 		return false
