@@ -8,10 +8,10 @@ import (
 // wallClock is the default Config.Clock: wall time in Unix ns, read once
 // per command, for one monotonic clock read instead of time.Now's two.
 //
-// time.Now reads both the wall clock and the monotonic clock. On this
-// project's VMs (kvm-clock) each read costs about 100-150 ns of CPU, so a
-// command paid ~280 ns for its instant (5.6% of SET's CPU in a profile with
-// persistence off); time.Since, one monotonic read, costs ~65-75% of it.
+// time.Now reads both the wall clock and the monotonic clock: ~68 ns of
+// CPU per command on this project's 2-core kvm-clock VM (BenchmarkClock;
+// 5.6% of SET's samples in a profile with persistence off), where one
+// monotonic read plus the offset below costs ~42.
 // wallClock keeps the offset between the two clocks, taken from one
 // time.Now (whose two readings are a pair), and answers monotonic + offset.
 // It re-takes the offset once wallResync has passed, so a step of the wall
