@@ -45,8 +45,8 @@ import (
 // redis-cli and bash are required: without them the test skips, except in
 // CI (CI set), where .ci/run installs redis-tools and a missing one fails.
 func TestDocsFamilyTranscripts(t *testing.T) {
-	cli := needTool(t, "redis-cli", "redis-tools")
-	needTool(t, "bash", "bash")
+	cli := docsNeedTool(t, "redis-cli", "redis-tools")
+	docsNeedTool(t, "bash", "bash")
 	pages, err := filepath.Glob(filepath.Join("docs", "gcra-family", "*.md"))
 	if err != nil || len(pages) < 5 {
 		t.Fatalf("docs/gcra-family: %d pages (%v), want the family's five", len(pages), err)
@@ -79,7 +79,7 @@ func TestDocsFamilyTranscripts(t *testing.T) {
 			for _, step := range b {
 				cmd := exec.Command("bash", "-c", step.cmd)
 				cmd.Env = env
-				if bare := quoted.ReplaceAllString(strings.TrimSpace(stripComment(step.cmd)), "''"); strings.HasPrefix(bare, "redis-cli ") && !strings.ContainsAny(bare, "|;&()") {
+				if bare := transcriptQuoted.ReplaceAllString(strings.TrimSpace(transcriptComment(step.cmd)), "''"); strings.HasPrefix(bare, "redis-cli ") && !strings.ContainsAny(bare, "|;&()") {
 					cmd.Env = append(cmd.Env, "DOCS_TTY=1")
 				}
 				out, err := cmd.CombinedOutput()
@@ -96,9 +96,9 @@ func TestDocsFamilyTranscripts(t *testing.T) {
 	}
 }
 
-// needTool finds an executable, skipping the test outside CI when it is
+// docsNeedTool finds an executable, skipping the test outside CI when it is
 // missing (see TestDocsFamilyTranscripts).
-func needTool(t *testing.T, name, pkg string) string {
+func docsNeedTool(t *testing.T, name, pkg string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {
@@ -140,7 +140,7 @@ func transcripts(md string) [][]transcriptStep {
 			line := body[k]
 			if strings.HasPrefix(line, "$ ") {
 				cmd := strings.TrimPrefix(line, "$ ")
-				for open(stripComment(cmd)) > 0 && k+1 < len(body) {
+				for openParens(transcriptComment(cmd)) > 0 && k+1 < len(body) {
 					k++
 					cmd += "\n" + body[k]
 				}
@@ -156,12 +156,12 @@ func transcripts(md string) [][]transcriptStep {
 	return blocks
 }
 
-// open is the number of parentheses a shell line leaves open.
-func open(s string) int { return strings.Count(s, "(") - strings.Count(s, ")") }
+// openParens is the number of parentheses a shell line leaves open.
+func openParens(s string) int { return strings.Count(s, "(") - strings.Count(s, ")") }
 
-// stripComment drops a "# ..." comment (a '#' at the start or after a
+// transcriptComment drops a "# ..." comment (a '#' at the start or after a
 // space) from a transcript line.
-func stripComment(s string) string {
+func transcriptComment(s string) string {
 	if strings.HasPrefix(s, "#") {
 		return ""
 	}
@@ -172,9 +172,9 @@ func stripComment(s string) string {
 }
 
 var (
-	intWord   = regexp.MustCompile(`^-?[0-9]+$`)
-	indexWord = regexp.MustCompile(`^[0-9]+\)$`)
-	quoted    = regexp.MustCompile(`'[^']*'|"[^"]*"`)
+	transcriptInt    = regexp.MustCompile(`^-?[0-9]+$`)
+	transcriptIndex  = regexp.MustCompile(`^[0-9]+\)$`)
+	transcriptQuoted = regexp.MustCompile(`'[^']*'|"[^"]*"`)
 )
 
 // matchTranscript compares what a step printed with what its page shows
@@ -183,7 +183,7 @@ var (
 func matchTranscript(step transcriptStep, got []string, elapsed time.Duration) string {
 	var want []string
 	for _, l := range step.want {
-		if l = strings.TrimSpace(stripComment(l)); l != "" || len(want) > 0 {
+		if l = strings.TrimSpace(transcriptComment(l)); l != "" || len(want) > 0 {
 			want = append(want, l)
 		}
 	}
@@ -217,17 +217,17 @@ func matchTranscript(step transcriptStep, got []string, elapsed time.Duration) s
 			}
 			for k := range ww {
 				if ww[k] == gw[k] {
-					if intWord.MatchString(ww[k]) && (k == 0 || ww[k-1] != "(integer)") {
+					if transcriptInt.MatchString(ww[k]) && (k == 0 || ww[k-1] != "(integer)") {
 						raw++
 					}
 					continue
 				}
-				if !intWord.MatchString(ww[k]) || !intWord.MatchString(gw[k]) {
+				if !transcriptInt.MatchString(ww[k]) || !transcriptInt.MatchString(gw[k]) {
 					return fmt.Sprintf("line %q printed, the page shows %q", part.got[i], w)
 				}
 				pos := -1 // place in a five-integer reply, or -2 for a lone integer
 				switch {
-				case k > 0 && ww[k-1] == "(integer)" && k > 1 && indexWord.MatchString(ww[k-2]):
+				case k > 0 && ww[k-1] == "(integer)" && k > 1 && transcriptIndex.MatchString(ww[k-2]):
 					pos, _ = strconv.Atoi(strings.TrimSuffix(ww[k-2], ")"))
 					pos--
 				case k > 0 && ww[k-1] == "(integer)":
@@ -248,4 +248,47 @@ func matchTranscript(step transcriptStep, got []string, elapsed time.Duration) s
 		}
 	}
 	return ""
+}
+
+// The transcript matcher's rules, without a server: exact words, durations
+// within the elapsed time, -1 exact, "..." for any lines, comments ignored.
+func TestTranscriptMatcher(t *testing.T) {
+	ms := transcriptStep{cmd: "for i in $(seq 3); do echo CL.PTHROTTLE k 19 20 1000; done | redis-cli | paste -d' ' - - - - -",
+		want: []string{"0 20 19 -1 50    # first", "...", "0 20 17 -1 149", "1 20 17 49 999"}}
+	tty := transcriptStep{cmd: "redis-cli CL.THROTTLE k 15 30 60 3",
+		want: []string{"1) (integer) 0", "2) (integer) 16", "3) (integer) 13", "4) (integer) -1", "5) (integer) 6"}}
+	pttl := transcriptStep{cmd: "redis-cli PTTL k", want: []string{"(integer) 5990"}}
+	for _, c := range []struct {
+		step    transcriptStep
+		got     string
+		elapsed time.Duration
+		ok      bool
+	}{
+		{ms, "0 20 19 -1 50\n0 20 18 -1 99\n0 20 17 -1 149\n1 20 17 49 999", time.Millisecond, true},
+		{ms, "0 20 19 -1 50\n0 20 17 -1 149\n1 20 17 49 999", time.Millisecond, true},     // "..." may be no line
+		{ms, "0 20 19 -1 47\n0 20 17 -1 146\n1 20 17 46 996", 3 * time.Millisecond, true}, // 3 ms later
+		{ms, "0 20 19 -1 47\n0 20 17 -1 146\n1 20 17 46 996", 0, false},                   // ... but none passed
+		{ms, "0 20 19 -1 50\n0 20 17 -1 149\n1 20 17 61 999", time.Millisecond, false},    // too late a retry
+		{ms, "0 20 19 -1 50\n0 20 17 -1 149\n0 20 17 49 999", time.Millisecond, false},    // the verdict
+		{ms, "0 20 19 -1 50\n0 20 17 -1 149\n1 20 16 49 999", time.Millisecond, false},    // remaining
+		{ms, "0 20 19 -1 50\n0 20 17 -1 149\n1 20 17 -1 999", time.Millisecond, false},    // -1 for a time
+		{ms, "0 20 19 -1 50\n0 20 17 -1 149", time.Millisecond, false},                    // a line short
+		{tty, "1) (integer) 0\n2) (integer) 16\n3) (integer) 13\n4) (integer) -1\n5) (integer) 5", 10 * time.Millisecond, true},
+		{tty, "1) (integer) 0\n2) (integer) 16\n3) (integer) 12\n4) (integer) -1\n5) (integer) 6", 0, false},
+		{tty, "1) (integer) 0\n2) (integer) 16\n3) (integer) 13\n4) (integer) 0\n5) (integer) 6", 0, false},
+		{tty, "0\n16\n13\n-1\n6", 0, false}, // raw where the page shows a terminal's output
+		{pttl, "(integer) 5970", 25 * time.Millisecond, true},
+		{pttl, "(integer) 5970", 5 * time.Millisecond, false},
+		{pttl, "(integer) 6001", 0, false},
+	} {
+		msg := matchTranscript(c.step, strings.Split(c.got, "\n"), c.elapsed)
+		if (msg == "") != c.ok {
+			t.Errorf("%q printed %q after %v: matched %v (%s), want %v", c.step.cmd, c.got, c.elapsed, msg == "", msg, c.ok)
+		}
+	}
+	blocks := transcripts("text\n```\n$ (for i in 1 2; do echo PING; done\n   echo PING) | redis-cli   # three\nPONG\nPONG\nPONG\n$ redis-cli PING\nPONG\n```\n```go\nx := 1\n```\n")
+	if len(blocks) != 1 || len(blocks[0]) != 2 || !strings.Contains(blocks[0][0].cmd, "\n   echo PING)") ||
+		len(blocks[0][0].want) != 3 || blocks[0][1].cmd != "redis-cli PING" {
+		t.Fatalf("transcripts parsed %q", blocks)
+	}
 }
