@@ -47,7 +47,8 @@ type Config struct {
 	// Addr is the TCP address to listen on. Default "127.0.0.1:6379".
 	Addr string
 	// Clock returns wall time in ns since the Unix epoch, read once per
-	// command. Default: time.Now().UnixNano(). Tests inject their own.
+	// command. Default: time.Now().UnixNano(), as wallClock (clock.go) reads
+	// it for one clock read instead of two. Tests inject their own.
 	Clock func() int64
 	// Logger receives lifecycle events and recovered panics. Default
 	// slog.Default().
@@ -160,7 +161,7 @@ func (c *Config) setDefaults() {
 		c.Addr = "127.0.0.1:6379"
 	}
 	if c.Clock == nil {
-		c.Clock = func() int64 { return time.Now().UnixNano() }
+		c.Clock = newWallClock().now // time.Now's wall time for one clock read (clock.go)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
