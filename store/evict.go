@@ -410,22 +410,19 @@ func (s *Store) evictUntil(nowMs int64, deadline time.Time) (int64, bool) {
 	return s.evicted.Load() - before, !s.overLimit()
 }
 
-// MakeRoom returns nil when used memory is under the bound, evicting by
-// the policy first (one chunk of attempts, as an insert does) when it is
-// over, and ErrOOM when it is still over (NoEviction, or nothing the
-// policy may evict). Safe for concurrent use; costs one atomic load when
-// no bound is set or memory is under it.
+// MakeRoom returns nil when used memory is under the bound, or when it is
+// over and one chunk of evictions by the policy (as an insert makes) freed
+// keys, even if memory is still over the bound (Redis's EVICT_RUNNING:
+// processCommand refuses only on EVICT_FAIL); ErrOOM under NoEviction or
+// when nothing the policy may evict is left. So a command queued in MULTI
+// is refused exactly when the same insert outside MULTI would be. Safe
+// for concurrent use; costs one atomic load when no bound is set or
+// memory is under it.
 func (s *Store) MakeRoom(nowMs int64) error {
 	if !s.overLimit() {
 		return nil
 	}
-	if err := s.makeRoom(nowMs); err != nil {
-		return err
-	}
-	if s.overLimit() {
-		return ErrOOM
-	}
-	return nil
+	return s.makeRoom(nowMs)
 }
 
 // EvictToLimit evicts by the policy until used memory is under the bound,

@@ -698,3 +698,29 @@ func TestEvictFirstFillIsScattered(t *testing.T) {
 		t.Errorf("%d long-lived keys evicted; %d evictions in all (want 0 and 2000)", lost, s.EvictedKeys())
 	}
 }
+
+// TestMakeRoomWhileEvicting: over the bound by more than one chunk of
+// evictions (the bound lowered tenfold under load), MakeRoom evicts a
+// chunk and lets the command go ahead, as an insert does (Redis's
+// processCommand refuses only on EVICT_FAIL, never on EVICT_RUNNING): a
+// command queued in MULTI was refused with OOM under volatile-ttl while
+// the same command outside MULTI ran. ErrOOM stays the answer when
+// nothing may be evicted.
+func TestMakeRoomWhileEvicting(t *testing.T) {
+	s := boundAt(t, VolatileTTL, 20_000)
+	s.SetMaxMemory(s.MaxMemory() / 10)
+	ev := s.EvictedKeys()
+	if err := s.MakeRoom(t0ms); err != nil {
+		t.Fatalf("MakeRoom while evicting: %v (evicted %d)", err, s.EvictedKeys()-ev)
+	}
+	if s.EvictedKeys() == ev || !s.overLimit() {
+		t.Fatalf("evicted %d, over the bound %v: want one chunk evicted, still over", s.EvictedKeys()-ev, s.overLimit())
+	}
+	if _, err := s.Throttle([]byte("new"), mustLimit(t, 5, 1, 1), 1, t0); err != nil {
+		t.Fatalf("insert while evicting: %v", err)
+	}
+	s.SetPolicy(NoEviction)
+	if err := s.MakeRoom(t0ms); !errors.Is(err, ErrOOM) {
+		t.Fatalf("noeviction over the bound: %v", err)
+	}
+}
