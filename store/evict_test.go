@@ -724,3 +724,44 @@ func TestMakeRoomWhileEvicting(t *testing.T) {
 		t.Fatalf("noeviction over the bound: %v", err)
 	}
 }
+
+// TestBacklogRefusesButNeverEvicts: memory held by persistence's backlog
+// (SetBacklogMemory) counts in UsedMemory and, over the bound, refuses new
+// keys, but no key is evicted for it, neither by an insert nor by the
+// background sweep (evicting a persisted key would add its deletion to
+// the backlog); existing keys are still decided; without the backlog new
+// keys are taken again.
+func TestBacklogRefusesButNeverEvicts(t *testing.T) {
+	s := boundAt(t, VolatileTTL, 5000)
+	lim := mustLimit(t, 5, 1, 1)
+	used := s.UsedMemory()
+	s.SetBacklogMemory(1 << 20)
+	if got := s.UsedMemory(); got != used+1<<20 {
+		t.Fatalf("UsedMemory %d with a 1 MiB backlog, want %d", got, used+1<<20)
+	}
+	if _, err := s.Throttle([]byte("new"), lim, 1, t0); !errors.Is(err, ErrOOM) {
+		t.Fatalf("new key over the bound by the backlog: %v, want ErrOOM", err)
+	}
+	if err := s.MakeRoom(t0ms); !errors.Is(err, ErrOOM) {
+		t.Fatalf("MakeRoom: %v, want ErrOOM", err)
+	}
+	s.SweepStep(t0ms, 10*time.Millisecond)
+	if n := s.EvictedKeys(); n != 0 {
+		t.Fatalf("%d keys evicted for the backlog", n)
+	}
+	if _, err := s.Throttle([]byte("fill:7"), lim, 1, t0); err != nil {
+		t.Fatalf("existing key: %v", err)
+	}
+	// Over by the keys too (the bound lowered): keys are evicted down to
+	// the bound, not below it for the backlog.
+	s.SetMaxMemory(used - 64<<10)
+	s.SweepStep(t0ms, time.Second)
+	if n, u := s.EvictedKeys(), s.UsedMemory()-s.BacklogMemory(); n == 0 || u > used-64<<10 || u < used-256<<10 {
+		t.Fatalf("lowered bound: evicted %d, used without the backlog %d, want just under %d", n, u, used-64<<10)
+	}
+	s.SetMaxMemory(used)
+	s.SetBacklogMemory(0)
+	if _, err := s.Throttle([]byte("new"), lim, 1, t0); err != nil {
+		t.Fatalf("new key without the backlog: %v", err)
+	}
+}
