@@ -430,6 +430,18 @@ func (s *Store) SetBacklogMemory(n int64) { s.backlog.Store(max(n, 0)) }
 // BacklogMemory is the figure SetBacklogMemory last set.
 func (s *Store) BacklogMemory() int64 { return s.backlog.Load() }
 
+// AddHeldMemory adds delta (negative: releases) to the memory clients
+// hold outside the keyspace, such as the commands a client queued in
+// MULTI (Redis counts a client's MULTI state in used_memory too). Like the
+// backlog it counts in UsedMemory and, over the bound, refuses new keys
+// and commands queued in MULTI (MakeRoom's ErrOOM), but never makes keys
+// evicted: a client, not the keyspace, holds it. Safe for concurrent use;
+// one atomic add.
+func (s *Store) AddHeldMemory(delta int64) { s.held.Add(delta) }
+
+// HeldMemory is the sum of AddHeldMemory's deltas.
+func (s *Store) HeldMemory() int64 { return s.held.Load() }
+
 // MakeRoom returns nil when used memory is under the bound, or when it is
 // over and one chunk of evictions by the policy (as an insert makes) freed
 // keys, even if memory is still over the bound (Redis's EVICT_RUNNING:
