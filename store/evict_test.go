@@ -765,3 +765,32 @@ func TestBacklogRefusesButNeverEvicts(t *testing.T) {
 		t.Fatalf("new key without the backlog: %v", err)
 	}
 }
+
+// TestSweepShrinksAfterMassEviction: once the bound is lowered tenfold and
+// the keys evicted, the sweep sizes the shards' index tables down as it
+// does after mass expiry (before, only an expiry triggered it, so the
+// tables kept their peak size after evictions).
+func TestSweepShrinksAfterMassEviction(t *testing.T) {
+	s := boundAt(t, AllKeysRandom, 200_000)
+	table := func() (n int) {
+		for i := range s.shards {
+			sh := &s.shards[i]
+			sh.mu.Lock()
+			n += len(sh.table)
+			sh.mu.Unlock()
+		}
+		return n
+	}
+	before := table()
+	s.SetMaxMemory(s.MaxMemory() / 10)
+	for range 1000 {
+		s.SweepStep(t0ms, 10*time.Millisecond)
+		if !s.overLimit() {
+			break
+		}
+	}
+	s.SweepStep(t0ms, 10*time.Millisecond) // one more pass over every shard
+	if after := table(); after > before/2 {
+		t.Fatalf("index tables: %d words before, %d after evicting 90%% of the keys (%d left)", before, after, s.Len())
+	}
+}
