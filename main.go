@@ -148,6 +148,9 @@ func run(args []string) int {
 	}
 	if p != nil {
 		srvCfg.Persister = p
+		backlogStop := make(chan struct{})
+		defer close(backlogStop)
+		go followBacklog(st, func() int64 { return p.fl.Status().PendingBytes }, 100*time.Millisecond, backlogStop) // main_backlog.go
 	}
 	rn, err := newReplication(cfg, st, &srvCfg, log) // main_repl.go
 	if err != nil {

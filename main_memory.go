@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"math"
 	"os"
-	"runtime/debug"
 	"time"
 
 	"github.com/celld/celld/config"
@@ -15,7 +14,8 @@ import (
 
 // followBound makes what depends on the bound follow it, at start-up and
 // after every CONFIG SET maxmemory: the Go runtime's soft memory limit
-// (softMemoryLimit; an explicit GOMEMLIMIT wins: then the limit is left
+// (softMemoryLimit, raised to the live heap when that is higher:
+// main_gclimit.go; an explicit GOMEMLIMIT wins: then the limit is left
 // alone), the GC's headroom for a lean heap (gcHeadroom, main_gc.go; an
 // explicit GOGC wins: the target is not adapted then), and with
 // persistence on the share of the bound set aside for persistence's
@@ -28,9 +28,15 @@ func followBound(st *store.Store, persist bool) {
 			st.SetExternalMemory(persistReserve(n))
 		}
 		if !explicit {
-			debug.SetMemoryLimit(softMemoryLimit(n))
+			softLimitBase.Store(softMemoryLimit(n))
+			setSoftLimit(softMemoryLimit(n)) // never below the live heap: main_gclimit.go
 		}
 	})
+	if explicit {
+		softLimitBase.Store(0) // GOMEMLIMIT's: the loop leaves it alone
+	} else {
+		followLiveHeap(time.Second)
+	}
 }
 
 // persistReserve is the part of the bound n set aside, with persistence

@@ -598,7 +598,7 @@ func TestConfigSetMovesMemoryLimit(t *testing.T) {
 		t.Fatalf("start-up without a bound: limit %d, want none (%d)", got, int64(math.MaxInt64))
 	}
 	set(rdb, "64mb")
-	if got, want := debug.SetMemoryLimit(-1), int64(64<<20*3/2+16<<20); got != want {
+	if got, want := debug.SetMemoryLimit(-1), int64(64<<20*3/2+16<<20); !limitIs(got, want) {
 		t.Fatalf("after CONFIG SET maxmemory 64mb: limit %d, want %d", got, want)
 	}
 	if got := gcHeadroom.Load(); got != 4<<20 {
@@ -613,7 +613,7 @@ func TestConfigSetMovesMemoryLimit(t *testing.T) {
 		t.Fatalf("used_memory %d does not include the reserve", used)
 	}
 	set(rdb, "100000000")
-	if got, want := debug.SetMemoryLimit(-1), int64(100000000*3/2+16<<20); got != want {
+	if got, want := debug.SetMemoryLimit(-1), int64(100000000*3/2+16<<20); !limitIs(got, want) {
 		t.Fatalf("after CONFIG SET maxmemory 100000000: limit %d, want %d", got, want)
 	}
 	set(rdb, "0")
@@ -633,7 +633,7 @@ func TestConfigSetMovesMemoryLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	rdb = serve(cfg)
-	if got, want := debug.SetMemoryLimit(-1), int64(32<<20*3/2+16<<20); got != want {
+	if got, want := debug.SetMemoryLimit(-1), int64(32<<20*3/2+16<<20); !limitIs(got, want) {
 		t.Fatalf("start-up with --maxmemory 32mb: limit %d, want %d", got, want)
 	}
 	if got := st.ExternalMemory(); got != 0 {

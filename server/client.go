@@ -58,6 +58,7 @@ type client struct {
 	multiError bool       // a command failed to queue: EXEC answers EXECABORT
 	queue      [][][]byte // queued commands (copied: arguments alias the read buffer)
 	queueOOM   bool       // a queued command is denyoom: EXEC checks the memory bound
+	queueMem   int64      // the queue's bytes, held in the store's account (store.AddHeldMemory)
 	watched    []watchedKey
 	// watchTouched is set by other goroutines through the watch registry.
 	watchTouched atomic.Bool
@@ -154,6 +155,10 @@ func (c *client) discardMulti() {
 	c.multiError = false
 	c.queueOOM = false
 	c.queue = nil
+	if c.queueMem != 0 {
+		c.srv.store.AddHeldMemory(-c.queueMem)
+		c.queueMem = 0
+	}
 	c.setMultiLen(-1)
 }
 

@@ -138,10 +138,17 @@ func (s *Server) dispatch(c *client, cmd *command, args [][]byte) {
 	c.pending++
 	if c.inMulti && !cmd.immediate {
 		q := make([][]byte, len(args))
+		mem := int64(24 + 24*len(args)) // the queue's and the command's slice headers
 		for i, a := range args {
 			q[i] = append([]byte(nil), a...)
+			mem += int64(len(a))
 		}
 		c.queue = append(c.queue, q)
+		// Held against the memory bound until EXEC or DISCARD, so that a
+		// queue of millions of commands meets -OOM (memory.go) instead of
+		// growing the process without limit.
+		c.queueMem += mem
+		s.store.AddHeldMemory(mem)
 		c.queueOOM = c.queueOOM || cmd.meta.denyOOM
 		c.setMultiLen(len(c.queue))
 		c.lastCmd.Store(cmd) // CLIENT LIST's cmd=, as Redis: the last command read

@@ -16,10 +16,10 @@ import (
 // errOOM is Redis's reply to a command refused at the memory bound.
 const errOOM = "OOM command not allowed when used memory > 'maxmemory'."
 
-// overMemory reports whether used memory is over the bound even after the
-// policy evicted what it may in one chunk (the refusal Redis's
-// processCommand gives a command queued in MULTI). One atomic load when
-// no bound is set.
+// overMemory reports whether used memory is over the bound and one chunk
+// of evictions by the policy freed nothing (store.MakeRoom: the refusal
+// Redis's processCommand gives a command queued in MULTI on EVICT_FAIL).
+// One atomic load when no bound is set.
 func (s *Server) overMemory() bool {
 	if s.store.MaxMemory() == 0 {
 		return false

@@ -531,6 +531,7 @@ func (s *Server) closed(c *client) {
 	if c.fwd != nil {
 		c.fwd.sess.Close()
 	}
+	c.discardMulti() // releases a queue's held memory
 	s.watch.unwatchAll(c)
 	s.trackingClosed(c)
 	c.publishCommands()

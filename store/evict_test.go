@@ -698,3 +698,99 @@ func TestEvictFirstFillIsScattered(t *testing.T) {
 		t.Errorf("%d long-lived keys evicted; %d evictions in all (want 0 and 2000)", lost, s.EvictedKeys())
 	}
 }
+
+// TestMakeRoomWhileEvicting: over the bound by more than one chunk of
+// evictions (the bound lowered tenfold under load), MakeRoom evicts a
+// chunk and lets the command go ahead, as an insert does (Redis's
+// processCommand refuses only on EVICT_FAIL, never on EVICT_RUNNING): a
+// command queued in MULTI was refused with OOM under volatile-ttl while
+// the same command outside MULTI ran. ErrOOM stays the answer when
+// nothing may be evicted.
+func TestMakeRoomWhileEvicting(t *testing.T) {
+	s := boundAt(t, VolatileTTL, 20_000)
+	s.SetMaxMemory(s.MaxMemory() / 10)
+	ev := s.EvictedKeys()
+	if err := s.MakeRoom(t0ms); err != nil {
+		t.Fatalf("MakeRoom while evicting: %v (evicted %d)", err, s.EvictedKeys()-ev)
+	}
+	if s.EvictedKeys() == ev || !s.overLimit() {
+		t.Fatalf("evicted %d, over the bound %v: want one chunk evicted, still over", s.EvictedKeys()-ev, s.overLimit())
+	}
+	if _, err := s.Throttle([]byte("new"), mustLimit(t, 5, 1, 1), 1, t0); err != nil {
+		t.Fatalf("insert while evicting: %v", err)
+	}
+	s.SetPolicy(NoEviction)
+	if err := s.MakeRoom(t0ms); !errors.Is(err, ErrOOM) {
+		t.Fatalf("noeviction over the bound: %v", err)
+	}
+}
+
+// TestBacklogRefusesButNeverEvicts: memory held by persistence's backlog
+// (SetBacklogMemory) counts in UsedMemory and, over the bound, refuses new
+// keys, but no key is evicted for it, neither by an insert nor by the
+// background sweep (evicting a persisted key would add its deletion to
+// the backlog); existing keys are still decided; without the backlog new
+// keys are taken again.
+func TestBacklogRefusesButNeverEvicts(t *testing.T) {
+	s := boundAt(t, VolatileTTL, 5000)
+	lim := mustLimit(t, 5, 1, 1)
+	used := s.UsedMemory()
+	s.SetBacklogMemory(1 << 20)
+	if got := s.UsedMemory(); got != used+1<<20 {
+		t.Fatalf("UsedMemory %d with a 1 MiB backlog, want %d", got, used+1<<20)
+	}
+	if _, err := s.Throttle([]byte("new"), lim, 1, t0); !errors.Is(err, ErrOOM) {
+		t.Fatalf("new key over the bound by the backlog: %v, want ErrOOM", err)
+	}
+	if err := s.MakeRoom(t0ms); !errors.Is(err, ErrOOM) {
+		t.Fatalf("MakeRoom: %v, want ErrOOM", err)
+	}
+	s.SweepStep(t0ms, 10*time.Millisecond)
+	if n := s.EvictedKeys(); n != 0 {
+		t.Fatalf("%d keys evicted for the backlog", n)
+	}
+	if _, err := s.Throttle([]byte("fill:7"), lim, 1, t0); err != nil {
+		t.Fatalf("existing key: %v", err)
+	}
+	// Over by the keys too (the bound lowered): keys are evicted down to
+	// the bound, not below it for the backlog.
+	s.SetMaxMemory(used - 64<<10)
+	s.SweepStep(t0ms, time.Second)
+	if n, u := s.EvictedKeys(), s.UsedMemory()-s.BacklogMemory(); n == 0 || u > used-64<<10 || u < used-256<<10 {
+		t.Fatalf("lowered bound: evicted %d, used without the backlog %d, want just under %d", n, u, used-64<<10)
+	}
+	s.SetMaxMemory(used)
+	s.SetBacklogMemory(0)
+	if _, err := s.Throttle([]byte("new"), lim, 1, t0); err != nil {
+		t.Fatalf("new key without the backlog: %v", err)
+	}
+}
+
+// TestSweepShrinksAfterMassEviction: once the bound is lowered tenfold and
+// the keys evicted, the sweep sizes the shards' index tables down as it
+// does after mass expiry (before, only an expiry triggered it, so the
+// tables kept their peak size after evictions).
+func TestSweepShrinksAfterMassEviction(t *testing.T) {
+	s := boundAt(t, AllKeysRandom, 200_000)
+	table := func() (n int) {
+		for i := range s.shards {
+			sh := &s.shards[i]
+			sh.mu.Lock()
+			n += len(sh.table)
+			sh.mu.Unlock()
+		}
+		return n
+	}
+	before := table()
+	s.SetMaxMemory(s.MaxMemory() / 10)
+	for range 1000 {
+		s.SweepStep(t0ms, 10*time.Millisecond)
+		if !s.overLimit() {
+			break
+		}
+	}
+	s.SweepStep(t0ms, 10*time.Millisecond) // one more pass over every shard
+	if after := table(); after > before/2 {
+		t.Fatalf("index tables: %d words before, %d after evicting 90%% of the keys (%d left)", before, after, s.Len())
+	}
+}

@@ -114,7 +114,7 @@ func (sh *shard) resetMemLocked() {
 // exactly (it takes each shard's lock in turn). This is the figure the
 // bound applies to.
 func (s *Store) UsedMemory() int64 {
-	n := s.external.Load()
+	n := s.external.Load() + s.backlog.Load() + s.held.Load()
 	for _, st := range s.storesOf() {
 		n += st.ownMemory()
 	}
@@ -138,7 +138,7 @@ func (s *Store) ownMemory() int64 {
 // nShards*memBatch per store. Three atomic loads; this is what an insert
 // checks.
 func (s *Store) usedApprox() int64 {
-	return baseMemory*int64(len(s.storesOf())) + s.external.Load() + s.used.Load()
+	return baseMemory*int64(len(s.storesOf())) + s.external.Load() + s.backlog.Load() + s.held.Load() + s.used.Load()
 }
 
 // SetExternalMemory sets the bytes held or set aside outside the keyspace
@@ -159,6 +159,15 @@ func (s *Store) ExternalMemory() int64 { return s.external.Load() }
 func (s *Store) overLimit() bool {
 	m := s.maxMemory.Load()
 	return m > 0 && s.usedApprox() > m
+}
+
+// evictable reports whether used memory less the backlog
+// (SetBacklogMemory) and the memory clients hold (AddHeldMemory) is over
+// the bound: whether evicting keys can bring used memory down (evicting
+// shrinks neither).
+func (s *Store) evictable() bool {
+	m := s.maxMemory.Load()
+	return m > 0 && s.usedApprox()-s.backlog.Load()-s.held.Load() > m
 }
 
 // SetMaxMemory sets the bound in bytes (0: none). Lowering it below the
@@ -228,6 +237,8 @@ func (s *Store) ResetEvictedKeys() { s.evicted.Store(0) }
 type memoryState struct {
 	used      atomic.Int64  // sum of the shards' published charges
 	external  atomic.Int64  // SetExternalMemory's figure
+	backlog   atomic.Int64  // SetBacklogMemory's figure (evict.go)
+	held      atomic.Int64  // AddHeldMemory's running sum (evict.go)
 	maxMemory atomic.Int64  // 0 = no bound
 	policy    atomic.Uint32 // a Policy
 	evicted   atomic.Int64

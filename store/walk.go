@@ -120,7 +120,10 @@ func (s *Store) SweepStep(nowMs int64, budget time.Duration) int {
 					expired++
 				}
 			}
-			if expired > 0 {
+			// After mass expiry, or mass eviction (the bound lowered):
+			// evictions do not pass here, so the live count's fall is
+			// the trigger too (one comparison).
+			if expired > 0 || sh.peak >= shrinkMin && sh.used*4 < sh.peak {
 				sh.shrinkLocked()
 			}
 			sh.expired += int64(expired)
