@@ -336,9 +336,20 @@ func TestProcessKeySpray(t *testing.T) {
 			c := mustLaunch(t, t.TempDir(), args...)
 			rdb := c.client()
 			check := longKeys(t, rdb, 2000)
-			res := spray(t, c.addr, c.cmd.Process.Pid, 8, dur, func(i int64) []string {
-				return []string{"CL.THROTTLE", fmt.Sprintf("ip:2001:db8:%x:%x", i>>16, i&0xffff), "10", "10", sprayPeriod(), "1"}
-			})
+			// A loaded machine may not reach the bound in one spray (14k
+			// calls/s were seen at load 32): spray again, with new keys,
+			// up to four more times until the bound answers (an OOM or an
+			// eviction), keeping the worst figures of all rounds.
+			var res sprayResult
+			for round := int64(0); round < 5 && (round == 0 || res.oom == 0 && res.evicted == 0); round++ {
+				r := spray(t, c.addr, c.cmd.Process.Pid, 8, dur, func(i int64) []string {
+					return []string{"CL.THROTTLE", fmt.Sprintf("ip:2001:db8:%x:%x:%x", round, i>>16, i&0xffff), "10", "10", sprayPeriod(), "1"}
+				})
+				res.sent, res.oom, res.otherErr, res.dur = res.sent+r.sent, res.oom+r.oom, res.otherErr+r.otherErr, res.dur+r.dur
+				res.maxRSS, res.maxUsed, res.maxAnon = max(res.maxRSS, r.maxRSS), max(res.maxUsed, r.maxUsed), max(res.maxAnon, r.maxAnon)
+				res.evicted, res.pings = r.evicted, res.pings+r.pings // evicted_keys is INFO's running total
+				res.pingP99, res.pingMax = max(res.pingP99, r.pingP99), max(res.pingMax, r.pingMax)
+			}
 			lost := check()
 			mem := info(t, rdb, "memory")
 			t.Logf("%s: INFO memory after the spray: used_memory %s, used_memory_rss %s, go_heap_alloc %s, go_heap_sys %s",
