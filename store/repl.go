@@ -187,7 +187,7 @@ func (s *Store) DrainRepl(fn func(Change)) int {
 		n += l.drainRecsLocked(sh, recs, fn, &scratch)
 		l.kblock = l.kblock[:0]
 		l.spareRecs = recs[:0]
-		if cap(l.spareRecs) > 1<<14 {
+		if cap(l.spareRecs) > 1<<12 {
 			l.spareRecs, l.kblock = nil, nil // a burst's lists are not kept
 		}
 		sh.mu.Unlock()
