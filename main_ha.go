@@ -37,6 +37,9 @@ func newReplicator(cfg *config.Config, srv *server.Server, log *slog.Logger) ha.
 			t := srv.Topology()
 			return t != nil && t.Owns(slot)
 		})
+		// ...and until every command it routed by an older topology
+		// has made its store writes (server/routeseal.go).
+		n.SetRouted(srv.WaitRouted)
 		return haImporter{n}
 	}
 	log.Warn("HA mode without replication: a new leader decides from its own state")

@@ -24,6 +24,10 @@
 #
 #   bash bench/repl.sh                   # ~3 minutes
 #   N=100000 ROUNDS=1 bash bench/repl.sh # quick look
+#
+# BEFORE=REV adds an async leader (and its follower) built from git
+# revision REV to the rotation, row "async@REV": a before/after of a
+# replication change in one run. ROWS="P16" runs only that row.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -43,11 +47,19 @@ trap 'kill $(jobs -p) 2>/dev/null || true; for p in $REDIS $REDISR $REDIS0; do r
 
 go build -o "$work/celld" .
 go build -o "$work/replload" ./bench/replload
+BEFORE=${BEFORE:-}
+ROWS=${ROWS:-P1 P16}
+BEF=$((BASE + 8)) BEFF=$((BASE + 9))
+if [ -n "$BEFORE" ]; then
+  git worktree add -q --detach "$work/src-before" "$BEFORE"
+  (cd "$work/src-before" && go build -o "$work/celld-before" .)
+  git worktree remove --force "$work/src-before"
+fi
 cputicks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; } # utime+stime of a pid
 declare -A PID
-celld() { # port dir args...
+celld() { # port dir args... (CELLD_BIN: another binary)
   local port=$1 dir=$2; shift 2
-  "$work/celld" --addr 127.0.0.1:$port --persist no --dir "$work/$dir" "$@" 2>"$work/$dir.log" &
+  "${CELLD_BIN:-$work/celld}" --addr 127.0.0.1:$port --persist no --dir "$work/$dir" "$@" 2>"$work/$dir.log" &
   PID[$port]=$!
 }
 celld $OFF off
@@ -56,18 +68,25 @@ celld $SYNC sync --replication yes --replica-ack sync --max-replica-lag "$LAG"
 sleep 0.3
 celld $ASYNCF asyncf --replicate-from 127.0.0.1:$((ASYNC + 10000)) --replica-ack async
 celld $SYNCF syncf --replicate-from 127.0.0.1:$((SYNC + 10000)) --replica-ack sync
+SERVERS="$OFF $ASYNC $ASYNCF $SYNC $SYNCF"
+if [ -n "$BEFORE" ]; then
+  CELLD_BIN="$work/celld-before" celld $BEF bef --replication yes --replica-ack async --max-replica-lag "$LAG"
+  sleep 0.3
+  CELLD_BIN="$work/celld-before" celld $BEFF beff --replicate-from 127.0.0.1:$((BEF + 10000)) --replica-ack async
+  SERVERS="$SERVERS $BEF $BEFF"
+fi
 mkdir -p "$work/r" "$work/rr" "$work/r0" # a full sync writes dump.rdb into --dir
 redis-server --port $REDIS --dir "$work/r" --save '' --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
 PID[$REDIS]=$!
 redis-server --port $REDISR --dir "$work/rr" --save '' --appendonly no --daemonize no --replicaof 127.0.0.1 $REDIS >"$work/redisr.log" 2>&1 &
 redis-server --port $REDIS0 --dir "$work/r0" --save '' --appendonly no --daemonize no >"$work/redis0.log" 2>&1 &
 PID[$REDIS0]=$!
-for p in $OFF $ASYNC $ASYNCF $SYNC $SYNCF $REDIS $REDISR $REDIS0; do
+for p in $SERVERS $REDIS $REDISR $REDIS0; do
   for _ in $(seq 50); do redis-cli -p $p ping >/dev/null 2>&1 && break; sleep 0.1; done
   redis-cli -p $p ping 2>/dev/null | grep -q PONG ||
     { echo "no server answering on port $p (see $work/*.log)" >&2; tail -3 "$work"/*.log >&2; exit 1; }
 done
-for p in $ASYNCF $SYNCF; do
+for p in $ASYNCF $SYNCF $([ -n "$BEFORE" ] && echo $BEFF); do
   for _ in $(seq 100); do redis-cli -p $p celld.repl status | grep -q 'synced:true' && break; sleep 0.1; done
 done
 for _ in $(seq 100); do redis-cli -p $REDISR info replication | grep -q 'master_link_status:up' && break; sleep 0.1; done
@@ -87,16 +106,18 @@ lagline() { redis-cli -p "$1" celld.repl status | tr -d '\r' | awk -F: '$1 ~ /la
 THR=(CL.THROTTLE ok:__rand_int__ 1000000 1 1)
 SET=(SET key:__rand_int__ 1796012296590996844)
 # Warm every server with the key set (then every row overwrites).
-for p in $OFF $ASYNC $SYNC; do "$work/replload" -addr 127.0.0.1:$p -c 50 -P 16 -n $((KEYS * 2)) -r "$KEYS" "${THR[@]}" >/dev/null 2>&1 || true; done
+for p in $OFF $ASYNC $SYNC $([ -n "$BEFORE" ] && echo $BEF); do "$work/replload" -addr 127.0.0.1:$p -c 50 -P 16 -n $((KEYS * 2)) -r "$KEYS" "${THR[@]}" >/dev/null 2>&1 || true; done
 for p in $REDIS $REDIS0; do "$work/replload" -addr 127.0.0.1:$p -c 50 -P 16 -n $((KEYS * 2)) -r "$KEYS" "${SET[@]}" >/dev/null 2>&1; done
 
 printf '%-8s %-9s %12s %8s %8s %8s %7s %9s %8s\n' row server "req/s" "p50 ms" "p99 ms" errors "cpu us" refused failed
 row() { # label clients pipeline
-  local label=$1 c=$2 p=$3 off="" asy="" syn="" red="" red0="" r0a r0s l
+  local label=$1 c=$2 p=$3 off="" asy="" bef="" syn="" red="" red0="" r0a r0s r0b=0 l
   r0a=$(refused $ASYNC) r0s=$(refused $SYNC)
+  [ -n "$BEFORE" ] && r0b=$(refused $BEF)
   for _ in $(seq "$ROUNDS"); do
     l=$(bench $OFF "$c" "$p" "${THR[@]}"); [ -n "$l" ] && off+="$l"$'\n'
     l=$(bench $ASYNC "$c" "$p" "${THR[@]}"); [ -n "$l" ] && asy+="$l"$'\n'
+    if [ -n "$BEFORE" ]; then l=$(bench $BEF "$c" "$p" "${THR[@]}"); [ -n "$l" ] && bef+="$l"$'\n'; fi
     l=$(bench $SYNC "$c" "$p" "${THR[@]}"); [ -n "$l" ] && syn+="$l"$'\n'
     l=$(bench $REDIS "$c" "$p" "${SET[@]}"); [ -n "$l" ] && red+="$l"$'\n'
     l=$(bench $REDIS0 "$c" "$p" "${SET[@]}"); [ -n "$l" ] && red0+="$l"$'\n'
@@ -108,12 +129,17 @@ row() { # label clients pipeline
   }
   line off "$off" -
   line async "$asy" $(($(refused $ASYNC) - r0a))
+  [ -n "$BEFORE" ] && line "async@$BEFORE" "$bef" $(($(refused $BEF) - r0b))
   line sync "$syn" $(($(refused $SYNC) - r0s))
   line redis+rep "$red" -
   line redis "$red0" -
 }
-row P1 50 1
-row P16 50 16
+for r in $ROWS; do
+  case $r in
+  P1) row P1 50 1 ;;
+  P16) row P16 50 16 ;;
+  esac
+done
 echo "async leader: $(lagline $ASYNC)"
 echo "sync leader:  $(lagline $SYNC)"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"

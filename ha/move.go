@@ -25,8 +25,8 @@ import (
 // its last effects on them and "sealed"; the target reports it, and the
 // tool gives the slots to the target by compare-and-swap and drops the
 // record. The pause per slot is the final phase: one watch round trip, the
-// source's seal (sealGrace + one drain round) and one registration round
-// trip.
+// source's seal (its commands in flight, then one drain round) and one
+// registration round trip.
 //
 // A move that cannot finish in time is rolled back: in phase copy the
 // record is dropped (the source never stopped serving); in phase final the

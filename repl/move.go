@@ -29,10 +29,10 @@ import (
 //	                                     and sent every effect on them)
 //
 // The source answers Q once its server no longer routes any of the slots to
-// itself (Options.Serves), after sealGrace (a command that passed the
-// routing check before the topology changed finishes its store write) and
-// one whole drain round after that: every effect on the slots precedes E in
-// the stream. The target merges the snapshot by largest TAT (other kinds:
+// itself (SetServes), once every command its server routed by an older
+// topology has finished its store write (SetRouted: exact; without it,
+// sealGrace, a margin), and after one whole drain round after that: every
+// effect on the slots precedes E in the stream. The target merges the snapshot by largest TAT (other kinds:
 // the source's state replaces its own) and applies batches in order, as a
 // follower does; it serves none of the slots meanwhile.
 
@@ -42,11 +42,13 @@ const (
 	frameSealed    = 'E'
 )
 
-// sealGrace is how long the source waits, after its server stopped routing
-// the slots to itself, before the round that ends the stream: a command
-// that passed the routing check with the old topology finishes its store
-// write well within it (a store write takes microseconds; the margin is for
-// a goroutine descheduled between the check and the write).
+// sealGrace is how long a source with no SetRouted hook waits, after its
+// server stopped routing the slots to itself, before the round that ends
+// the stream: a margin for a command that passed the routing check with
+// the old topology to finish its store write (a store write takes
+// microseconds; a goroutine descheduled between the check and the write
+// for longer would be missed). A node with a server (main) sets the hook,
+// which waits exactly for those commands instead.
 const sealGrace = 20 * time.Millisecond
 
 // sealWait bounds how long the source waits for its server to stop routing
@@ -69,6 +71,37 @@ func (m *mover) has(slot int) bool { return slot >= m.first && slot <= m.last }
 // move is sealed at once).
 func (n *Node) SetServes(fn func(slot int) bool) {
 	n.serves.Store(&fn)
+}
+
+// SetRouted gives the node its server's wait for commands in flight
+// (server.WaitRouted): it returns once every command routed by a topology
+// older than the current one has made its store writes. A source's seal
+// calls it after its server stopped routing the moved slots, instead of
+// sleeping sealGrace. Safe for concurrent use.
+func (n *Node) SetRouted(fn func(context.Context) error) {
+	n.routed.Store(&fn)
+}
+
+// waitRouted waits for the commands routed by an older topology (SetRouted),
+// or sealGrace without the hook; false when the leader stopped, the mover
+// went, or sealWait passed first.
+func (l *leader) waitRouted(m *mover) bool {
+	p := l.n.routed.Load()
+	if p == nil || *p == nil {
+		time.Sleep(sealGrace)
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), sealWait)
+	defer cancel()
+	go func() {
+		select {
+		case <-l.done:
+		case <-m.gone:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	return (*p)(ctx) == nil
 }
 
 func (n *Node) servesAny(first, last int) bool {
@@ -192,7 +225,12 @@ func (l *leader) sealWhenAsked(m *mover) {
 		case <-time.After(time.Millisecond):
 		}
 	}
-	time.Sleep(sealGrace)
+	if !l.waitRouted(m) {
+		l.n.log.Warn("slot move: commands routed before the topology change did not finish; not sealed",
+			"slots", fmt.Sprintf("%d-%d", m.first, m.last))
+		m.p.close()
+		return
+	}
 	if err := l.waitRound(); err != nil {
 		return
 	}
@@ -544,8 +582,9 @@ func (im *importer) session(c net.Conn) error {
 			}
 			if sealed && len(f.ents) > 0 {
 				// A write reached the source's store after its seal (a
-				// command descheduled past sealGrace between its routing
-				// check and its write): applied, but if this node already
+				// source without the SetRouted hook, whose command was
+				// descheduled past sealGrace between its routing check
+				// and its write): applied, but if this node already
 				// serves the slots, that key may have granted twice.
 				im.n.log.Warn("slot move: a change reached the source after its seal", "slots",
 					fmt.Sprintf("%d-%d", im.task.First, im.task.Last), "changes", len(f.ents))

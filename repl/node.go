@@ -1,6 +1,7 @@
 package repl
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -101,6 +102,8 @@ type Node struct {
 	lead                       atomic.Pointer[leader]              // the current leader role, nil when not leading
 	lags                       lagHistogram                        // every acknowledged batch's lag, across terms
 	serves                     atomic.Pointer[func(slot int) bool] // SetServes (move.go)
+
+	routed atomic.Pointer[func(context.Context) error] // SetRouted (move.go)
 
 	imu     sync.Mutex // guards the imports (move.go)
 	imports map[int64]*importer

@@ -32,6 +32,9 @@ type client struct {
 	// isoHeld: runBatch holds this client's isolation read lock across a
 	// batch of ordinary commands, so dispatch does not take it per command.
 	isoHeld bool
+	// routeSeq is odd while a batch runs in cluster mode (routeseal.go:
+	// Server.WaitRouted reads it from other goroutines).
+	routeSeq atomic.Uint32
 	// out holds the replies of the pipeline being answered: serveConn
 	// writes it once per batch of commands read (conn.go); commands
 	// append to it, each reply starting at the length it found.

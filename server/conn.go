@@ -366,7 +366,11 @@ func (s *Server) runBatch(c *client, st *connState) (r pumpResult, ran, stop boo
 		return s.forwardBatch(c, st) // forward.go: sidecar mode
 	}
 	defer s.releaseIso(c)
-	s.checkTopologyDeadline() // topology.go: a leader past its lease deadline fences first
+	inCluster := s.checkTopologyDeadline() // topology.go: a leader past its lease deadline fences first
+	if inCluster {
+		c.routeEnter() // in flight for WaitRouted (routeseal.go)
+		defer c.routeLeave()
+	}
 	for _, cmd := range st.cmds {
 		if c.closed {
 			break
@@ -388,11 +392,16 @@ func (s *Server) runBatch(c *client, st *connState) (r pumpResult, ran, stop boo
 		if len(c.out) > maxBatchOut && !c.closed {
 			s.releaseIso(c)
 			c.publishCommands()
+			// A socket write holds no seal up (routeseal.go).
+			c.routeLeave()
 			if c.replWrote && !s.replBarrier(c) { // replgate.go
 				return pumpDone, ran, true
 			}
 			if s.writeOut(c, st.pc, false) != nil {
 				return pumpDone, ran, true
+			}
+			if inCluster {
+				c.routeEnter()
 			}
 		}
 	}

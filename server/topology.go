@@ -32,8 +32,11 @@ func (s *Server) clusterOn() bool { return s.topo.Load() != nil }
 // longer than its lease answers nothing as a leader even before the HA
 // goroutine that would fence it has run. It reads the clock only when a
 // deadline is set (a leader under HA); otherwise it is one atomic load.
-func (s *Server) checkTopologyDeadline() {
-	if t := s.topo.Load(); t != nil && t.Expired() {
+// It reports whether the server runs in cluster mode.
+func (s *Server) checkTopologyDeadline() bool {
+	t := s.topo.Load()
+	if t != nil && t.Expired() {
 		s.topo.CompareAndSwap(t, t.AsFenced())
 	}
+	return t != nil
 }

@@ -78,7 +78,7 @@ func (sh *shard) retimeLocked(slot uint32, exp int64, nowMs int64) {
 		sh.dirty = append(sh.dirty, slot)
 	}
 	if sh.rl != nil {
-		sh.rl.noteWrite(slot, e.ver)
+		sh.rl.noteWrite(slot, e, sh.keyOf(e))
 	}
 }
 

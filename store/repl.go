@@ -14,24 +14,48 @@ import (
 // commands), deletions first. Followers apply them with ApplyChange.
 //
 // Cost: with replication off (the default) a write pays one nil check of
-// shard.rl, on the cache line it already holds. With it on, a write appends
-// one word (slot and version) to the shard's list, and a delete copies the
-// key's bytes into a block; the first effect after a drain also sets the
-// shard's word in Store.replPending (DrainRepl skips the other shards
-// without locking them); nothing else. The list is bounded by the writes
-// made between two drains.
+// shard.rl, on the cache line it already holds. With it on, a write of a
+// plain TAT appends one record (replRec: the key, TAT and expiry, copied
+// while the entry is in cache, so the drain does not miss on it again); a
+// write of any other kind appends a reference (slot and version: the drain
+// reads that key's state, as it must for a string, window or object); a
+// delete copies the key's bytes into a block and leaves a tombstone
+// record. The first effect after a drain also sets the shard's word in
+// Store.replPending (DrainRepl skips the other shards without locking
+// them). The log is bounded by the writes made between two drains.
+
+// replRec is one write in a shard's effect log. klen says what it is: a
+// key length (a plain TAT's whole effect: key, tat, exp), recRef (another
+// kind's write: tat holds the entry's version, the drain reads the state)
+// or recGone (the slot was freed: its key's deletion is in dels).
+type replRec struct {
+	tat  uint64 // the TAT; for recRef the entry's version
+	exp  int64  // the expiry, Unix ms (0 = none)
+	slot uint32
+	klen uint32
+	koff uint32          // a long key's start in replLog.kblock
+	key  [inlineKey]byte // a short key (klen <= inlineKey)
+}
+
+const (
+	recRef  = ^uint32(0)
+	recGone = ^uint32(0) - 1
+)
 
 // replLog is a shard's effect log since the last DrainRepl. Guarded by the
 // shard's mutex.
 type replLog struct {
-	// writes are slot<<32 | version of every write: a slot whose entry
-	// no longer carries that version was written again (a later word
-	// says so) or freed (its deletion is in dels), so the drain skips
-	// it; no flag bit is needed to deduplicate.
-	writes []uint64
-	dels   [][]byte // keys deleted, copied into block
-	block  []byte   // only appended to (slices in dels stay valid)
-	spare  []uint64 // the previous writes list, reused
+	// recs are the writes (and slot frees) in the order made. A slot's
+	// last record is its current state (every write and every free
+	// leaves one), so the drain takes each slot's last record only:
+	// a key written a thousand times in a round is sent once, and a
+	// key deleted after its writes is not sent again.
+	recs      []replRec
+	spareRecs []replRec // the previous recs list, reused
+	kblock    []byte    // long keys of recs; reset by each drain
+	seen      []uint64  // DrainRepl's bitmap of slots taken; all zero between drains
+	dels      [][]byte  // keys deleted, copied into block
+	block     []byte    // only appended to (slices in dels stay valid)
 	// pending is the store's replPending word of this shard, marked says
 	// this log set it since the last drain: the first effect after a
 	// drain pays one atomic store, the others a bool test.
@@ -46,12 +70,34 @@ func (l *replLog) mark() {
 	}
 }
 
-func (l *replLog) noteWrite(slot, ver uint32) {
+// noteWrite logs the write just made to e, in slot, whose key is key.
+// A plain TAT is recorded whole while e is in cache; any other kind by
+// reference.
+func (l *replLog) noteWrite(slot uint32, e *entry, key []byte) {
 	l.mark()
-	l.writes = append(l.writes, uint64(slot)<<32|uint64(ver))
+	l.recs = append(l.recs, replRec{})
+	r := &l.recs[len(l.recs)-1]
+	r.slot = slot
+	if e.flags&(flagInvalid|flagRaw|kindMask) != 0 {
+		r.klen, r.tat = recRef, uint64(e.ver)
+		return
+	}
+	r.tat, r.exp, r.klen = e.tat, e.exp, e.klen
+	if e.klen <= inlineKey {
+		r.key = e.inl
+	} else {
+		r.koff = uint32(len(l.kblock))
+		l.kblock = append(l.kblock, key...)
+	}
 }
 
-func (l *replLog) noteDelete(key []byte) {
+// noteDelete logs the deletion of key, which was in slot.
+func (l *replLog) noteDelete(slot uint32, key []byte) {
+	l.recs = append(l.recs, replRec{slot: slot, klen: recGone})
+	l.noteDeletedKey(key)
+}
+
+func (l *replLog) noteDeletedKey(key []byte) {
 	l.mark()
 	if cap(l.block)-len(l.block) < len(key) {
 		l.block = make([]byte, 0, max(4096, len(key)))
@@ -61,14 +107,15 @@ func (l *replLog) noteDelete(key []byte) {
 	l.dels = append(l.dels, l.block[start:len(l.block):len(l.block)])
 }
 
-// noteFlushLocked logs the deletion of every key of sh (FLUSHDB).
+// noteFlushLocked logs the deletion of every key of sh (FLUSHDB); the
+// writes logged before are void (the slab starts again).
 func (l *replLog) noteFlushLocked(sh *shard) {
 	for j := range sh.slab {
 		if e := &sh.slab[j]; e.flags&flagUsed != 0 {
-			l.noteDelete(sh.keyOf(e))
+			l.noteDeletedKey(sh.keyOf(e))
 		}
 	}
-	l.writes = l.writes[:0]
+	l.recs, l.kblock = l.recs[:0], l.kblock[:0]
 }
 
 // SetRepl turns the store's effect log on or off. Turning it on starts
@@ -105,7 +152,9 @@ func (d *Databases) SetRepl(on bool) {
 // it must only encode the change; the Change's bytes are valid only during
 // the call. Calls must not overlap (one sender drains). Does nothing when
 // the log is off. Cost: O(effects), the lock of each shard with effects
-// held once; the others cost one atomic load each.
+// held once; the others cost one atomic load each. A plain TAT's state
+// comes from its record (no read of its entry); other kinds are read from
+// the slab.
 func (s *Store) DrainRepl(fn func(Change)) int {
 	n := 0
 	var scratch []byte
@@ -124,7 +173,7 @@ func (s *Store) DrainRepl(fn func(Change)) int {
 		if l != nil {
 			l.marked = false
 		}
-		if l == nil || len(l.writes) == 0 && len(l.dels) == 0 {
+		if l == nil || len(l.recs) == 0 && len(l.dels) == 0 {
 			sh.mu.Unlock()
 			continue
 		}
@@ -133,32 +182,65 @@ func (s *Store) DrainRepl(fn func(Change)) int {
 			n++
 		}
 		l.dels = l.dels[:0]
-		writes := l.writes
-		l.writes = l.spare[:0]
-		for j, w := range writes {
-			if j+drainAhead < len(writes) {
-				// Written slots are in no useful order: start the
-				// miss of an entry a few ahead (as DrainFunc does).
-				sh.prefetchEntryLocked(uint32(writes[j+drainAhead] >> 32))
-			}
-			slot, ver := uint32(w>>32), uint32(w)
-			if int(slot) >= len(sh.slab) {
+		recs := l.recs
+		l.recs = l.spareRecs[:0]
+		n += l.drainRecsLocked(sh, recs, fn, &scratch)
+		l.kblock = l.kblock[:0]
+		l.spareRecs = recs[:0]
+		if cap(l.spareRecs) > 1<<12 {
+			l.spareRecs, l.kblock = nil, nil // a burst's lists are not kept
+		}
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// drainRecsLocked passes each slot's last record of recs to fn, newest
+// first, and returns how many it passed. Requires sh.mu.
+func (l *replLog) drainRecsLocked(sh *shard, recs []replRec, fn func(Change), scratch *[]byte) int {
+	n := 0
+	for j := len(recs) - 1; j >= 0; j-- {
+		r := &recs[j]
+		if j >= drainAhead && recs[j-drainAhead].klen == recRef {
+			// Referenced slots are in no useful order: start the
+			// miss of an entry a few ahead (as DrainFunc does).
+			sh.prefetchEntryLocked(recs[j-drainAhead].slot)
+		}
+		w, bit := int(r.slot>>6), uint64(1)<<(r.slot&63)
+		if w >= len(l.seen) {
+			l.seen = append(l.seen, make([]uint64, w+1-len(l.seen))...)
+		}
+		if l.seen[w]&bit != 0 {
+			continue // a later record of this slot was taken
+		}
+		l.seen[w] |= bit
+		switch r.klen {
+		case recGone:
+		case recRef:
+			if int(r.slot) >= len(sh.slab) {
 				continue
 			}
-			e := &sh.slab[slot]
-			if e.flags&flagUsed == 0 || e.ver != ver {
+			e := &sh.slab[r.slot]
+			if e.flags&flagUsed == 0 || uint64(e.ver) != r.tat {
 				continue
 			}
 			var c Change
-			c, scratch = sh.replChangeLocked(slot, sh.keyOf(e), scratch[:0])
+			c, *scratch = sh.replChangeLocked(r.slot, sh.keyOf(e), (*scratch)[:0])
 			fn(c)
 			n++
+		default:
+			var key []byte
+			if r.klen <= inlineKey {
+				key = r.key[:r.klen:r.klen]
+			} else {
+				key = l.kblock[r.koff : r.koff+r.klen : r.koff+r.klen]
+			}
+			fn(Change{Key: key, TAT: r.tat, IsTAT: true, ExpireAtMs: r.exp})
+			n++
 		}
-		l.spare = writes[:0]
-		if cap(l.spare) > 1<<16 {
-			l.spare = nil // a burst's list is not kept
-		}
-		sh.mu.Unlock()
+	}
+	for j := range recs {
+		l.seen[recs[j].slot>>6] = 0
 	}
 	return n
 }
@@ -212,8 +294,9 @@ var ErrBadChange = errors.New("store: replicated change cannot be applied")
 // merging a snapshot into state from elsewhere never hands back admissions
 // either side spent. Without it (the live stream, applied in the leader's
 // order) the change replaces what is stored, so deletes and refunds
-// (a TAT going down) take effect. A change whose expiry is not after nowMs
-// deletes the key. Memory bounds are not applied: the follower keeps what
+// (a TAT going down) take effect. A change whose expiry has passed at nowMs
+// deletes the key (one expiring at nowMs is live to the end of that
+// millisecond, as entry.alive has it on the leader). Memory bounds are not applied: the follower keeps what
 // its leader keeps.
 func (s *Store) ApplyChange(c Change, obj Object, maxTAT bool, nowMs int64) error {
 	h := s.hashKey(c.Key)
@@ -221,7 +304,7 @@ func (s *Store) ApplyChange(c Change, obj Object, maxTAT bool, nowMs int64) erro
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	slot, pos, exists := sh.findLocked(c.Key, h)
-	if c.Deleted || (c.ExpireAtMs != 0 && c.ExpireAtMs <= nowMs) {
+	if c.Deleted || (c.ExpireAtMs != 0 && c.ExpireAtMs < nowMs) {
 		if exists {
 			sh.removeLocked(slot, pos)
 		}

@@ -64,6 +64,9 @@ func TestReplFeedMirrorsEveryKind(t *testing.T) {
 	for round := 0; round < 200; round++ {
 		for op := 0; op < 50; op++ {
 			k := []byte(fmt.Sprintf("k%d", rng.Intn(40)))
+			if rng.Intn(3) == 0 { // past the entry's inline key bytes
+				k = []byte(fmt.Sprintf("a-key-longer-than-sixteen-bytes:%d", rng.Intn(20)))
+			}
 			switch rng.Intn(9) {
 			case 0, 1:
 				leader.Throttle(k, lim, 1, now*1e6)
@@ -141,9 +144,15 @@ func TestReplApplyMergeRules(t *testing.T) {
 	if _, ok := s.Get(k, now); ok {
 		t.Fatal("stream delete left the key")
 	}
-	apply(Change{TAT: 40, IsTAT: true, ExpireAtMs: now}, false)
+	apply(Change{TAT: 40, IsTAT: true, ExpireAtMs: now - 1}, false)
 	if _, ok := s.Get(k, now); ok {
-		t.Fatal("a change expiring now created the key")
+		t.Fatal("a change expired already created the key")
+	}
+	// An expiry of now is live to the end of this millisecond on the
+	// leader (entry.alive, a 0 ms TTL): the follower keeps it too.
+	apply(Change{TAT: 40, IsTAT: true, ExpireAtMs: now}, false)
+	if _, ok := s.Get(k, now); !ok {
+		t.Fatal("a change expiring at the end of this millisecond was dropped")
 	}
 	if err := s.ApplyChange(Change{Key: k, Kind: KindHash}, nil, false, now); err != ErrBadChange {
 		t.Fatalf("object change without object: %v", err)
@@ -257,4 +266,78 @@ func TestReplDrainSkipsOnlyEmptyShards(t *testing.T) {
 	}
 	close(stop)
 	<-drained
+}
+
+// TestReplDrainTakesEachKeyOnce: a plain TAT's effect is recorded when it
+// is written, and the drain sends each key's last state once: a key
+// written many times in a round is one change with its latest TAT and
+// expiry, a key deleted after its writes is a deletion only, and a slot
+// freed and taken by another key carries the new key (short and long
+// keys alike).
+func TestReplDrainTakesEachKeyOnce(t *testing.T) {
+	s := New(Options{})
+	s.SetRepl(true)
+	lim, _ := gcra.NewLimit(1000, 1000, 1)
+	const now = int64(1_700_000_000_000)
+	drain := func() map[string]Change {
+		got := map[string]Change{}
+		n := s.DrainRepl(func(c Change) {
+			k := string(c.Key)
+			if c.Deleted {
+				k = "del " + k
+			}
+			if _, dup := got[k]; dup {
+				t.Fatalf("%s sent twice in one round", k)
+			}
+			c.Key = nil
+			got[k] = c
+		})
+		if n != len(got) {
+			t.Fatalf("DrainRepl reported %d effects, passed %d", n, len(got))
+		}
+		return got
+	}
+	long := "a-key-longer-than-sixteen-bytes:hot"
+	for _, hot := range []string{"hot", long} {
+		for i := range 100 {
+			if _, err := s.Throttle([]byte(hot), lim, 1, (now+int64(i))*1e6); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := drain()
+		v, _ := s.Get([]byte(hot), now+100)
+		if c, ok := got[hot]; len(got) != 1 || !ok || !c.IsTAT || c.TAT != v.TAT || c.ExpireAtMs != v.ExpireAtMs {
+			t.Fatalf("%s: round sent %+v, want one change with TAT %d exp %d", hot, got, v.TAT, v.ExpireAtMs)
+		}
+	}
+	// Written, then deleted: the deletion only.
+	s.Throttle([]byte("gone"), lim, 1, now*1e6)
+	s.Throttle([]byte(long+"2"), lim, 1, now*1e6)
+	s.Delete([]byte("gone"), now)
+	s.Delete([]byte(long+"2"), now)
+	if got := drain(); len(got) != 2 || !got["del gone"].Deleted || !got["del "+long+"2"].Deleted {
+		t.Fatalf("written then deleted: round sent %v", got)
+	}
+	// A slot freed and reused by another key (LIFO free list), then a
+	// TAT overwritten by a string and the string by a TAT again.
+	s.Throttle([]byte("a"), lim, 1, now*1e6)
+	s.Delete([]byte("a"), now)
+	s.Throttle([]byte("b"), lim, 1, now*1e6)
+	if s.shardOf([]byte("a")) == s.shardOf([]byte("b")) {
+		t.Log("a and b share a shard")
+	}
+	s.Update([]byte("hot"), now, func(Value, bool) (Value, Action) {
+		return Value{Raw: "text", Invalid: true}, Put
+	})
+	got := drain()
+	if len(got) != 3 || !got["del a"].Deleted || !got["b"].IsTAT || got["hot"].IsTAT || string(got["hot"].Text) != "text" {
+		t.Fatalf("reuse and overwrite: round sent %v", got)
+	}
+	s.Update([]byte("hot"), now, func(Value, bool) (Value, Action) { return Value{TAT: 7}, Put })
+	if got := drain(); len(got) != 1 || !got["hot"].IsTAT || got["hot"].TAT != 7 {
+		t.Fatalf("string back to a TAT: round sent %v", got)
+	}
+	if got := drain(); len(got) != 0 {
+		t.Fatalf("an empty round sent %v", got)
+	}
 }

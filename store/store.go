@@ -310,7 +310,7 @@ func (sh *shard) removeLocked(slot uint32, pos int) {
 		sh.noteDeletedLocked(sh.keyOf(e))
 	}
 	if sh.rl != nil {
-		sh.rl.noteDelete(sh.keyOf(e))
+		sh.rl.noteDelete(slot, sh.keyOf(e))
 	}
 	sh.indexRemoveLocked(pos)
 	if e.klen > inlineKey {
@@ -375,7 +375,7 @@ func (sh *shard) writeLocked(slot uint32, tat uint64, exp int64, flags uint32, r
 		sh.dirty = append(sh.dirty, slot)
 	}
 	if sh.rl != nil {
-		sh.rl.noteWrite(slot, e.ver)
+		sh.rl.noteWrite(slot, e, sh.keyOf(e))
 	}
 }
 
