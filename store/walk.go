@@ -116,7 +116,7 @@ func (s *Store) SweepStep(nowMs int64, budget time.Duration) int {
 				sh.sweep++
 				seen++
 				if e := &sh.slab[slot]; e.flags&flagUsed != 0 && !e.alive(nowMs) {
-					sh.deleteSlotLocked(slot)
+					sh.expireSlotLocked(slot) // expire.go
 					expired++
 				}
 			}
