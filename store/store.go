@@ -97,16 +97,17 @@ type shard struct {
 	// KiB of deletions instead of one per key. Only ever appended to, so
 	// slices handed out by Drain stay valid (see noteDeletedLocked).
 	delBlock []byte
-	peak     int      // largest live count since the index was last sized down
-	seq      uint32   // write sequence, source of entry.ver
-	sweep    uint32   // next slot the expiry sweep looks at
-	track    bool     // dirty and deleted are kept (set once by New)
-	rl       *replLog // replication's effect log (repl.go); nil when off
-	expired  int64    // keys removed because their TTL passed (stats.go)
+	peak     int          // largest live count since the index was last sized down
+	seq      uint32       // write sequence, source of entry.ver
+	sweep    uint32       // next slot the expiry sweep looks at
+	track    bool         // dirty and deleted are kept (set once by New)
+	rl       *replLog     // replication's effect log (repl.go); nil when off
+	expired  int64        // keys removed because their TTL passed (stats.go)
+	seed     maphash.Seed // the store's seed, for rehashing
+
 	// unlogged counts the expired keys that left no deletion record
 	// (expire.go); written under mu, taken without it.
 	unlogged atomic.Int64
-	seed     maphash.Seed // the store's seed, for rehashing
 
 	objs     []objSlot         // objects of the richer kinds, at entry.tat-1 (object.go)
 	liveObjs atomic.Int32      // live objects in objs, read without mu (prefetch_obj.go)
