@@ -1,6 +1,9 @@
 package store
 
-import "hash/maphash"
+import (
+	"hash/maphash"
+	"unsafe"
+)
 
 // Expiry without a deletion record. A key removed because its TTL passed
 // (the sweep, a lookup, eviction's walk, RandomKey) and whose last change
@@ -63,4 +66,49 @@ func (sh *shard) posOfSlotLocked(slot uint32) int {
 		panic("store: slot missing from its index")
 	}
 	return pos
+}
+
+// sweepBatch is how many slots one sweep batch looks at (one lock hold).
+const sweepBatch = 64
+
+// sweepBatchLocked is one batch of the expiry sweep (SweepStep): it looks
+// at the next sweepBatch slots of the shard (fewer when the shard is
+// smaller), wrapping at the slab's end, removes the expired keys among
+// them, and returns how many slots it saw and keys it removed. Requires
+// sh.mu.
+//
+// Cost: the slab entries are read in order (the hardware prefetcher
+// follows), but each expired key's index word is somewhere in the table,
+// usually a cache miss. So the batch first finds its expired keys,
+// hashing each and starting the load of its index word, and only then
+// removes them: the misses overlap instead of queueing one per key.
+func (sh *shard) sweepBatchLocked(nowMs int64) (seen, expired int) {
+	var (
+		slots [sweepBatch]uint32
+		hs    [sweepBatch]uint64
+	)
+	size := len(sh.slab)
+	mask := len(sh.table) - 1
+	for seen < sweepBatch && seen < size {
+		if int(sh.sweep) >= size {
+			sh.sweep = 0
+		}
+		slot := sh.sweep
+		sh.sweep++
+		seen++
+		if e := &sh.slab[slot]; e.flags&flagUsed != 0 && !e.alive(nowMs) {
+			h := maphash.Bytes(sh.seed, sh.keyOf(e))
+			prefetch(uintptr(unsafe.Pointer(&sh.table[int(h>>8)&mask])))
+			slots[expired], hs[expired] = slot, h
+			expired++
+		}
+	}
+	for i := range expired {
+		_, pos, ok := sh.findLocked(sh.keyOf(&sh.slab[slots[i]]), hs[i])
+		if !ok {
+			panic("store: slot missing from its index")
+		}
+		sh.expireLocked(slots[i], pos)
+	}
+	return seen, expired
 }
