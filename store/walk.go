@@ -164,7 +164,8 @@ func (sh *shard) shrinkLocked() {
 	}
 	sh.free = free
 	// Dirty slots past the end were freed, so their keys are on the
-	// deleted list already.
+	// deleted list already (a freed key that was dirty always is:
+	// expire.go).
 	dirty := sh.dirty[:0]
 	for _, d := range sh.dirty {
 		if int(d) < end {
