@@ -121,7 +121,7 @@ func TestProcessFoldDropsCleanExpiries(t *testing.T) {
 	const nTTL, nKeep = 6000, 100
 	pipe := rdb.Pipeline()
 	for i := range nTTL {
-		pipe.Set(ctx, "ttl:"+strconv.Itoa(i), i, 4*time.Second)
+		pipe.Set(ctx, "ttl:"+strconv.Itoa(i), i, 8*time.Second) // outlives the first fold, even on a loaded machine
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatal(err)
