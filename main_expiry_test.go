@@ -119,6 +119,7 @@ func TestProcessFoldDropsCleanExpiries(t *testing.T) {
 	rdb := c.client()
 	ctx := context.Background()
 	const nTTL, nKeep = 6000, 100
+	start := time.Now()
 	pipe := rdb.Pipeline()
 	for i := range nTTL {
 		pipe.Set(ctx, "ttl:"+strconv.Itoa(i), i, 8*time.Second) // outlives the first fold, even on a loaded machine
@@ -141,10 +142,12 @@ func TestProcessFoldDropsCleanExpiries(t *testing.T) {
 		}
 		return baseKeys() == nTTL+nKeep
 	})
+	t.Logf("base of every key after %v", time.Since(start))
 	if n := dbsize(t, rdb); n != nTTL+nKeep {
 		t.Fatalf("DBSIZE %d before the expiry, want %d (the TTL keys must outlive the first fold)", n, nTTL+nKeep)
 	}
 	waitFor(t, "the TTL keys did not expire", func() bool { return dbsize(t, rdb) == nKeep })
+	t.Logf("expired after %v", time.Since(start))
 	waitFor(t, "no fold followed the expiries (last_base_keys stayed above the live keys)",
 		func() bool { return baseKeys() == nKeep })
 	rdb.Close()
