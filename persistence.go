@@ -430,6 +430,7 @@ func (p *persistence) drainUpTo(nowMs int64, buf []persist.Op, limit int) (_ []p
 		p.cur += next - first
 		p.visited += next - first
 	}
+	p.noteUnloggedExpiries(stores) // persistence_expiry.go
 	more = p.visited < total
 	if !more {
 		p.visited = 0 // the next window starts a new round at p.cur

@@ -362,7 +362,7 @@ func (s *Store) sampleOneLocked(pol Policy, nowMs int64, r uint64, scatter bool,
 			case e.flags&flagUsed == 0:
 				continue
 			case !e.alive(nowMs):
-				sh.deleteSlotLocked(cur)
+				sh.expireSlotLocked(cur) // expire.go
 				expired++
 				continue
 			case pol.volatile() && e.exp == 0:

@@ -80,7 +80,7 @@ func (sh *shard) liveKeyLocked(slot uint32, nowMs int64) ([]byte, bool) {
 		return nil, false
 	}
 	if !e.alive(nowMs) {
-		sh.deleteSlotLocked(slot)
+		sh.expireSlotLocked(slot) // expire.go
 		sh.expired++
 		return nil, false
 	}

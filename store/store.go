@@ -105,6 +105,10 @@ type shard struct {
 	expired  int64        // keys removed because their TTL passed (stats.go)
 	seed     maphash.Seed // the store's seed, for rehashing
 
+	// unlogged counts the expired keys that left no deletion record
+	// (expire.go); written under mu, taken without it.
+	unlogged atomic.Int64
+
 	objs     []objSlot         // objects of the richer kinds, at entry.tat-1 (object.go)
 	liveObjs atomic.Int32      // live objects in objs, read without mu (prefetch_obj.go)
 	ofree    []uint32          // free indices of objs, reused LIFO
@@ -288,7 +292,7 @@ func (sh *shard) lookupLocked(key []byte, h uint64, nowMs int64) (uint32, bool) 
 		return 0, false
 	}
 	if !sh.slab[slot].alive(nowMs) {
-		sh.removeLocked(slot, pos)
+		sh.expireLocked(slot, pos) // expire.go
 		sh.expired++
 		return 0, false
 	}
@@ -297,7 +301,12 @@ func (sh *shard) lookupLocked(key []byte, h uint64, nowMs int64) (uint32, bool) 
 
 // removeLocked deletes the key in slot, whose index word is at pos.
 // Requires sh.mu.
-func (sh *shard) removeLocked(slot uint32, pos int) {
+func (sh *shard) removeLocked(slot uint32, pos int) { sh.removeNoteLocked(slot, pos, sh.track) }
+
+// removeNoteLocked is removeLocked, queueing the key's deletion for
+// persistence only when note (expireLocked leaves a clean key's out).
+// Requires sh.mu.
+func (sh *shard) removeNoteLocked(slot uint32, pos int, note bool) {
 	e := &sh.slab[slot]
 	if e.flags&kindMask != 0 {
 		sh.dropKindLocked(slot)
@@ -306,7 +315,7 @@ func (sh *shard) removeLocked(slot uint32, pos int) {
 		sh.freeRawLocked(e)
 	}
 	sh.addMemLocked(-keyCost(e.klen))
-	if sh.track {
+	if note {
 		sh.noteDeletedLocked(sh.keyOf(e))
 	}
 	if sh.rl != nil {

@@ -806,17 +806,55 @@ func TestDrain(t *testing.T) {
 	}
 }
 
+// TestDrainLazyAndSweptExpiry: a key that expires with unsaved changes
+// (dirty: here its TTL shortened after its record was drained) is drained
+// as a deletion, whether a lookup or the sweep removes it; one whose last
+// record is on disk already (loaded, or drained since its last write) is
+// not (expire.go), and is counted for persistence's fold trigger instead.
 func TestDrainLazyAndSweptExpiry(t *testing.T) {
 	s := New(Options{TrackDirty: true})
-	s.Load([]byte("lazy"), []byte("1"), t0ms+1)
-	s.Load([]byte("swept"), []byte("1"), t0ms+1)
-	s.Get([]byte("lazy"), t0ms+5)
-	s.SweepStep(t0ms+5, time.Second)
+	s.Load([]byte("lazy-clean"), []byte("1"), t0ms+1)
+	s.Load([]byte("swept-clean"), []byte("1"), t0ms+1)
+	for _, k := range []string{"lazy-dirty", "swept-dirty"} {
+		putValue(s, k, t0ms, Value{TAT: 1}) // no TTL
+	}
+	if n := len(s.Drain(t0ms, nil)); n != 2 {
+		t.Fatalf("first drain: %d changes, want 2", n)
+	}
+	for _, k := range []string{"lazy-dirty", "swept-dirty"} { // PEXPIRE k 1
+		if err := s.Update([]byte(k), t0ms, func(old Value, ok bool) (Value, Action) {
+			old.ExpireAtMs = t0ms + 1
+			return old, Put
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Get([]byte("lazy-clean"), t0ms+5)
+	s.Get([]byte("lazy-dirty"), t0ms+5)
+	for s.SweepStep(t0ms+5, time.Second) > 0 {
+	}
+	if n := s.Len(); n != 0 {
+		t.Fatalf("%d keys left, want 0", n)
+	}
 	groups := byKey(s.Drain(t0ms+5, nil))
-	for _, k := range []string{"lazy", "swept"} {
+	for _, k := range []string{"lazy-dirty", "swept-dirty"} {
 		if g := groups[k]; len(g) != 1 || !g[0].Deleted {
 			t.Errorf("%s: %s, want one deletion", k, fmtChanges(g))
 		}
+	}
+	for _, k := range []string{"lazy-clean", "swept-clean"} {
+		if g := groups[k]; len(g) != 0 {
+			t.Errorf("%s: %s, want nothing (its record carries the expiry)", k, fmtChanges(g))
+		}
+	}
+	if n := s.TakeUnloggedExpiries(); n != 2 {
+		t.Errorf("TakeUnloggedExpiries = %d, want 2", n)
+	}
+	if n := s.TakeUnloggedExpiries(); n != 0 {
+		t.Errorf("second TakeUnloggedExpiries = %d, want 0", n)
+	}
+	if n := s.ExpiredKeys(); n != 4 {
+		t.Errorf("ExpiredKeys = %d, want 4", n)
 	}
 }
 

@@ -94,7 +94,6 @@ func (s *Store) EachKey(nowMs int64, fn func(key []byte) bool) {
 // evictor for a few dozen evictions at most; evicted keys are not counted
 // in the result.
 func (s *Store) SweepStep(nowMs int64, budget time.Duration) int {
-	const batch = 64
 	deadline := time.Now().Add(budget)
 	if s.overLimit() {
 		s.evictUntil(nowMs, deadline)
@@ -104,22 +103,10 @@ func (s *Store) SweepStep(nowMs int64, budget time.Duration) int {
 	for n := 0; n < nShards; n++ {
 		i := (start + n) % nShards
 		sh := &s.shards[i]
+		batches := 0
 		for {
 			sh.mu.Lock()
-			size := len(sh.slab)
-			seen, expired := 0, 0
-			for seen < batch && seen < size {
-				if int(sh.sweep) >= size {
-					sh.sweep = 0
-				}
-				slot := sh.sweep
-				sh.sweep++
-				seen++
-				if e := &sh.slab[slot]; e.flags&flagUsed != 0 && !e.alive(nowMs) {
-					sh.deleteSlotLocked(slot)
-					expired++
-				}
-			}
+			seen, expired := sh.sweepBatchLocked(nowMs) // expire.go
 			// After mass expiry, or mass eviction (the bound lowered):
 			// evictions do not pass here, so the live count's fall is
 			// the trigger too (one comparison).
@@ -129,11 +116,14 @@ func (s *Store) SweepStep(nowMs int64, budget time.Duration) int {
 			sh.expired += int64(expired)
 			sh.mu.Unlock()
 			deleted += expired
+			batches++
 			if expired*4 <= seen || time.Now().After(deadline) {
 				break
 			}
 		}
-		if time.Now().After(deadline) {
+		// The clock is read after a shard that took more than one batch,
+		// else every 16 shards: a shard's single batch is a few µs.
+		if (batches > 1 || n%16 == 15) && time.Now().After(deadline) {
 			s.sweepShard.Store(uint32((i + 1) % nShards))
 			return deleted
 		}
@@ -177,7 +167,8 @@ func (sh *shard) shrinkLocked() {
 	}
 	sh.free = free
 	// Dirty slots past the end were freed, so their keys are on the
-	// deleted list already.
+	// deleted list already (a freed key that was dirty always is:
+	// expire.go).
 	dirty := sh.dirty[:0]
 	for _, d := range sh.dirty {
 		if int(d) < end {

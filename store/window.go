@@ -184,7 +184,7 @@ func (s *Store) Window(key []byte, l window.Limit, q int64, nowMs int64) (window
 	var oom error
 	if !ok && s.overLimit() {
 		if expired { // as lookupLocked: the memory it frees counts first
-			sh.removeLocked(slot, pos)
+			sh.expireLocked(slot, pos)
 			sh.expired++
 			expired = false
 		}
@@ -220,7 +220,7 @@ func (s *Store) Window(key []byte, l window.Limit, q int64, nowMs int64) (window
 		sh.win.scratch = next[:0]
 	}
 	if expired && (err != nil || !write) {
-		sh.removeLocked(slot, pos) // gone on access, as lookupLocked does
+		sh.expireLocked(slot, pos) // gone on access, as lookupLocked does
 		sh.expired++
 		expired = false
 	}
