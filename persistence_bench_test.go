@@ -21,7 +21,7 @@ func openBenchPersistence(dir string) (*persistence, error) {
 		return nil, err
 	}
 	p := &persistence{db: db, st: store.New(store.Options{TrackDirty: true}), log: quietLog()}
-	p.fl = persist.NewFlusher(db, persist.FlusherConfig{Interval: time.Hour, Drain: p.drain, Release: p.release, Logger: quietLog()})
+	p.fl = persist.NewFlusher(db, persist.FlusherConfig{Interval: time.Hour, Encode: p.encode, Logger: quietLog()})
 	return p, nil
 }
 
