@@ -33,13 +33,28 @@ type Encoder struct {
 	db uint32
 	// sealed: headers carry seqs (WriteEncoded); Adds must not follow.
 	sealed bool
+	// last is the size of the latest non-empty window's records: the
+	// next window's buffer is sized from it up front.
+	last int
 }
 
-// Reset empties e for the next window, keeping its buffer unless it
-// outgrew logBufRetain (a bulk window), and selects database 0.
+// Reset empties e for the next window and selects database 0. It keeps
+// the buffer unless it outgrew logBufRetain (a bulk window), and makes
+// sure it has room for the latest window's size and a quarter more: a
+// buffer grown by append from small to a busy window's ~10 MB copies
+// itself some 25 times (a quarter of a loaded server's CPU under a SET
+// spray, when windows stretch); sized up front it is allocated once.
 func (e *Encoder) Reset() {
+	if len(e.buf) > 0 {
+		e.last = len(e.buf)
+	}
 	if cap(e.buf) > logBufRetain {
 		e.buf = nil
+	}
+	// A bulk window's size is not wanted again: past logBufRetain the
+	// buffer doubles as it fills (copying less than it holds).
+	if want := min(e.last+e.last/4, logBufRetain); cap(e.buf) < want {
+		e.buf = make([]byte, 0, want)
 	}
 	e.buf, e.rec, e.ops, e.deletes, e.db, e.sealed = e.buf[:0], -1, 0, 0, 0, false
 }
@@ -53,13 +68,18 @@ func (e *Encoder) Bytes() int { return len(e.buf) }
 // SetDB makes the following Adds entries of database id (Op.DB).
 func (e *Encoder) SetDB(id uint32) { e.db = id }
 
-// begin reserves the first record's header when none is open and returns
-// where the next entry starts.
-func (e *Encoder) begin() int {
+// begin makes room for an entry of at most n bytes (and a record header),
+// reserves the first record's header when none is open, and returns where
+// the entry starts.
+func (e *Encoder) begin(n int) int {
+	if n += 2 * recordHeaderLen; cap(e.buf)-len(e.buf) < n {
+		// Doubling: append's growth of a large slice (a quarter at a
+		// time) would copy a big window's bytes several times over.
+		b := make([]byte, len(e.buf), max(2*cap(e.buf), len(e.buf)+n, 64<<10))
+		copy(b, e.buf)
+		e.buf = b
+	}
 	if e.rec < 0 || len(e.buf) == 0 {
-		if e.buf == nil {
-			e.buf = make([]byte, 0, 64<<10)
-		}
 		e.rec = len(e.buf)
 		e.buf = append(e.buf, make([]byte, recordHeaderLen)...)
 	}
@@ -82,6 +102,11 @@ func (e *Encoder) added(start int) {
 	e.rec = start
 }
 
+// entryHeadMax bounds an entry's bytes besides its key and value: a
+// database prefix, a tag, the lengths, an expiry, a kind, a generation or
+// an 8-byte TAT.
+const entryHeadMax = 64
+
 // closeRecord writes the open record's payload length, its payload
 // ending at end.
 func (e *Encoder) closeRecord(end int) {
@@ -92,7 +117,7 @@ func (e *Encoder) closeRecord(end int) {
 
 // Delete adds key's deletion.
 func (e *Encoder) Delete(key []byte) {
-	s := e.begin()
+	s := e.begin(len(key) + entryHeadMax)
 	e.buf = appendDBPrefix(e.buf, e.db)
 	e.buf = append(e.buf, entryDelete)
 	e.buf = binary.AppendUvarint(e.buf, uint64(len(key)))
@@ -103,7 +128,7 @@ func (e *Encoder) Delete(key []byte) {
 
 // TAT adds key holding tat (the decimal text of it) until exp.
 func (e *Encoder) TAT(key []byte, tat uint64, exp int64) {
-	s := e.begin()
+	s := e.begin(len(key) + entryHeadMax)
 	e.buf = appendDBPrefix(e.buf, e.db)
 	e.buf = appendTAT(e.buf, key, tat, exp)
 	e.added(s)
@@ -112,7 +137,7 @@ func (e *Encoder) TAT(key []byte, tat uint64, exp int64) {
 // Text adds key holding value, a text known not to be a canonical decimal
 // (Op.Verbatim), until exp.
 func (e *Encoder) Text(key, value []byte, exp int64) {
-	s := e.begin()
+	s := e.begin(len(key) + len(value) + entryHeadMax)
 	e.buf = appendDBPrefix(e.buf, e.db)
 	e.buf = appendText(e.buf, key, value, exp)
 	e.added(s)
@@ -121,7 +146,7 @@ func (e *Encoder) Text(key, value []byte, exp int64) {
 // Set adds key holding value until exp (a canonical decimal is written
 // as a TAT, as DB.Write does).
 func (e *Encoder) Set(key, value []byte, exp int64) {
-	s := e.begin()
+	s := e.begin(len(key) + len(value) + entryHeadMax)
 	e.buf = appendDBPrefix(e.buf, e.db)
 	e.buf = appendSet(e.buf, key, value, exp)
 	e.added(s)
@@ -129,7 +154,7 @@ func (e *Encoder) Set(key, value []byte, exp int64) {
 
 // Window adds key holding a CL.WINDOW state (Op.Window).
 func (e *Encoder) Window(key, state []byte, exp int64) {
-	s := e.begin()
+	s := e.begin(len(key) + len(state) + entryHeadMax)
 	e.buf = appendDBPrefix(e.buf, e.db)
 	e.buf = appendWindow(e.buf, key, state, exp)
 	e.added(s)
@@ -139,7 +164,7 @@ func (e *Encoder) Window(key, state []byte, exp int64) {
 // whose whole content is image, of generation gen (0: none), as an Op
 // with Kind, TAT gen and Object image.
 func (e *Encoder) Object(key []byte, kind byte, gen uint64, image []byte, exp int64) {
-	s := e.begin()
+	s := e.begin(len(key) + len(image) + 2*entryHeadMax)
 	e.buf = appendObjectOp(e.buf, &Op{Key: key, Kind: kind, TAT: gen, Object: image, ExpireAtMs: exp, DB: e.db})
 	e.added(s)
 }
@@ -151,14 +176,14 @@ func (e *Encoder) Delta(key []byte, kind byte, delta []byte, exp int64) {
 	if delta == nil {
 		delta = []byte{}
 	}
-	s := e.begin()
+	s := e.begin(len(key) + len(delta) + 2*entryHeadMax)
 	e.buf = appendObjectOp(e.buf, &Op{Key: key, Kind: kind, Value: delta, ExpireAtMs: exp, DB: e.db})
 	e.added(s)
 }
 
 // Op adds op (its own DB, not SetDB's), encoded as DB.Write encodes it.
 func (e *Encoder) Op(op *Op) {
-	s := e.begin()
+	s := e.begin(sizeBound(op))
 	e.buf = appendEntry(e.buf, op)
 	if op.Delete {
 		e.deletes++

@@ -146,12 +146,13 @@ type Status struct {
 // it (~340 B with 11-byte keys).
 const PendingEntryOverhead = 330
 
-// Flusher runs the every-window flush loop: each Interval it calls Drain,
-// merges the result into a pending set keyed by key (a newer op for a key
-// replaces an older pending one), and writes the whole pending set as one
-// synced batch with DB.Write. (When nothing older is pending, the usual
-// case, the drained ops are written as they are, without the map: a batch
-// applies them in order, so a later op for a key still wins.) On success
+// Flusher runs the every-window flush loop: each Interval it drains the
+// changes (Encode, or Drain's ops) into an Encoder, i.e. straight into the
+// change log's records, and writes them as one synced batch
+// (DB.WriteEncoded) when nothing older is pending, the usual case. When a
+// write fails, or older changes are pending, the drained changes are
+// decoded into a pending set keyed by key (a newer op for a key replaces
+// an older pending one), which is written with DB.Write. On success
 // the pending set is cleared; on failure it is kept, the failure is logged
 // once (on the state change) and shown in Status, and the write is retried
 // with exponential backoff capped at MaxBackoff. Drain keeps being called
