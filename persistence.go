@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,13 +42,10 @@ type persistence struct {
 	winBuf      []byte // loadWindow's scratch (persistence_window.go)
 
 	mu sync.Mutex
-	// block holds the latest drain's keys and texts; spare is a block
-	// whose ops persist has released, handed to the next drain for reuse.
+	// scratch is where a drain formats the texts, window states and
+	// object images it hands the encoder (one change's at a time).
 	// Guarded by mu.
-	block, spare []byte
-	// lastDrain is how many ops the latest drain produced (sizes the
-	// next one's buffer). Guarded by mu.
-	lastDrain int
+	scratch []byte
 	// cur is the (store id × store.NumShards + shard) the next drain
 	// starts at, visited how many of them the window's pieces have
 	// drained so far (drainUpTo). Guarded by mu.
@@ -102,13 +98,11 @@ func openPersistence(cfg *config.Config, st *store.Store, log *slog.Logger) (*pe
 		}
 	}
 	p.fl = persist.NewFlusher(p.db, persist.FlusherConfig{
-		Interval:   cfg.FlushInterval,
-		Drain:      p.drain,
-		DrainPiece: p.drainPiece,
-		Snapshot:   p.snapshot,
-		Release:    p.release,
-		Idle:       p.idle,
-		Logger:     log,
+		Interval: cfg.FlushInterval,
+		Encode:   p.encodePiece,
+		Snapshot: p.snapshot,
+		Idle:     p.idle,
+		Logger:   log,
 	})
 	p.fl.Start()
 	return p, nil
@@ -318,27 +312,25 @@ func (p *persistence) snapshot(nowMs int64, w *persist.BaseWriter) error {
 	}, w)
 }
 
-// drain converts the store's changes into persist ops (called by the
-// flusher's goroutine: FlushNow's drain, which takes every change). The
-// ops' bytes go into the spare block when persist has released the
-// previous window's (see release).
-func (p *persistence) drain(nowMs int64, buf []persist.Op) []persist.Op {
-	buf, _ = p.drainUpTo(nowMs, buf, 0)
-	return buf
+// encode hands every change since the previous drain to e, which encodes
+// it into the change log's buffer (a drain that takes every change, as
+// FlushNow's; called by the flusher's goroutine).
+func (p *persistence) encode(nowMs int64, e *persist.Encoder) bool {
+	return p.encodeUpTo(nowMs, e, 0)
 }
 
-// drainPiece is the loop windows' drain (persist.FlusherConfig.DrainPiece):
-// under --maxmemory it stops once a piece holds about pieceOps(bound) ops
-// and says more, so that a window's buffers (the ops, their block and
-// their encoding) stay within the share of the bound reserved for them
-// however many changes a window gathers; without a bound it takes every
-// change, as drain does.
-func (p *persistence) drainPiece(nowMs int64, buf []persist.Op) ([]persist.Op, bool) {
-	return p.drainUpTo(nowMs, buf, pieceOps(p.st.MaxMemory()))
+// encodePiece is the flusher's drain (persist.FlusherConfig.Encode):
+// under --maxmemory it stops once a piece holds about pieceOps(bound)
+// changes and says more, so that a window's buffers (the changes'
+// encoding) stay within the share of the bound reserved for them however
+// many changes a window gathers; without a bound it takes every change,
+// as encode does.
+func (p *persistence) encodePiece(nowMs int64, e *persist.Encoder) bool {
+	return p.encodeUpTo(nowMs, e, pieceOps(p.st.MaxMemory()))
 }
 
-// pieceOps is the most ops a window's piece gathers under the bound n (0:
-// no limit): the reserve main sets aside for persistence's buffers
+// pieceOps is the most changes a window's piece gathers under the bound n
+// (0: no limit): the reserve main sets aside for persistence's buffers
 // (persistReserve) divided by what a change costs in them
 // (bytesPerPieceOp), and at least minPieceOps. A piece may pass it by one
 // store shard's changes.
@@ -351,45 +343,38 @@ func pieceOps(n int64) int {
 
 const (
 	// bytesPerPieceOp is a change's bytes in a window's buffers: its
-	// persist.Op (112 bytes), its key in the drain block, its encoding
-	// in the log buffer, and growth slack.
+	// encoding in the log buffer (a key, a TAT or a short text), room
+	// for the pending set's copy should the write fail, and growth
+	// slack.
 	bytesPerPieceOp = 256
 	// minPieceOps keeps pieces large enough that a small bound does not
 	// turn a window into many synced writes.
 	minPieceOps = 4096
 )
 
-// drainUpTo drains the stores' shards from where the previous piece
-// stopped (p.cur), in (store id, shard) order, wrapping around, until the
-// ops reach limit (0: none) or every shard has been drained once since
-// the window's first piece; more reports the former. So a window whose
-// pieces are drained until more is false has taken every change made
-// before it started, whatever SWAPDB did meanwhile (stores are visited by
-// their persistent ids, which a swap does not change). A call without a
-// limit always drains a whole round. After a failed write cut a window
-// short, the next window finishes that round first: a change made in a
-// shard the round had passed waits for the window after it.
-func (p *persistence) drainUpTo(nowMs int64, buf []persist.Op, limit int) (_ []persist.Op, more bool) {
+// encodeUpTo drains the stores' shards into e from where the previous
+// piece stopped (p.cur), in (store id, shard) order, wrapping around,
+// until e holds limit changes (0: no limit) or every shard has been
+// drained once since the window's first piece; more reports the former.
+// So a window whose pieces are drained until more is false has taken
+// every change made before it started, whatever SWAPDB did meanwhile
+// (stores are visited by their persistent ids, which a swap does not
+// change). A call without a limit always drains a whole round. After a
+// failed write cut a window short, the next window finishes that round
+// first: a change made in a shard the round had passed waits for the
+// window after it.
+//
+// Each change is encoded while its shard's lock is held
+// (store.DrainShardsView): no key is copied and no persist.Op is built.
+func (p *persistence) encodeUpTo(nowMs int64, e *persist.Encoder, limit int) (more bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if limit == 0 {
 		p.visited = 0 // every change so far (FlushNow's promise)
 	}
-	if p.spare == nil {
-		p.spare = make([]byte, 0, maxSpareBlock)
+	for _, op := range p.drainMap(nil) { // persistence_dbs.go: the database mapping after a SWAPDB
+		e.Op(&op)
 	}
-	n := len(buf)
-	// Sized up front from the previous window (growing a 1M-entry slice
-	// by doubling copies it ~20 times). Not from DirtyKeys: that takes
-	// every shard lock of every database once more per window, and under
-	// load event loops queued behind those holds (a mutex profile of SET
-	// at P16 put 0.13-0.6 s of waits per 10 s on it).
-	want := p.lastDrain*5/4 + 64 // headroom: a busier window
-	if limit > 0 {
-		want = min(want, limit+limit/4)
-	}
-	buf = slices.Grow(buf, want)
-	buf = p.drainMap(buf) // persistence_dbs.go: the database mapping after a SWAPDB
 	var byID [maxDrainDBs]*store.Store
 	stores := byID[:0]
 	p.databases().Each(func(_ int, st *store.Store) {
@@ -398,9 +383,29 @@ func (p *persistence) drainUpTo(nowMs int64, buf []persist.Op, limit int) (_ []p
 		}
 		stores[st.ID()] = st
 	})
+	add := func(c *store.Change) {
+		switch {
+		case c.Deleted:
+			e.Delete(c.Key)
+		case c.Kind == store.KindString:
+			if c.IsTAT {
+				e.TAT(c.Key, c.TAT, c.ExpireAtMs)
+			} else if c.Verbatim {
+				e.Text(c.Key, c.Text, c.ExpireAtMs)
+			} else {
+				e.Set(c.Key, c.Text, c.ExpireAtMs)
+			}
+		case c.Kind == store.KindWindow:
+			e.Window(c.Key, c.Text, c.ExpireAtMs)
+		case c.Delta: // persist/delta.go: what the window changed
+			e.Delta(c.Key, byte(c.Kind), c.Image, c.ExpireAtMs)
+		default:
+			e.Object(c.Key, byte(c.Kind), c.Gen, c.Image, c.ExpireAtMs)
+		}
+	}
 	total := len(stores) * store.NumShards
-	block := p.spare[:0]
-	for p.visited < total && (limit == 0 || len(buf)-n < limit) {
+	n := e.Len()
+	for p.visited < total && (limit == 0 || e.Len()-n < limit) {
 		if p.cur >= total {
 			p.cur = 0
 		}
@@ -411,22 +416,11 @@ func (p *persistence) drainUpTo(nowMs int64, buf []persist.Op, limit int) (_ []p
 			p.visited += store.NumShards - first
 			continue
 		}
-		dbid := st.ID()
-		next, blk := st.DrainShards(nowMs, first, max(limit-(len(buf)-n), 0), block, func(c store.Change) {
-			op := persist.Op{Key: c.Key, Value: c.Text, TAT: c.TAT, IsTAT: c.IsTAT, Verbatim: c.Verbatim, ExpireAtMs: c.ExpireAtMs, Delete: c.Deleted, DB: dbid}
-			switch c.Kind {
-			case store.KindString:
-			case store.KindWindow:
-				op.Window = true
-			default:
-				op.Kind, op.Object, op.TAT = byte(c.Kind), c.Image, c.Gen
-				if c.Delta { // persist/delta.go: what the window changed
-					op.Object, op.Value = nil, deltaBytes(c.Image)
-				}
-			}
-			buf = append(buf, op)
-		})
-		block = blk
+		e.SetDB(st.ID())
+		next, scratch := st.DrainShardsView(nowMs, first, max(limit-(e.Len()-n), 0), p.scratch, add)
+		if cap(scratch) <= maxScratch {
+			p.scratch = scratch
+		}
 		p.cur += next - first
 		p.visited += next - first
 	}
@@ -435,45 +429,29 @@ func (p *persistence) drainUpTo(nowMs int64, buf []persist.Op, limit int) (_ []p
 	if !more {
 		p.visited = 0 // the next window starts a new round at p.cur
 	}
-	if limit == 0 || !more {
-		p.lastDrain = len(buf) - n
-	}
-	p.block = block
-	p.spare = nil
-	if len(buf) == n { // nothing refers to the block: keep it
-		p.spare, p.block = p.block[:0], nil
-	}
-	// Drain lists a key's deletion before its write when it was deleted
-	// and written again in the window, and persist applies ops in order,
-	// so the write, the key's current state, wins.
-	return buf, more
+	// A drain lists a key's deletion before its write when it was
+	// deleted and written again in the window, and persist applies
+	// entries in order, so the write, the key's current state, wins.
+	return more
 }
 
 // maxDrainDBs is the drain's room for stores on its stack; more databases
 // (--databases above it) grow the slice.
 const maxDrainDBs = 16
 
-// release is the flusher's word that the latest drain's ops are durable
-// and unreferenced: their block becomes the next drain's (unless a huge
-// window, e.g. a bulk load, grew it past maxSpareBlock).
-func (p *persistence) release([]persist.Op) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if cap(p.block) <= maxSpareBlock {
-		p.spare = p.block[:0]
-	}
-	p.block = nil
-}
+// maxScratch is the largest drain scratch kept between windows (a big
+// object's image grows it past this once, not for good).
+const maxScratch = 1 << 20
 
 // idle runs when changes stop after a busy period (the flusher's Idle):
-// it drops the spare drain block and returns the heap a burst grew (its
+// it drops the drain's scratch and returns the heap a burst grew (its
 // buffers and the base writer's) to the OS, so that a
 // sidecar's RSS follows its live state. Cost: two forced GCs, at most once
 // per busy-to-idle transition; the store's slabs hold no pointers, so the
 // mark phase is short.
 func (p *persistence) idle() {
 	p.mu.Lock()
-	p.spare = nil
+	p.scratch = nil
 	p.mu.Unlock()
 	// Two collections: buffers put back into sync.Pools
 	// survive the first one in the pools' victim caches, and
@@ -481,11 +459,6 @@ func (p *persistence) idle() {
 	runtime.GC()
 	debug.FreeOSMemory()
 }
-
-// maxSpareBlock is the drain block kept for reuse: enough for a busy
-// steady load (~30k keys per window); a bulk window's extra shards get
-// blocks of their own (store.DrainFunc).
-const maxSpareBlock = 2 << 20
 
 // Save flushes every change so far durably (SAVE).
 func (p *persistence) Save() error { return p.fl.FlushNow() }

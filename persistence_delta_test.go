@@ -35,7 +35,7 @@ func newKindsHarness(t *testing.T) *kindsHarness {
 	h.db = db
 	h.st = store.New(store.Options{TrackDirty: true})
 	h.p = &persistence{db: db, st: h.st, log: quietLog()}
-	h.p.fl = persist.NewFlusher(db, persist.FlusherConfig{Interval: time.Hour, Drain: h.p.drain, Release: h.p.release, Logger: quietLog()})
+	h.p.fl = persist.NewFlusher(db, persist.FlusherConfig{Interval: time.Hour, Encode: h.p.encode, Logger: quietLog()})
 	return h
 }
 
@@ -80,7 +80,6 @@ func (h *kindsHarness) drainRewriteWrite(between func()) {
 	if err := h.db.Write(ops); err != nil {
 		h.t.Fatal(err)
 	}
-	h.p.release(ops)
 }
 
 // restart closes and restores into a new store, returning it.

@@ -35,14 +35,12 @@ func TestWindowPiecesUnderBound(t *testing.T) {
 			var pieces []int
 			p.fl = persist.NewFlusher(db, persist.FlusherConfig{
 				Interval: time.Hour,
-				Drain:    p.drain,
-				DrainPiece: func(nowMs int64, buf []persist.Op) ([]persist.Op, bool) {
-					ops, more := p.drainPiece(nowMs, buf)
-					pieces = append(pieces, len(ops))
-					return ops, more
+				Encode: func(nowMs int64, e *persist.Encoder) bool {
+					more := p.encodePiece(nowMs, e)
+					pieces = append(pieces, e.Len())
+					return more
 				},
-				Release: p.release,
-				Logger:  quietLog(),
+				Logger: quietLog(),
 			})
 			if bounded {
 				p.st.SetMaxMemory(bound)

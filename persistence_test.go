@@ -191,7 +191,7 @@ func TestDrainDeleteBeforeWrite(t *testing.T) {
 	}
 	st := store.New(store.Options{TrackDirty: true})
 	p := &persistence{db: db, st: st, log: quietLog()}
-	p.fl = persist.NewFlusher(db, persist.FlusherConfig{Interval: time.Hour, Drain: p.drain, Logger: quietLog()})
+	p.fl = persist.NewFlusher(db, persist.FlusherConfig{Interval: time.Hour, Encode: p.encode, Logger: quietLog()})
 	const nowMs = 1_800_000_000_000
 	put := func(k, v string) {
 		st.Update([]byte(k), nowMs, func(store.Value, bool) (store.Value, store.Action) {

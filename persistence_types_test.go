@@ -44,7 +44,7 @@ func TestPersistKindsRestart(t *testing.T) {
 	}
 	st := store.New(store.Options{TrackDirty: true})
 	p := &persistence{db: db, st: st, log: quietLog()}
-	p.fl = persist.NewFlusher(db, persist.FlusherConfig{Interval: time.Hour, Drain: p.drain, Logger: quietLog()})
+	p.fl = persist.NewFlusher(db, persist.FlusherConfig{Interval: time.Hour, Encode: p.encode, Logger: quietLog()})
 	write := func(key string, kind store.Kind, mk func() store.Object, fn func(o store.Object)) {
 		t.Helper()
 		if _, err := st.WriteObject([]byte(key), kind, nowMs, mk, func(o store.Object) bool { fn(o); return true }); err != nil {

@@ -48,12 +48,19 @@ type FlusherConfig struct {
 	// the same way, until more is false. Same calling rules and
 	// ownership as Drain; Drain is then not called.
 	DrainPiece func(nowMs int64, buf []Op) (ops []Op, more bool)
+	// Encode, when set, is what windows and FlushNow drain with instead
+	// of Drain and DrainPiece: it hands every change since its previous
+	// call to e (its Add methods: Delete, TAT, Text, ...), which encodes
+	// each one straight into the change log's record buffer, so that a
+	// change costs no Op and no copy of its key (the server's path). It
+	// may stop early and say more, with DrainPiece's piece rules. Same
+	// calling rules as Drain; e retains nothing of the caller's after
+	// each Add returns. Drain, DrainPiece and Release are then not called.
+	Encode func(nowMs int64, e *Encoder) (more bool)
 	// Release, when set, is called with the ops of a Drain once persist
 	// keeps no reference to their bytes, so their memory may be reused:
-	// after they are durable, or after they were copied into the pending
-	// set (a failed write, or a drain while older ops are pending). Called
-	// with the Flusher's lock held, from the goroutine that drained or
-	// wrote.
+	// right after the drain, once they are encoded into the log's buffer.
+	// Called with the Flusher's lock held, from the goroutine that drained.
 	Release func(ops []Op)
 	// Idle, when set, is called from the loop when the changes stop: after
 	// a few windows without any (not again until changes resume). The
@@ -78,8 +85,8 @@ type FlusherConfig struct {
 
 // Validate reports whether c is usable. NewFlusher panics if it is not.
 func (c FlusherConfig) Validate() error {
-	if c.Drain == nil {
-		return errors.New("persist: FlusherConfig.Drain is required")
+	if c.Drain == nil && c.Encode == nil {
+		return errors.New("persist: FlusherConfig.Drain or Encode is required")
 	}
 	if c.Interval < 0 {
 		return fmt.Errorf("persist: FlusherConfig.Interval %v is negative", c.Interval)
@@ -139,12 +146,13 @@ type Status struct {
 // it (~340 B with 11-byte keys).
 const PendingEntryOverhead = 330
 
-// Flusher runs the every-window flush loop: each Interval it calls Drain,
-// merges the result into a pending set keyed by key (a newer op for a key
-// replaces an older pending one), and writes the whole pending set as one
-// synced batch with DB.Write. (When nothing older is pending, the usual
-// case, the drained ops are written as they are, without the map: a batch
-// applies them in order, so a later op for a key still wins.) On success
+// Flusher runs the every-window flush loop: each Interval it drains the
+// changes (Encode, or Drain's ops) into an Encoder, i.e. straight into the
+// change log's records, and writes them as one synced batch
+// (DB.WriteEncoded) when nothing older is pending, the usual case. When a
+// write fails, or older changes are pending, the drained changes are
+// decoded into a pending set keyed by key (a newer op for a key replaces
+// an older pending one), which is written with DB.Write. On success
 // the pending set is cleared; on failure it is kept, the failure is logged
 // once (on the state change) and shown in Status, and the write is retried
 // with exponential backoff capped at MaxBackoff. Drain keeps being called
@@ -176,6 +184,7 @@ type Flusher struct {
 	maxBackoff time.Duration
 	drain      func(nowMs int64, buf []Op) []Op
 	drainPiece func(nowMs int64, buf []Op) ([]Op, bool)
+	encode     func(nowMs int64, e *Encoder) bool
 	snapshot   func(nowMs int64, w *BaseWriter) error
 	release    func(ops []Op)
 	onIdle     func()
@@ -186,13 +195,14 @@ type Flusher struct {
 	// below it are guarded by it.
 	mu      sync.Mutex
 	pending map[pendingKey]Op
-	// fresh is the latest drain's ops when nothing older was pending: they
-	// are written straight from the slice, skipping the pending map (on a
-	// 1M-key shutdown the map costs more than the write). Non-empty only
-	// between a drain and the write after it; a failed write merges it
-	// into pending.
-	fresh    []Op
-	buf      []Op // reused Drain buffer
+	// enc holds the latest drain's changes, encoded as log records, when
+	// nothing older was pending (the usual case): they are written as
+	// they are (DB.WriteEncoded), skipping the pending map. Non-empty only
+	// between a drain and the write after it; a failed write decodes its
+	// changes into pending (mergeFreshLocked), as does a drain while
+	// older changes are pending.
+	enc      Encoder
+	buf      []Op // reused Drain buffer (Drain and DrainPiece only)
 	batch    []Op // reused piece of a backlog write
 	piece    int  // the current piece size limit (0: pieceBytes)
 	failures int  // consecutive failed writes
@@ -247,6 +257,7 @@ func NewFlusher(db *DB, cfg FlusherConfig) *Flusher {
 		maxBackoff: cfg.MaxBackoff,
 		drain:      cfg.Drain,
 		drainPiece: cfg.DrainPiece,
+		encode:     cfg.Encode,
 		snapshot:   cfg.Snapshot,
 		release:    cfg.Release,
 		onIdle:     cfg.Idle,
@@ -294,12 +305,12 @@ func (f *Flusher) tick() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	more := f.drainLocked()
-	if len(f.pending)+len(f.fresh) == 0 {
+	if len(f.pending)+f.enc.Len() == 0 {
 		f.idleLocked()
 	} else {
 		f.idle = 0
 	}
-	if len(f.pending)+len(f.fresh) == 0 || time.Now().Before(f.retryAt) {
+	if len(f.pending)+f.enc.Len() == 0 || time.Now().Before(f.retryAt) {
 		f.setPending(len(f.pending))
 		more = false // backing off: the rest waits in the store
 	} else if f.writeLocked() != nil {
@@ -308,7 +319,7 @@ func (f *Flusher) tick() {
 	// The window's further pieces (DrainPiece), each written as drained.
 	for more {
 		more = f.drainLocked()
-		if len(f.pending)+len(f.fresh) > 0 && f.writeLocked() != nil {
+		if len(f.pending)+f.enc.Len() > 0 && f.writeLocked() != nil {
 			return
 		}
 	}
@@ -330,6 +341,7 @@ func (f *Flusher) idleLocked() {
 		return
 	}
 	f.buf = nil
+	f.enc = Encoder{} // empty: the window drained nothing
 	f.db.dropBuffers()
 	if f.onIdle != nil {
 		f.onIdle()
@@ -392,7 +404,7 @@ func (f *Flusher) FlushNow() error {
 	defer f.mu.Unlock()
 	for {
 		more := f.drainLocked()
-		if len(f.pending)+len(f.fresh) == 0 {
+		if len(f.pending)+f.enc.Len() == 0 {
 			f.setPending(0)
 		} else if err := f.writeLocked(); err != nil {
 			return err
@@ -434,30 +446,42 @@ func (f *Flusher) Status() Status {
 	return s
 }
 
-// drainLocked calls DrainPiece (Drain when none is configured) and merges
-// its ops into pending, or, when nothing is pending, keeps them in fresh.
-// It returns DrainPiece's more. f.mu must be held.
+// drainLocked drains a window (or a piece of one) into f.enc and, when
+// older changes are pending, decodes them into the pending set. It
+// returns the drain's more. f.mu must be held.
 func (f *Flusher) drainLocked() (more bool) {
+	if len(f.pending) == 0 && f.enc.Len() == 0 {
+		return f.encodeLocked()
+	}
+	f.mergeFreshLocked() // an unwritten drain joins pending first
+	more = f.encodeLocked()
+	f.mergeFreshLocked()
+	return more
+}
+
+// encodeLocked resets f.enc and fills it with the changes since the last
+// drain: from Encode, or from Drain or DrainPiece's ops, encoded (and then
+// released). It returns the drain's more. f.mu must be held.
+func (f *Flusher) encodeLocked() (more bool) {
+	f.enc.Reset()
+	nowMs := f.now().UnixMilli()
+	if f.encode != nil {
+		return f.encode(nowMs, &f.enc)
+	}
 	var ops []Op
 	if f.drainPiece != nil {
-		ops, more = f.drainPiece(f.now().UnixMilli(), f.buf[:0])
+		ops, more = f.drainPiece(nowMs, f.buf[:0])
 	} else {
-		ops = f.drain(f.now().UnixMilli(), f.buf[:0])
+		ops = f.drain(nowMs, f.buf[:0])
 	}
-	if len(f.pending) == 0 && len(f.fresh) == 0 {
-		f.fresh, f.buf = ops, nil
-		return more
-	}
-	f.mergeFreshLocked()
 	for i := range ops {
-		f.putPendingLocked(&ops[i])
+		f.enc.Op(&ops[i])
 	}
 	if f.release != nil && len(ops) > 0 {
-		f.release(ops) // copied: the drain's block may be reused
+		f.release(ops) // encoded: their bytes may be reused
 	}
 	clear(ops) // drop references so the reused buffer doesn't pin them
 	f.buf = keepOps(ops)
-	f.notePendingLocked()
 	return more
 }
 
@@ -517,31 +541,17 @@ func keepOps(ops []Op) []Op {
 // maxKeepOps is the largest Drain buffer (in ops) kept between windows.
 const maxKeepOps = 128 << 10
 
-// mergeFreshLocked copies fresh into pending, releases its ops and returns
-// its buffer to f.buf. f.mu must be held.
+// mergeFreshLocked moves the changes encoded in f.enc into pending (each
+// decoded and copied: a newer op for a key replaces an older one) and
+// empties f.enc. f.mu must be held. The failure path only: one map write
+// and one allocation per change.
 func (f *Flusher) mergeFreshLocked() {
-	if len(f.fresh) == 0 {
-		f.releaseFreshLocked()
+	if f.enc.Len() == 0 {
 		return
 	}
-	for i := range f.fresh {
-		f.putPendingLocked(&f.fresh[i])
-	}
-	if f.release != nil {
-		f.release(f.fresh)
-	}
-	f.releaseFreshLocked()
+	f.enc.EachOp(f.putPendingLocked)
+	f.enc.Reset()
 	f.notePendingLocked()
-}
-
-// releaseFreshLocked empties fresh and returns its buffer to f.buf. f.mu
-// must be held.
-func (f *Flusher) releaseFreshLocked() {
-	if f.fresh == nil {
-		return
-	}
-	clear(f.fresh)
-	f.buf, f.fresh = keepOps(f.fresh), nil
 }
 
 // pieceBytes is the most a pending backlog's write puts in one synced
@@ -553,7 +563,7 @@ var (
 	minPieceBytes = 16 << 10
 )
 
-// writeLocked writes fresh as one synced batch, or the pending set in
+// writeLocked writes f.enc as one synced batch, or the pending set in
 // pieces of at most pieceBytes (each synced; a piece that succeeds leaves
 // the pending set even if a later one fails), and updates the status.
 // f.mu must be held.
@@ -565,17 +575,14 @@ func (f *Flusher) writeLocked() error {
 		err error
 	)
 	if len(f.pending) == 0 {
-		n = len(f.fresh)
-		err = f.db.Write(f.fresh)
+		n = f.enc.Len()
+		err = f.db.WriteEncoded(&f.enc)
 		if err == nil {
-			if f.release != nil && len(f.fresh) > 0 {
-				f.release(f.fresh)
-			}
-			f.releaseFreshLocked()
+			f.enc.Reset()
 		} else {
 			f.mergeFreshLocked()
 		}
-	} else { // then fresh is empty: drainLocked merged it
+	} else { // then f.enc is empty: drainLocked merged it
 		// Pieces are gathered from the map as they are written: no copy
 		// of the whole backlog.
 		n = len(f.pending)
