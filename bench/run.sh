@@ -11,6 +11,7 @@
 #
 #   bash bench/run.sh                     # full table (~6 minutes)
 #   N=100000 ROUNDS=1 bash bench/run.sh   # quick look
+#   CELLD_BIN=/tmp/celld-old bash bench/run.sh   # another build (before/after)
 #   CELLD_FLAGS="--maxmemory 1gb --maxmemory-policy volatile-ttl" bash bench/run.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +29,7 @@ RPORT=${RPORT:-$((CPORT + 1))}
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; redis-cli -p $RPORT shutdown nosave >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 
-go build -o "$work/celld" .
+if [ -n "${CELLD_BIN:-}" ]; then cp "$CELLD_BIN" "$work/celld"; else go build -o "$work/celld" .; fi
 "$work/celld" --addr 127.0.0.1:$CPORT --dir "$work/data" ${CELLD_FLAGS:-} 2>"$work/celld.log" &
 redis-server --port $RPORT --save '' --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
 for p in $CPORT $RPORT; do
