@@ -32,21 +32,28 @@ func TestProcessCleanExpiryNotRestored(t *testing.T) {
 			c := mustLaunch(t, dir)
 			rdb := c.client()
 			ctx := context.Background()
+			// Every key must reach the disk before it expires: 3 s TTLs
+			// leave room for a loaded CI machine under -race (300 ms did
+			// not: the last keys written expired before the first SAVE).
+			const ttl = 3 * time.Second
+			// FIXED windows end on multiples of their length since the
+			// epoch: start just after one, so the window keys live ~3 s.
+			time.Sleep(time.Duration(ttl.Milliseconds()-time.Now().UnixMilli()%ttl.Milliseconds()) * time.Millisecond)
 			var short []string
 			for i := range 50 {
 				k := "px:" + strconv.Itoa(i)
 				short = append(short, k)
-				if err := rdb.Set(ctx, k, i, 300*time.Millisecond).Err(); err != nil {
+				if err := rdb.Set(ctx, k, i, ttl).Err(); err != nil {
 					t.Fatal(err)
 				}
 			}
 			for i := range 20 {
 				k := "gcra:" + strconv.Itoa(i)
 				short = append(short, k)
-				throttle(t, rdb, k, 0, 10, 3, 1) // EI 300 ms: TTL 300 ms
+				throttle(t, rdb, k, 0, 10, 30, 1) // EI 3 s: TTL 3 s
 				k = "win:" + strconv.Itoa(i)
 				short = append(short, k)
-				if err := rdb.Do(ctx, "CL.WINDOW", k, 10, 300, "FIXED").Err(); err != nil {
+				if err := rdb.Do(ctx, "CL.WINDOW", k, 10, ttl.Milliseconds(), "FIXED").Err(); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -61,7 +68,7 @@ func TestProcessCleanExpiryNotRestored(t *testing.T) {
 			if err := rdb.Save(ctx).Err(); err != nil {
 				t.Fatal(err)
 			}
-			if err := rdb.PExpire(ctx, "shortened", 300*time.Millisecond).Err(); err != nil {
+			if err := rdb.PExpire(ctx, "shortened", ttl).Err(); err != nil {
 				t.Fatal(err)
 			}
 			short = append(short, "shortened")

@@ -56,6 +56,7 @@ func TestDefaults(t *testing.T) {
 		ProtectedMode: true, LogFormat: "text", LogLevel: "info", IOLoops: 1, BusyPoll: 50 * time.Microsecond,
 		ShutdownGrace: 10 * time.Second, MaxMemoryPolicy: "noeviction", HALeaseTTL: 2 * time.Second}
 	want.UpstreamFallback, want.UpstreamTimeout = "local", 250*time.Millisecond // sidecar mode
+	want.UpstreamBulkTimeout = 10 * time.Second                                 // bulk reads through the sidecar
 	want.LimiterSeparator, want.MetricsMaxLimiters = ":", 100                   // docs/limiter-metrics.md
 	want.Databases = 16
 	want.ReplicaAck, want.MaxReplicaLag = "async", 10*time.Millisecond // docs/replication.md
