@@ -2,7 +2,6 @@ package persist
 
 import (
 	"encoding/binary"
-	"fmt"
 	"hash/crc32"
 )
 
@@ -274,14 +273,5 @@ func (db *DB) WriteEncoded(e *Encoder) error {
 	stamp := db.now().UnixMilli()
 	seq := db.mu.nextSeq
 	records := e.seal(seq, stamp)
-	db.mu.nextSeq = seq + uint64(records)
-	if err := db.appendLocked(e.buf, seq); err != nil {
-		return fmt.Errorf("persist: write %d ops to %s: %w", e.ops, db.dir, err)
-	}
-	db.mu.logBytes += int64(len(e.buf) - records*recordHeaderLen)
-	db.logBytes.Store(db.mu.logBytes)
-	db.mu.logDeletes += e.deletes
-	db.logDeletes.Store(db.mu.logDeletes)
-	db.flushedAtMs.Store(stamp)
-	return nil
+	return db.commitLocked(e.buf, seq, records, e.deletes, stamp, e.ops)
 }

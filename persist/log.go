@@ -39,26 +39,34 @@ func (db *DB) Write(ops []Op) error {
 	stamp := db.now().UnixMilli()
 	seq := db.mu.nextSeq
 	buf, records := appendRecords(db.mu.logBuf[:0], ops, seq, stamp)
-	// Seqs are never reused, even after a failure (its records, or its
-	// file, may have reached the disk).
-	db.mu.nextSeq = seq + uint64(records)
-	err := db.appendLocked(buf, seq)
-	if cap(buf) <= logBufRetain {
-		db.mu.logBuf = buf[:0]
-	} else {
-		db.mu.logBuf = nil
-	}
-	if err != nil {
-		return fmt.Errorf("persist: write %d ops to %s: %w", len(ops), db.dir, err)
-	}
-	db.mu.logBytes += int64(len(buf) - records*recordHeaderLen)
-	db.logBytes.Store(db.mu.logBytes)
 	var deletes int64
 	for i := range ops {
 		if ops[i].Delete {
 			deletes++
 		}
 	}
+	err := db.commitLocked(buf, seq, records, deletes, stamp, len(ops))
+	if cap(buf) <= logBufRetain {
+		db.mu.logBuf = buf[:0]
+	} else {
+		db.mu.logBuf = nil
+	}
+	return err
+}
+
+// commitLocked appends buf, records sealed from seq on (stamped stamp,
+// holding nops changes of which deletes are deletions), to the change log
+// and syncs it, then counts them (log bytes, deletions, the flush time).
+// It is the one tail of Write and WriteEncoded. Seqs are taken even when
+// it fails (its records, or its file, may have reached the disk).
+// Requires db.mu.
+func (db *DB) commitLocked(buf []byte, seq uint64, records int, deletes, stamp int64, nops int) error {
+	db.mu.nextSeq = seq + uint64(records)
+	if err := db.appendLocked(buf, seq); err != nil {
+		return fmt.Errorf("persist: write %d ops to %s: %w", nops, db.dir, err)
+	}
+	db.mu.logBytes += int64(len(buf) - records*recordHeaderLen)
+	db.logBytes.Store(db.mu.logBytes)
 	db.mu.logDeletes += deletes
 	db.logDeletes.Store(db.mu.logDeletes)
 	db.flushedAtMs.Store(stamp)
