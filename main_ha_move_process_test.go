@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -144,48 +142,14 @@ func TestProcessHAMove(t *testing.T) {
 	}
 
 	// Client load: 4 goroutines of CL.THROTTLE on "user<n>:<phase>".
-	var phase atomic.Int32
-	phases := []map[string][]haAdmission{{}}
-	names := []string{"steady state (before any move)"}
-	var admMu sync.Mutex
-	var okCalls, failed atomic.Int64
 	var lastErr atomic.Value
-	var wg sync.WaitGroup
-	for g := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(g), 2))
-			for ctx.Err() == nil {
-				ph := phase.Load()
-				k := "user" + strconv.Itoa(r.IntN(200)) + ":" + strconv.Itoa(int(ph))
-				sent := time.Now()
-				res, err := cc.Do(ctx, "CL.THROTTLE", k, haBurst, 10, int(10*haTau/time.Second)).Int64Slice()
-				recv := time.Now()
-				if err != nil {
-					if ctx.Err() == nil {
-						failed.Add(1)
-						lastErr.Store(err.Error())
-					}
-					continue
-				}
-				okCalls.Add(1)
-				if res[0] == 0 {
-					admMu.Lock()
-					phases[ph][k] = append(phases[ph][k], haAdmission{k, sent, recv})
-					admMu.Unlock()
-				}
-			}
-		}()
-	}
-	defer func() { cancel(); wg.Wait() }()
+	load := startHALoad(ctx, [4]haDoer{cc, cc, cc, cc}, 2, "steady state (before any move)",
+		func(err error) { lastErr.Store(err.Error()) }, nil)
+	okCalls, failed := &load.ok, &load.failed
+	defer func() { cancel(); load.wg.Wait() }()
 	waitFor("client load flows", 10*time.Second, func() bool { return okCalls.Load() > 100 })
 	newPhase := func(name string) {
-		admMu.Lock()
-		phases = append(phases, map[string][]haAdmission{})
-		names = append(names, name)
-		phase.Store(int32(len(phases) - 1))
-		admMu.Unlock()
+		load.newPhase(name)
 		time.Sleep(time.Second) // the keys get state on the source first
 	}
 	report := regexp.MustCompile(`(\d+) keys copied in ([\d.]+) ms; paused ([\d.]+) ms; total ([\d.]+) ms`)
@@ -251,9 +215,7 @@ func TestProcessHAMove(t *testing.T) {
 	}
 	if control {
 		time.Sleep(time.Second)
-		admMu.Lock()
-		w := overAdmission(phases, names, haBurst, haTau)[1]
-		admMu.Unlock()
+		w := load.overAdmission()[1]
 		t.Logf("control (--no-keys): over-admission in the move: worst key %s by %d", w.key, w.over)
 		if w.over == 0 {
 			t.Error("control: a move that left the keys behind showed no over-admission: the replay cannot see a lost state")
@@ -314,17 +276,18 @@ func TestProcessHAMove(t *testing.T) {
 		waitFor(ms[src].id+" back as a synced replica", 20*time.Second, func() bool { return synced(ms[src]) })
 	}
 	time.Sleep(500 * time.Millisecond)
-	admMu.Lock()
-	worst := overAdmission(phases, names, haBurst, haTau)
+	worst := load.overAdmission()
+	load.mu.Lock()
 	total := 0
-	for _, p := range phases {
+	for _, p := range load.phases {
 		for _, a := range p {
 			total += len(a)
 		}
 	}
-	admMu.Unlock()
+	movePhase := len(load.phases[1])
+	load.mu.Unlock()
 	cancel()
-	wg.Wait()
+	load.wg.Wait()
 	t.Logf("%d admissions replayed; %d calls answered, %d failed after go-redis's retries (last error: %v)", total, okCalls.Load(), failed.Load(), lastErr.Load())
 	bound := haBurst + 1 + int((haLag+haTau-1)/haTau)
 	for i, w := range worst {
@@ -336,7 +299,7 @@ func TestProcessHAMove(t *testing.T) {
 			t.Errorf("%s: key %s admitted %d more than GCRA allows (a failover's bound: %d)", w.fault, w.key, w.over, bound)
 		}
 	}
-	if len(phases[1]) == 0 {
+	if movePhase == 0 {
 		t.Error("no admissions during the clean move")
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -453,45 +452,21 @@ func testProcessHA(t *testing.T, ack string) {
 		at    time.Time
 	}
 	var killRecs []killRec
-	var ok, failed atomic.Int64
 	// admissions is the client log: every answer (sent, answered, key,
-	// admitted) for CELLD_HA_ADMISSIONS, and the admissions for the replay.
+	// admitted) for CELLD_HA_ADMISSIONS (the load's mu guards it). Fault
+	// i's keys are "user<n>:<i>", fresh a second before it, so each key's
+	// history holds one fault (phase 0: before any).
 	var admissions strings.Builder
-	// phase is the fault the clients' keys are for: fault i's keys are
-	// "user<n>:<i>", fresh a second before it, so each key's history holds
-	// one fault (phase 0: before any).
-	var phase atomic.Int32
-	phases := []map[string][]haAdmission{{}}
-	names := []string{"steady state (before any fault)"}
 	killedAt := map[int]time.Time{} // phase → when its leader was killed
-	var admMu sync.Mutex
-	for g := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(g), 1))
-			for ctx.Err() == nil {
-				ph := phase.Load()
-				k := "user" + strconv.Itoa(r.IntN(200)) + ":" + strconv.Itoa(int(ph))
-				sent := time.Now()
-				res, err := cc.Do(ctx, "CL.THROTTLE", k, haBurst, 10, int(10*haTau/time.Second)).Int64Slice()
-				recv := time.Now()
-				if err != nil {
-					if ctx.Err() == nil {
-						failed.Add(1)
-					}
-					continue
-				}
-				ok.Add(1)
-				admMu.Lock()
-				fmt.Fprintf(&admissions, "%d %d %s %d\n", sent.UnixNano(), recv.UnixNano(), k, 1-res[0])
-				if res[0] == 0 {
-					phases[ph][k] = append(phases[ph][k], haAdmission{k, sent, recv})
-				}
-				admMu.Unlock()
+	load := startHALoad(ctx, [4]haDoer{cc, cc, cc, cc}, 1, "steady state (before any fault)", nil,
+		func(k string, sent, recv time.Time, admitted bool) {
+			a := 0
+			if admitted {
+				a = 1
 			}
-		}()
-	}
+			fmt.Fprintf(&admissions, "%d %d %s %d\n", sent.UnixNano(), recv.UnixNano(), k, a)
+		})
+	ok, failed := &load.ok, &load.failed
 	waitFor := func(what string, limit time.Duration, cond func() bool) {
 		t.Helper()
 		deadline := time.Now().Add(limit)
@@ -516,13 +491,10 @@ func testProcessHA(t *testing.T, ack string) {
 	// second (on the new leader: what it forgot shows then), starts the
 	// phase of the next fault (fresh keys), lets the clients spend them on
 	// the leaders for a second, and returns the fault's time.
+	last := 0 // the newest fault's phase
 	fault := func(name string) time.Time {
 		time.Sleep(time.Second)
-		admMu.Lock()
-		phases = append(phases, map[string][]haAdmission{})
-		names = append(names, name)
-		phase.Store(int32(len(phases) - 1))
-		admMu.Unlock()
+		last = load.newPhase(name)
 		time.Sleep(time.Second)
 		return time.Now()
 	}
@@ -535,9 +507,7 @@ func testProcessHA(t *testing.T, ack string) {
 		leader := h.currentLeader(s)
 		m := h.members[leader]
 		killed := fault(fmt.Sprintf("kill -9 #%d (%s, shard %d)", i+1, m.id, s))
-		admMu.Lock()
-		killedAt[len(phases)-1] = killed
-		admMu.Unlock()
+		killedAt[last] = killed
 		m.proc().kill()
 		nl, at := h.waitServed(s, leader, killed, 4*ttl)
 		failovers = append(failovers, at.Sub(killed))
@@ -612,6 +582,8 @@ func testProcessHA(t *testing.T, ack string) {
 
 	cancel()
 	wg.Wait()
+	load.wg.Wait()
+	phases, names := load.phases, load.names // the load has stopped
 	for _, f := range foreign {
 		f.stop()
 		t.Log(f.summary())
@@ -658,7 +630,7 @@ func testProcessHA(t *testing.T, ack string) {
 			nadm += len(ads)
 		}
 	}
-	for _, r := range overAdmission(phases, names, haBurst, haTau) {
+	for _, r := range load.overAdmission() {
 		worst = append(worst, r.over)
 		t.Logf("%s: %-36s worst key %-8s over-admitted %d (bound %d)", ack, r.fault, r.key, r.over, bound)
 		if r.over > bound && !control {

@@ -4,14 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -126,45 +124,21 @@ func TestProcessSidecarHAFailover(t *testing.T) {
 	// Load: plain go-redis Clients (no cluster support) through the
 	// sidecar, with go-redis's default retry policy for TRYAGAIN and
 	// friends, as an application would run them.
-	var ok, failed atomic.Int64
 	var errMu sync.Mutex
 	errs := map[string]int{}
-	var phase atomic.Int32
-	phases := []map[string][]haAdmission{{}}
-	names := []string{"steady state (before any fault)"}
-	var admMu sync.Mutex
-	for g := range 4 {
+	var clients [4]haDoer
+	for g := range clients {
 		c := redis.NewClient(&redis.Options{Addr: side.addr, MaxRetries: 8, MinRetryBackoff: 50 * time.Millisecond,
 			MaxRetryBackoff: 500 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second})
 		t.Cleanup(func() { c.Close() })
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(g), 2))
-			for ctx.Err() == nil {
-				ph := phase.Load()
-				k := "user" + strconv.Itoa(r.IntN(200)) + ":" + strconv.Itoa(int(ph))
-				sent := time.Now()
-				res, err := c.Do(ctx, "CL.THROTTLE", k, haBurst, 10, int(10*haTau/time.Second)).Int64Slice()
-				recv := time.Now()
-				if err != nil {
-					if ctx.Err() == nil {
-						failed.Add(1)
-						errMu.Lock()
-						errs[err.Error()]++
-						errMu.Unlock()
-					}
-					continue
-				}
-				ok.Add(1)
-				if res[0] == 0 {
-					admMu.Lock()
-					phases[ph][k] = append(phases[ph][k], haAdmission{k, sent, recv})
-					admMu.Unlock()
-				}
-			}
-		}()
+		clients[g] = c
 	}
+	load := startHALoad(ctx, clients, 2, "steady state (before any fault)", func(err error) {
+		errMu.Lock()
+		errs[err.Error()]++
+		errMu.Unlock()
+	}, nil)
+	ok, failed := &load.ok, &load.failed
 	waitFor("client load flows through the sidecar", 10*time.Second, func() bool { return ok.Load() > 100 })
 	t.Logf("%v: load flows through the sidecar", time.Since(t0).Round(time.Millisecond))
 	if n := field(upstream(), "upstream_fallback_local"); n != 0 {
@@ -193,11 +167,7 @@ func TestProcessSidecarHAFailover(t *testing.T) {
 		m := h.members[leader]
 		// Fresh keys a second before the kill (one phase per fault).
 		time.Sleep(time.Second)
-		admMu.Lock()
-		phases = append(phases, map[string][]haAdmission{})
-		names = append(names, fmt.Sprintf("kill -9 #%d (%s, shard %d) through the sidecar", i+1, m.id, s))
-		phase.Store(int32(len(phases) - 1))
-		admMu.Unlock()
+		load.newPhase(fmt.Sprintf("kill -9 #%d (%s, shard %d) through the sidecar", i+1, m.id, s))
 		time.Sleep(time.Second)
 		fb0, failed0 := field(upstream(), "upstream_fallback_local"), failed.Load()
 		killed := time.Now()
@@ -237,6 +207,7 @@ func TestProcessSidecarHAFailover(t *testing.T) {
 	}
 	time.Sleep(time.Second) // the last fault's keys, on the new leader
 	cancel()
+	load.wg.Wait()
 	wg.Wait()
 
 	errMu.Lock()
@@ -255,7 +226,7 @@ func TestProcessSidecarHAFailover(t *testing.T) {
 	// from the sidecar's own, fresh state for the failover's span D
 	// (up to b+1+⌊D/τ⌋ more), and the new leader may lack the last L of
 	// the old one's admissions (async: up to b+1+⌈L/τ⌉ more).
-	for ph, r := range overAdmission(phases, names, haBurst, haTau) {
+	for ph, r := range load.overAdmission() {
 		bound := 0
 		if ph > 0 {
 			bound = haBurst + 1 + int(fallbackSpan[ph]/haTau) + haBurst + 1 + int(math.Ceil(float64(haLag)/float64(haTau)))
