@@ -365,7 +365,8 @@ const (
 // window after it.
 //
 // Each change is encoded while its shard's lock is held
-// (store.DrainShardsView): no key is copied and no persist.Op is built.
+// (store.DrainShardsViewTAT): no key is copied and no persist.Op is built;
+// a plain TAT goes straight to e.TAT, without a store.Change.
 func (p *persistence) encodeUpTo(nowMs int64, e *persist.Encoder, limit int) (more bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -403,6 +404,7 @@ func (p *persistence) encodeUpTo(nowMs int64, e *persist.Encoder, limit int) (mo
 			e.Object(c.Key, byte(c.Kind), c.Gen, c.Image, c.ExpireAtMs)
 		}
 	}
+	tat := e.TAT // plain TATs (CL.THROTTLE's) skip add's Change and switch
 	total := len(stores) * store.NumShards
 	n := e.Len()
 	for p.visited < total && (limit == 0 || e.Len()-n < limit) {
@@ -417,7 +419,7 @@ func (p *persistence) encodeUpTo(nowMs int64, e *persist.Encoder, limit int) (mo
 			continue
 		}
 		e.SetDB(st.ID())
-		next, scratch := st.DrainShardsView(nowMs, first, max(limit-(e.Len()-n), 0), p.scratch, add)
+		next, scratch := st.DrainShardsViewTAT(nowMs, first, max(limit-(e.Len()-n), 0), p.scratch, add, tat)
 		if cap(scratch) <= maxScratch {
 			p.scratch = scratch
 		}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -53,6 +54,58 @@ func BenchmarkDrain(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*dirty), "ns/key")
+		})
+	}
+}
+
+// BenchmarkDrainView is the server's drain per dirty key: 30k of 100k live
+// TAT keys written since the last drain in a random order (CL.THROTTLE on
+// random keys), drained with DrainShardsView (every change as a Change)
+// and with DrainShardsViewTAT (plain TATs to their own callback, as
+// persistence drains). The receivers only count.
+func BenchmarkDrainView(b *testing.B) {
+	for _, mode := range []string{"change", "tat"} {
+		b.Run(mode, func(b *testing.B) {
+			const live, dirty = 100_000, 30_000
+			s := New(Options{TrackDirty: true})
+			keys := benchKeys(live)
+			lim := benchLimit(b)
+			now := t0
+			for _, k := range keys {
+				if _, err := s.Throttle(k, lim, 1, now); err != nil {
+					b.Fatal(err)
+				}
+			}
+			n := 0
+			count := func(*Change) { n++ }
+			var tat func([]byte, uint64, int64)
+			if mode == "tat" {
+				tat = func([]byte, uint64, int64) { n++ }
+			}
+			_, scratch := s.DrainShardsViewTAT(now/1e6, 0, 0, nil, count, tat)
+			perm := rand.New(rand.NewPCG(1, 2)).Perm(live)
+			var cpu int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				for j := 0; j < dirty; j++ {
+					now++
+					if _, err := s.Throttle(keys[perm[(i*dirty+j)%live]], lim, 1, now); err != nil {
+						b.Fatal(err)
+					}
+				}
+				n = 0
+				b.StartTimer()
+				c0 := processCPUNs()
+				_, scratch = s.DrainShardsViewTAT(now/1e6, 0, 0, scratch, count, tat)
+				cpu += processCPUNs() - c0
+				if n != dirty {
+					b.Fatalf("drained %d changes, want %d", n, dirty)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*dirty), "ns/key")
+			b.ReportMetric(float64(cpu)/float64(b.N*dirty), "cpu-ns/key")
 		})
 	}
 }

@@ -330,6 +330,21 @@ func (s *Store) DrainShards(nowMs int64, first, limit int, block []byte, fn func
 // more (its header in rawv, then its bytes); all three are started ahead
 // of the walk (viewAhead) so that they overlap.
 func (s *Store) DrainShardsView(nowMs int64, first, limit int, scratch []byte, fn func(*Change)) (next int, _ []byte) {
+	return s.DrainShardsViewTAT(nowMs, first, limit, scratch, fn, nil)
+}
+
+// DrainShardsViewTAT is DrainShardsView with the live plain TATs (what
+// CL.THROTTLE writes: the Changes with IsTAT) handed to tat, with their key
+// (valid only during the call), TAT and expiry, instead of to fn; every
+// other change goes to fn. tat nil: DrainShardsView. Same locking, order,
+// limit and next; tat runs under the shard's lock and must only record
+// the change.
+//
+// Cost: a plain TAT costs its entry's cache miss and tat's call, without
+// building a Change (about 120 bytes written and copied per key) or fn's
+// dispatch on its kind: the drain of a window of CL.THROTTLE keys
+// (BenchmarkDrainView/encode).
+func (s *Store) DrainShardsViewTAT(nowMs int64, first, limit int, scratch []byte, fn func(*Change), tat func(key []byte, tat uint64, exp int64)) (next int, _ []byte) {
 	count := 0
 	var c Change
 	for i := first; i < nShards; i++ {
@@ -363,6 +378,10 @@ func (s *Store) DrainShardsView(nowMs int64, first, limit int, scratch []byte, f
 				continue // freed (its deletion is listed) or listed twice
 			}
 			e.flags &^= flagDirty
+			if tat != nil && e.flags&(kindMask|flagRaw|flagInvalid) == 0 && e.alive(nowMs) {
+				tat(sh.keyOf(e), e.tat, e.exp) // changeLocked's IsTAT case
+				continue
+			}
 			if !e.alive(nowMs) {
 				sh.deleteSlotLocked(slot)
 				last := len(sh.deleted) - 1
