@@ -396,6 +396,10 @@ func (p *persistence) encodeUpTo(nowMs int64, e *persist.Encoder, limit int) (mo
 				e.Set(c.Key, c.Text, c.ExpireAtMs)
 			}
 		case c.Kind == store.KindWindow:
+			if c.WinMode != 0 { // inline counters, as numbers (store.Change.WinMode)
+				e.WindowCounters(c.Key, byte(c.WinMode), c.Win.Start, uint64(c.Win.Prev), uint64(c.Win.Curr), c.ExpireAtMs)
+				break
+			}
 			e.Window(c.Key, c.Text, c.ExpireAtMs)
 		case c.Delta: // persist/delta.go: what the window changed
 			e.Delta(c.Key, byte(c.Kind), c.Image, c.ExpireAtMs)

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"time"
 	"unsafe"
+
+	"github.com/celld/celld/window"
 )
 
 // KeyString views key bytes handed to a walk callback as a string without
@@ -203,6 +205,14 @@ type Change struct {
 	// instead the delta's segments, Gen the last one's (journal.go).
 	Gen   uint64
 	Delta bool
+	// WinMode is set (window.Fixed or window.Sliding) instead of Text for
+	// a KindWindow key whose counters the store keeps inline, as numbers
+	// (window.go), in the changes DrainShardsView gives: Win holds them,
+	// and the receiver encodes them without a round trip through the
+	// window package's bytes (window.AppendCounters(nil, WinMode, Win) is
+	// the Text it stands for). 0 in every other Change.
+	WinMode window.Mode
+	Win     window.Counters
 	// Verbatim: Text is a verbatim string's bytes (flagRaw), which is
 	// never the canonical decimal of a number (the store keeps those as
 	// TATs), so an encoder need not test it for one (persist writes
@@ -322,9 +332,11 @@ func (s *Store) DrainShards(nowMs int64, first, limit int, block []byte, fn func
 // once (persistence encodes it into the change log's buffer): nothing is
 // copied for it. fn's Change views the store's own bytes (the key, a
 // verbatim text) or scratch (a formatted text, a window state, an object
-// image), valid only during the call; fn runs under the shard's lock and
-// must only record the change. scratch is returned, grown to the largest
-// such value, for reuse. Same order, limit and next as DrainShards.
+// image), valid only during the call; a window key whose counters are
+// inline comes as those numbers (Change.WinMode), not as bytes. fn runs
+// under the shard's lock and must only record the change. scratch is
+// returned, grown to the largest such value, for reuse. Same order, limit
+// and next as DrainShards.
 //
 // Cost per dirty key: the entry's cache miss and, for a verbatim text, two
 // more (its header in rawv, then its bytes); all three are started ahead
@@ -371,6 +383,14 @@ func (s *Store) DrainShardsView(nowMs int64, first, limit int, scratch []byte, f
 				sh.deleted = sh.deleted[:last] // listed here instead
 				sh.expired++
 				c = Change{Key: key, Deleted: true}
+				fn(&c)
+				continue
+			}
+			if e.flags&kindMask != 0 && e.kind() == KindWindow && e.winInline() {
+				// Inline counters go as numbers (Change.WinMode): no
+				// bytes to encode here and decode again in persist.
+				m, w := winUnpack(e.tat, e.off)
+				c = Change{Key: sh.keyOf(e), Kind: KindWindow, ExpireAtMs: e.exp, WinMode: m, Win: w}
 				fn(&c)
 				continue
 			}
