@@ -287,6 +287,10 @@ func (p *persistence) load(now time.Time) error {
 func (p *persistence) snapshot(nowMs int64, w *persist.BaseWriter) error {
 	add := func(c store.Change) {
 		if c.Kind == store.KindWindow {
+			if c.WinMode != 0 { // inline counters, as numbers (store.Change.WinMode)
+				w.AddWindowCounters(c.Key, byte(c.WinMode), c.Win.Start, uint64(c.Win.Prev), uint64(c.Win.Curr), c.ExpireAtMs)
+				return
+			}
 			w.AddWindow(c.Key, c.Text, c.ExpireAtMs)
 			return
 		}

@@ -205,19 +205,20 @@ type Change struct {
 	// instead the delta's segments, Gen the last one's (journal.go).
 	Gen   uint64
 	Delta bool
-	// WinMode is set (window.Fixed or window.Sliding) instead of Text for
-	// a KindWindow key whose counters the store keeps inline, as numbers
-	// (window.go), in the changes DrainShardsView gives: Win holds them,
-	// and the receiver encodes them without a round trip through the
-	// window package's bytes (window.AppendCounters(nil, WinMode, Win) is
-	// the Text it stands for). 0 in every other Change.
-	WinMode window.Mode
-	Win     window.Counters
 	// Verbatim: Text is a verbatim string's bytes (flagRaw), which is
 	// never the canonical decimal of a number (the store keeps those as
 	// TATs), so an encoder need not test it for one (persist writes
 	// such texts as 8-byte numbers).
 	Verbatim bool
+	// WinMode is set (window.Fixed or window.Sliding) instead of Text for
+	// a KindWindow key whose counters the store keeps inline, as numbers
+	// (window.go), in the changes DrainShardsView gives: Win holds them,
+	// and the receiver encodes them without a round trip through the
+	// window package's bytes (window.AppendCounters(nil, WinMode, Win) is
+	// the Text it stands for). DumpShard gives them so too. 0 in every
+	// other Change.
+	WinMode window.Mode
+	Win     window.Counters
 }
 
 // Drain returns every change since the previous Drain, deletions first, then
@@ -460,9 +461,10 @@ func (s *Store) DirtyKeys() int {
 const NumShards = nShards
 
 // DumpShard calls fn with every live key of shard i (0 ≤ i < NumShards),
-// its value (a plain TAT as TAT, anything else as GET's text, as in
-// DrainFunc) and its expiry, holding that shard's lock for the whole walk.
-// Key and Text are only valid during the call. It neither reads nor clears
+// its value (a plain TAT as TAT, a window key's inline counters as numbers
+// as DrainShardsView gives them, anything else as GET's text, as in
+// DrainFunc) and its expiry, holding that shard's lock for the whole
+// walk. Key and Text are only valid during the call. It neither reads nor clears
 // dirty state: it is the building block of a full snapshot (persistence's
 // base rewrite), taken one shard at a time so that each lock is held for
 // 1/256 of the keys. O(shard size).
@@ -480,6 +482,11 @@ func (s *Store) DumpShard(i int, nowMs int64, fn func(Change)) {
 		}
 		e := &sh.slab[j]
 		if e.flags&flagUsed == 0 || !e.alive(nowMs) {
+			continue
+		}
+		if e.flags&kindMask != 0 && e.kind() == KindWindow && e.winInline() {
+			m, w := winUnpack(e.tat, e.off)
+			fn(Change{Key: sh.keyOf(e), Kind: KindWindow, ExpireAtMs: e.exp, WinMode: m, Win: w})
 			continue
 		}
 		c, _ := sh.snapshotChangeLocked(uint32(j), sh.keyOf(e), scratch[:0]) // journal.go

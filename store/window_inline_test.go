@@ -288,11 +288,11 @@ func checkWinState(t *testing.T, s *Store, key, model []byte, nowMs int64) (inli
 	return inline
 }
 
-// DrainShardsView hands a key with inline counters over as numbers
-// (Change.WinMode and Win, no Text), and every other window key (a long
-// name, a LOG) as the window package's bytes; the numbers are the state
-// the bytes would have been. Drain, for receivers that keep changes,
-// still gives bytes for every window key.
+// DrainShardsView and DumpShard hand a key with inline counters over as
+// numbers (Change.WinMode and Win, no Text), and every other window key
+// (a long name, a LOG) as the window package's bytes; the numbers are the
+// state the bytes would have been. Drain, for receivers that keep
+// changes, still gives bytes for every window key.
 func TestDrainViewInlineCounters(t *testing.T) {
 	now := t0ms
 	for _, m := range []window.Mode{window.Fixed, window.Sliding} {
@@ -326,6 +326,26 @@ func TestDrainViewInlineCounters(t *testing.T) {
 		})
 		if seen != 3 {
 			t.Errorf("%v: %d changes drained, want 3", m, seen)
+		}
+		// DumpShard (the base rewrite's walk) gives the same.
+		dumped := 0
+		for i := range NumShards {
+			s.DumpShard(i, now, func(c Change) {
+				dumped++
+				switch {
+				case string(c.Key) == string(short):
+					if c.Kind != KindWindow || c.WinMode != m || c.Win != want || c.Text != nil {
+						t.Errorf("%v: DumpShard gave the inline key as %+v", m, c)
+					}
+				case c.WinMode != 0:
+					t.Errorf("%v: DumpShard gave key %q with a block as numbers: %+v", m, c.Key, c)
+				case string(c.Key) == string(long) && !bytes.Equal(c.Text, window.AppendCounters(nil, m, want)):
+					t.Errorf("%v: DumpShard gave the long key %x", m, c.Text)
+				}
+			})
+		}
+		if dumped != 3 {
+			t.Errorf("%v: DumpShard gave %d keys, want 3", m, dumped)
 		}
 		s.Window(short, l, 1, now)
 		for _, c := range s.Drain(now, nil) {
