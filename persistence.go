@@ -287,6 +287,10 @@ func (p *persistence) load(now time.Time) error {
 func (p *persistence) snapshot(nowMs int64, w *persist.BaseWriter) error {
 	add := func(c store.Change) {
 		if c.Kind == store.KindWindow {
+			if c.WinMode != 0 { // inline counters, as numbers (store.Change.WinMode)
+				w.AddWindowCounters(c.Key, byte(c.WinMode), c.Win.Start, uint64(c.Win.Prev), uint64(c.Win.Curr), c.ExpireAtMs)
+				return
+			}
 			w.AddWindow(c.Key, c.Text, c.ExpireAtMs)
 			return
 		}
@@ -397,6 +401,10 @@ func (p *persistence) encodeUpTo(nowMs int64, e *persist.Encoder, limit int) (mo
 				e.Set(c.Key, c.Text, c.ExpireAtMs)
 			}
 		case c.Kind == store.KindWindow:
+			if c.WinMode != 0 { // inline counters, as numbers (store.Change.WinMode)
+				e.WindowCounters(c.Key, byte(c.WinMode), c.Win.Start, uint64(c.Win.Prev), uint64(c.Win.Curr), c.ExpireAtMs)
+				break
+			}
 			e.Window(c.Key, c.Text, c.ExpireAtMs)
 		case c.Delta: // persist/delta.go: what the window changed
 			e.Delta(c.Key, byte(c.Kind), c.Image, c.ExpireAtMs)

@@ -10,6 +10,7 @@ import (
 	"github.com/celld/celld/gcra"
 	"github.com/celld/celld/persist"
 	"github.com/celld/celld/store"
+	"github.com/celld/celld/window"
 )
 
 // openBenchPersistence opens dir with a store that tracks dirty keys and a
@@ -209,6 +210,16 @@ func BenchmarkFold1MTATs(b *testing.B) {
 	}
 	benchFold(b, 1_000_000, func(st *store.Store, k []byte, now int64) {
 		st.Throttle(k, lim, 1, now*1e6)
+	})
+}
+
+// BenchmarkFold1MFixed is a fold of 1M CL.WINDOW FIXED keys (12-byte
+// names, so their counters are inline in the entry), beside
+// BenchmarkFold1MTATs: the base rewrite's cost per window key.
+func BenchmarkFold1MFixed(b *testing.B) {
+	l := window.Limit{Mode: window.Fixed, Limit: 100, WindowMs: 3_600_000}
+	benchFold(b, 1_000_000, func(st *store.Store, k []byte, now int64) {
+		st.Window(k, l, 1, now)
 	})
 }
 

@@ -45,6 +45,8 @@ func dumpAll(t *testing.T, p *persistence, nowMs int64) map[string]string {
 					objects = append(objects, string(c.Key))
 				case c.IsTAT:
 					out[k] = fmt.Sprintf("tat %d exp=%d", c.TAT, c.ExpireAtMs)
+				case c.WinMode != 0: // inline counters: the bytes they stand for
+					out[k] = fmt.Sprintf("%s %q exp=%d", c.Kind, window.AppendCounters(nil, c.WinMode, c.Win), c.ExpireAtMs)
 				default:
 					out[k] = fmt.Sprintf("%s %q exp=%d", c.Kind, c.Text, c.ExpireAtMs)
 				}

@@ -159,6 +159,19 @@ func (e *Encoder) Window(key, state []byte, exp int64) {
 	e.added(s)
 }
 
+// WindowCounters is Window for a FIXED (mode 2, prev 0) or SLIDING (mode 3)
+// state given as its numbers (store.Change.WinMode): the entry Window
+// writes for the state's bytes (window_compact.go's 'f' or 'c', or a 'w'
+// entry for numbers a compact entry cannot hold exactly), without
+// encoding those bytes only to decode them again. Cost: the entry's bytes,
+// as TAT's.
+func (e *Encoder) WindowCounters(key []byte, mode byte, start int64, prev, curr uint64, exp int64) {
+	s := e.begin(len(key) + winSlidingLen + entryHeadMax)
+	e.buf = appendDBPrefix(e.buf, e.db)
+	e.buf = appendWindowCounters(e.buf, key, mode, start, prev, curr, exp)
+	e.added(s)
+}
+
 // Object adds key holding an object of kind (a hash, list or sorted set)
 // whose whole content is image, of generation gen (0: none), as an Op
 // with Kind, TAT gen and Object image.

@@ -78,3 +78,13 @@ func (w *BaseWriter) AddWindow(key, state []byte, expireAtMs int64) {
 	w.buf = appendWindow(w.buf, key, state, expireAtMs)
 	w.added()
 }
+
+// AddWindowCounters is AddWindow for a FIXED (mode 2) or SLIDING (mode 3)
+// state given as numbers (store.Change.WinMode, as DumpShard gives an
+// inline window key): the entry AddWindow writes for the state's bytes
+// (Encoder.WindowCounters). key is copied.
+func (w *BaseWriter) AddWindowCounters(key []byte, mode byte, start int64, prev, curr uint64, expireAtMs int64) {
+	w.buf = appendDBPrefix(w.buf, w.dbid)
+	w.buf = appendWindowCounters(w.buf, key, mode, start, prev, curr, expireAtMs)
+	w.added()
+}

@@ -63,6 +63,31 @@ func compactWindow(state []byte, exp int64) (tag byte, span int64, prev, curr ui
 	return tag, exp - start, prev, curr, true // both non-negative: no overflow
 }
 
+// appendWindowCounters is appendWindow for a FIXED (mode winModeFixed,
+// whose prev is ignored, as the window package's encoding ignores it) or
+// SLIDING (winModeSliding) state given as numbers
+// (Encoder.WindowCounters): the same bytes appendWindow writes for the
+// window package's encoding of them. No allocation.
+func appendWindowCounters(b, key []byte, mode byte, start int64, prev, curr uint64, exp int64) []byte {
+	tag := byte(entryWinSliding)
+	if mode != winModeSliding {
+		mode, tag, prev = winModeFixed, entryWinFixed, 0
+	}
+	if start >= 0 && exp >= 0 && int64(prev) >= 0 && int64(curr) >= 0 {
+		return appendCompactWindow(b, tag, key, exp, exp-start, prev, curr)
+	}
+	// Rare (a start before the epoch, a count past 2^63): the state's
+	// bytes, as appendWindow keeps them.
+	var st [winSlidingLen]byte
+	state := append(st[:0], mode)
+	state = binary.LittleEndian.AppendUint64(state, uint64(start))
+	if mode == winModeSliding {
+		state = binary.LittleEndian.AppendUint64(state, prev)
+	}
+	state = binary.LittleEndian.AppendUint64(state, curr)
+	return appendWindow(b, key, state, exp)
+}
+
 // compactWindowSize is the encoded size of a compact entry (without the
 // database prefix).
 func compactWindowSize(tag byte, key []byte, exp, span int64, prev, curr uint64) int {

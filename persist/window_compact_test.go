@@ -41,15 +41,8 @@ func TestCompactWindowRoundTrip(t *testing.T) {
 		return []int64{0, 1, start, add(1000), add(2000), add(1 << 40), math.MaxInt64}
 	}
 	for i := 0; i < 2000; i++ {
-		start := []int64{0, 1, 1_764_000_000_000, 1 << 44, math.MaxInt64}[r.IntN(5)]
-		if r.IntN(2) == 0 {
-			start = r.Int64N(1 << 45)
-		}
-		c := window.Counters{Start: start, Prev: counts[r.IntN(len(counts))], Curr: counts[r.IntN(len(counts))]}
-		m := window.Fixed
-		if r.IntN(2) == 0 {
-			m = window.Sliding
-		}
+		m, c := randCounters(r, []int64{0, 1, 1_764_000_000_000, 1 << 44, math.MaxInt64}, counts)
+		start := c.Start
 		state := window.AppendCounters(nil, m, c)
 		exp := exps(start)[r.IntN(7)]
 		key := bytes.Repeat([]byte{'k'}, 1+r.IntN(20))
@@ -227,4 +220,51 @@ func TestCompactWindowEntriesInDB(t *testing.T) {
 	db = mustOpen(t, "d", Options{FS: fs})
 	defer mustClose(t, db)
 	check("reopened", replayKinds(t, db, now))
+}
+
+// Encoder.WindowCounters, given a FIXED or SLIDING state's numbers, writes
+// exactly the bytes Encoder.Window writes for the window package's
+// encoding of them: compact entries when they can hold the numbers, 'w'
+// entries (a negative start or expiry, a count of 2^63 or more) otherwise;
+// FIXED's prev is ignored, as its encoding ignores it.
+func TestWindowCountersMatchesWindow(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	counts := []int64{0, 1, 99, 1 << 22, 1 << 44, math.MaxInt64, -1, math.MinInt64}
+	starts := []int64{0, 1, 1_764_000_000_000, 1 << 44, math.MaxInt64, -5, math.MinInt64}
+	exps := []int64{0, 1, 1_764_000_001_000, math.MaxInt64, -1}
+	var a, b Encoder
+	for i := range 3000 {
+		m, c := randCounters(r, starts, counts)
+		start := c.Start
+		exp := exps[r.IntN(len(exps))]
+		if r.IntN(2) == 0 {
+			exp = max(start, 0) + r.Int64N(5000)
+		}
+		key := bytes.Repeat([]byte{'k'}, 1+r.IntN(20))
+		db := uint32(r.IntN(3))
+		a.SetDB(db)
+		b.SetDB(db)
+		a.Window(key, window.AppendCounters(nil, m, c), exp)
+		b.WindowCounters(key, byte(m), c.Start, uint64(c.Prev), uint64(c.Curr), exp)
+		if !bytes.Equal(a.buf, b.buf) {
+			t.Fatalf("entry %d, %v %+v exp %d: WindowCounters wrote\n%x\nWindow wrote\n%x", i, m, c, exp, b.buf, a.buf)
+		}
+	}
+	if a.ops != b.ops || a.Len() != b.Len() {
+		t.Errorf("ops %d and %d, Len %d and %d", a.ops, b.ops, a.Len(), b.Len())
+	}
+}
+
+// randCounters draws a FIXED or SLIDING state: its start one of starts or
+// a random time below 2^45, its counts from counts.
+func randCounters(r *rand.Rand, starts, counts []int64) (window.Mode, window.Counters) {
+	start := starts[r.IntN(len(starts))]
+	if r.IntN(2) == 0 {
+		start = r.Int64N(1 << 45)
+	}
+	c := window.Counters{Start: start, Prev: counts[r.IntN(len(counts))], Curr: counts[r.IntN(len(counts))]}
+	if r.IntN(2) == 0 {
+		return window.Sliding, c
+	}
+	return window.Fixed, c
 }

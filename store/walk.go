@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"time"
 	"unsafe"
+
+	"github.com/celld/celld/window"
 )
 
 // KeyString views key bytes handed to a walk callback as a string without
@@ -208,6 +210,15 @@ type Change struct {
 	// TATs), so an encoder need not test it for one (persist writes
 	// such texts as 8-byte numbers).
 	Verbatim bool
+	// WinMode is set (window.Fixed or window.Sliding) instead of Text for
+	// a KindWindow key whose counters the store keeps inline, as numbers
+	// (window.go), in the changes DrainShardsView gives: Win holds them,
+	// and the receiver encodes them without a round trip through the
+	// window package's bytes (window.AppendCounters(nil, WinMode, Win) is
+	// the Text it stands for). DumpShard gives them so too. 0 in every
+	// other Change.
+	WinMode window.Mode
+	Win     window.Counters
 }
 
 // Drain returns every change since the previous Drain, deletions first, then
@@ -322,9 +333,11 @@ func (s *Store) DrainShards(nowMs int64, first, limit int, block []byte, fn func
 // once (persistence encodes it into the change log's buffer): nothing is
 // copied for it. fn's Change views the store's own bytes (the key, a
 // verbatim text) or scratch (a formatted text, a window state, an object
-// image), valid only during the call; fn runs under the shard's lock and
-// must only record the change. scratch is returned, grown to the largest
-// such value, for reuse. Same order, limit and next as DrainShards.
+// image), valid only during the call; a window key whose counters are
+// inline comes as those numbers (Change.WinMode), not as bytes. fn runs
+// under the shard's lock and must only record the change. scratch is
+// returned, grown to the largest such value, for reuse. Same order, limit
+// and next as DrainShards.
 //
 // Cost per dirty key: the entry's cache miss and, for a verbatim text, two
 // more (its header in rawv, then its bytes); all three are started ahead
@@ -390,6 +403,14 @@ func (s *Store) DrainShardsViewTAT(nowMs int64, first, limit int, scratch []byte
 				sh.deleted = sh.deleted[:last] // listed here instead
 				sh.expired++
 				c = Change{Key: key, Deleted: true}
+				fn(&c)
+				continue
+			}
+			if e.flags&kindMask != 0 && e.kind() == KindWindow && e.winInline() {
+				// Inline counters go as numbers (Change.WinMode): no
+				// bytes to encode here and decode again in persist.
+				m, w := winUnpack(e.tat, e.off)
+				c = Change{Key: sh.keyOf(e), Kind: KindWindow, ExpireAtMs: e.exp, WinMode: m, Win: w}
 				fn(&c)
 				continue
 			}
@@ -459,9 +480,10 @@ func (s *Store) DirtyKeys() int {
 const NumShards = nShards
 
 // DumpShard calls fn with every live key of shard i (0 ≤ i < NumShards),
-// its value (a plain TAT as TAT, anything else as GET's text, as in
-// DrainFunc) and its expiry, holding that shard's lock for the whole walk.
-// Key and Text are only valid during the call. It neither reads nor clears
+// its value (a plain TAT as TAT, a window key's inline counters as numbers
+// as DrainShardsView gives them, anything else as GET's text, as in
+// DrainFunc) and its expiry, holding that shard's lock for the whole
+// walk. Key and Text are only valid during the call. It neither reads nor clears
 // dirty state: it is the building block of a full snapshot (persistence's
 // base rewrite), taken one shard at a time so that each lock is held for
 // 1/256 of the keys. O(shard size).
@@ -479,6 +501,11 @@ func (s *Store) DumpShard(i int, nowMs int64, fn func(Change)) {
 		}
 		e := &sh.slab[j]
 		if e.flags&flagUsed == 0 || !e.alive(nowMs) {
+			continue
+		}
+		if e.flags&kindMask != 0 && e.kind() == KindWindow && e.winInline() {
+			m, w := winUnpack(e.tat, e.off)
+			fn(Change{Key: sh.keyOf(e), Kind: KindWindow, ExpireAtMs: e.exp, WinMode: m, Win: w})
 			continue
 		}
 		c, _ := sh.snapshotChangeLocked(uint32(j), sh.keyOf(e), scratch[:0]) // journal.go

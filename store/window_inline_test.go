@@ -287,3 +287,71 @@ func checkWinState(t *testing.T, s *Store, key, model []byte, nowMs int64) (inli
 	}
 	return inline
 }
+
+// DrainShardsView and DumpShard hand a key with inline counters over as
+// numbers (Change.WinMode and Win, no Text), and every other window key
+// (a long name, a LOG) as the window package's bytes; the numbers are the
+// state the bytes would have been. Drain, for receivers that keep
+// changes, still gives bytes for every window key.
+func TestDrainViewInlineCounters(t *testing.T) {
+	now := t0ms
+	for _, m := range []window.Mode{window.Fixed, window.Sliding} {
+		s := New(Options{TrackDirty: true})
+		l := winLimit(m, 100, 1000)
+		short, long := []byte("in:1"), bytes.Repeat([]byte{'w'}, inlineKey+1)
+		for _, k := range [][]byte{short, long} {
+			s.Window(k, l, 2, now-1000) // the previous window (SLIDING's prev)
+			s.Window(k, l, 3, now)
+		}
+		s.Window([]byte("log"), winLimit(window.Log, 10, 1000), 1, now)
+		want := window.Counters{Start: now - now%1000, Curr: 3}
+		if m == window.Sliding {
+			want.Prev = 2
+		}
+		seen := 0
+		s.DrainShardsView(now, 0, 0, nil, func(c *Change) {
+			seen++
+			switch {
+			case c.Kind != KindWindow || c.Deleted:
+				t.Errorf("%v: drained %+v", m, *c)
+			case string(c.Key) == string(short):
+				if c.WinMode != m || c.Win != want || c.Text != nil || c.ExpireAtMs <= now {
+					t.Errorf("%v: inline key drained as %+v, want mode %v counters %+v", m, *c, m, want)
+				}
+			case c.WinMode != 0:
+				t.Errorf("%v: key %q with a block drained as numbers: %+v", m, c.Key, *c)
+			case string(c.Key) == string(long) && !bytes.Equal(c.Text, window.AppendCounters(nil, m, want)):
+				t.Errorf("%v: long key drained %x, want %x", m, c.Text, window.AppendCounters(nil, m, want))
+			}
+		})
+		if seen != 3 {
+			t.Errorf("%v: %d changes drained, want 3", m, seen)
+		}
+		// DumpShard (the base rewrite's walk) gives the same.
+		dumped := 0
+		for i := range NumShards {
+			s.DumpShard(i, now, func(c Change) {
+				dumped++
+				switch {
+				case string(c.Key) == string(short):
+					if c.Kind != KindWindow || c.WinMode != m || c.Win != want || c.Text != nil {
+						t.Errorf("%v: DumpShard gave the inline key as %+v", m, c)
+					}
+				case c.WinMode != 0:
+					t.Errorf("%v: DumpShard gave key %q with a block as numbers: %+v", m, c.Key, c)
+				case string(c.Key) == string(long) && !bytes.Equal(c.Text, window.AppendCounters(nil, m, want)):
+					t.Errorf("%v: DumpShard gave the long key %x", m, c.Text)
+				}
+			})
+		}
+		if dumped != 3 {
+			t.Errorf("%v: DumpShard gave %d keys, want 3", m, dumped)
+		}
+		s.Window(short, l, 1, now)
+		for _, c := range s.Drain(now, nil) {
+			if c.WinMode != 0 || !bytes.Equal(c.Text, window.AppendCounters(nil, m, window.Counters{Start: want.Start, Prev: want.Prev, Curr: 4})) {
+				t.Errorf("%v: Drain gave %+v", m, c)
+			}
+		}
+	}
+}

@@ -52,25 +52,26 @@ func (m Mode) String() string {
 	return "?"
 }
 
-// ParseMode reads a mode name, case-insensitively. It does not allocate.
+// ParseMode reads a mode name, case-insensitively. It runs on every
+// CL.WINDOW call that names a mode: a length switch and one masked compare
+// per byte (c|0x20 folds exactly the ASCII letters' cases onto lower case,
+// and maps no other byte onto a lower-case letter), no copy, no
+// allocation.
 func ParseMode(b []byte) (Mode, bool) {
-	if len(b) != 3 && len(b) != 5 && len(b) != 7 {
-		return 0, false
-	}
-	var u [7]byte
-	for i, c := range b {
-		if 'a' <= c && c <= 'z' {
-			c -= 'a' - 'A'
+	switch len(b) {
+	case 3:
+		if b[0]|0x20 == 'l' && b[1]|0x20 == 'o' && b[2]|0x20 == 'g' {
+			return Log, true
 		}
-		u[i] = c
-	}
-	switch string(u[:len(b)]) {
-	case "LOG":
-		return Log, true
-	case "FIXED":
-		return Fixed, true
-	case "SLIDING":
-		return Sliding, true
+	case 5:
+		if b[0]|0x20 == 'f' && b[1]|0x20 == 'i' && b[2]|0x20 == 'x' && b[3]|0x20 == 'e' && b[4]|0x20 == 'd' {
+			return Fixed, true
+		}
+	case 7:
+		if b[0]|0x20 == 's' && b[1]|0x20 == 'l' && b[2]|0x20 == 'i' && b[3]|0x20 == 'd' &&
+			b[4]|0x20 == 'i' && b[5]|0x20 == 'n' && b[6]|0x20 == 'g' {
+			return Sliding, true
+		}
 	}
 	return 0, false
 }

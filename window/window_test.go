@@ -3,6 +3,7 @@ package window
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -248,5 +249,53 @@ func TestApplyAllocs(t *testing.T) {
 		if allocs != 0 {
 			t.Errorf("%v: %v allocations per call", m, allocs)
 		}
+	}
+}
+
+// ParseMode agrees with a plain case-insensitive compare (strings.EqualFold
+// on ASCII) for every byte in every position of each mode's name: the
+// masked compare takes both cases of each letter and nothing else (no
+// digit, punctuation or control byte, no byte 0x80 or above, stands in for
+// a letter).
+func TestParseModeEveryByte(t *testing.T) {
+	ref := func(b []byte) (Mode, bool) {
+		for _, m := range []Mode{Log, Fixed, Sliding} {
+			if strings.EqualFold(string(b), m.String()) && len(b) == len(m.String()) {
+				return m, true
+			}
+		}
+		return 0, false
+	}
+	for _, m := range []Mode{Log, Fixed, Sliding} {
+		name := []byte(strings.ToLower(m.String()))
+		for i := range name {
+			for c := range 256 {
+				b := bytes.Clone(name)
+				b[i] = byte(c)
+				gm, gok := ParseMode(b)
+				wm, wok := ref(b)
+				if gm != wm || gok != wok {
+					t.Fatalf("ParseMode(%q) = %v %v, want %v %v", b, gm, gok, wm, wok)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkParseMode is the mode word of a CL.WINDOW call.
+func BenchmarkParseMode(b *testing.B) {
+	for _, w := range []string{"FIXED", "SLIDING", "log", "1000"} {
+		b.Run(w, func(b *testing.B) {
+			word := []byte(w)
+			n := 0
+			for b.Loop() {
+				if m, _ := ParseMode(word); m != 0 {
+					n++
+				}
+			}
+			if (n == 0) != (w == "1000") {
+				b.Fatalf("%q parsed %d times", w, n)
+			}
+		})
 	}
 }
