@@ -169,6 +169,12 @@ func appendResult5(b []byte, r *gcra.Result) []byte {
 	return b[:n+i]
 }
 
+// pow10[n] is 10^n, for counting digits; digits2 holds "00" to "99".
+var pow10 = [...]uint64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19}
+
+const digits2 = "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
+
 // putReplyInt writes ":<v>\r\n" at d[i:], as appendInt formats it, and
 // returns the index after it. d[i:] has room for 23 bytes (maxResultLen's
 // share of one integer).
@@ -185,14 +191,23 @@ func putReplyInt(d *[maxResultLen]byte, i int, v int64) int {
 		d[i], d[i+1], d[i+2] = byte('0'+u), '\r', '\n'
 		return i + 3
 	}
-	nd := 1 // decimal digits of u
-	for t := u; t >= 10; t /= 10 {
+	nd := 2 // decimal digits of u (at least 2 here)
+	for nd < len(pow10) && u >= pow10[nd] {
 		nd++
 	}
 	end := i + nd
-	for j := end - 1; j >= i; j-- {
-		d[j] = byte('0' + u%10)
-		u /= 10
+	j := end
+	for u >= 100 { // two digits at a time, from the right
+		q := u / 100
+		k := (u - q*100) * 2
+		j -= 2
+		d[j], d[j+1] = digits2[k], digits2[k+1]
+		u = q
+	}
+	if u >= 10 {
+		d[j-2], d[j-1] = digits2[u*2], digits2[u*2+1]
+	} else {
+		d[j-1] = byte('0' + u)
 	}
 	d[end], d[end+1] = '\r', '\n'
 	return end + 2
