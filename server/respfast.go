@@ -26,12 +26,27 @@ func readMultibulk(packet []byte, argsbuf [][]byte) (args [][]byte, rest []byte,
 	}
 	args = argsbuf[:0]
 	for ; count > 0; count-- {
-		if i >= len(packet) || packet[i] != '$' {
+		// "$<1 to 9 digits>\r\n", read inline: plainHeader's rule.
+		if len(packet)-i < 4 || packet[i] != '$' {
 			return nil, nil, false
 		}
-		var n int
-		n, i, ok = plainHeader(packet, i)
-		if !ok || len(packet)-i < n+2 || packet[i+n] != '\r' || packet[i+n+1] != '\n' {
+		n := int(packet[i+1]) - '0'
+		if uint(n) > 9 {
+			return nil, nil, false
+		}
+		j := i + 2
+		for ; j < len(packet) && j-i <= 10; j++ { // a 10th digit already fails
+			d := int(packet[j]) - '0'
+			if uint(d) > 9 {
+				break
+			}
+			n = n*10 + d
+		}
+		if j-i > 10 || len(packet)-j < n+4 || packet[j] != '\r' || packet[j+1] != '\n' {
+			return nil, nil, false // a long, cut or odd header, or a short payload
+		}
+		i = j + 2
+		if packet[i+n] != '\r' || packet[i+n+1] != '\n' {
 			return nil, nil, false
 		}
 		args = append(args, packet[i:i+n])

@@ -45,7 +45,7 @@ func TestReadMultibulkMatchesRedcon(t *testing.T) {
 			t.Fatalf("%q: readMultibulk %q rest %q; redcon complete %v %q rest %q err %v", p, args, rest, complete, want, wrest, err)
 		}
 		for i := range args {
-			if string(args[i]) != string(want[i]) || &args[i][:1][0] != &want[i][:1][0] && len(args[i]) > 0 {
+			if string(args[i]) != string(want[i]) || cap(args[i]) != cap(want[i]) || len(args[i]) > 0 && &args[i][0] != &want[i][0] {
 				t.Fatalf("%q: argument %d %q, redcon %q", p, i, args[i], want[i])
 			}
 		}
@@ -92,7 +92,7 @@ func FuzzReadMultibulk(f *testing.F) {
 			t.Fatalf("%q: readMultibulk %q rest %q; redcon complete %v %q rest %q err %v", p, args, rest, complete, want, wrest, err)
 		}
 		for i := range args {
-			if string(args[i]) != string(want[i]) {
+			if string(args[i]) != string(want[i]) || cap(args[i]) != cap(want[i]) {
 				t.Fatalf("%q: argument %d %q, redcon %q", p, i, args[i], want[i])
 			}
 		}
