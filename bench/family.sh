@@ -27,6 +27,8 @@
 #   CELLD_FLAGS="--busy-poll 0 --persist=false" bash bench/family.sh  # persistence's share
 #   PERIOD=1 bash bench/family.sh            # the pre-session-10 shape (keys expire)
 #   CPS=50:16 bash bench/family.sh           # the pipelined rows only
+#   ROWS="MTHROTTLE" bash bench/family.sh    # rows whose label matches (grep -E)
+#   CELLD_BIN=/tmp/celld-old bash bench/family.sh   # another build (before/after)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -43,7 +45,7 @@ CPORT=${CPORT:-$((20000 + RANDOM % 12000))}
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 
-go build -o "$work/celld" .
+if [ -n "${CELLD_BIN:-}" ]; then cp "$CELLD_BIN" "$work/celld"; else go build -o "$work/celld" .; fi
 # CELLD_FLAGS adds flags: "--busy-poll 0" keeps an idle-waiting event loop
 # from spinning, so that cpu/c counts work only.
 # shellcheck disable=SC2086
@@ -77,6 +79,7 @@ printf '%-26s %10s %6s %7s %6s | %10s %6s %7s %6s | %6s %11s %9s\n' \
   "row" "req/s" "p50" "p99" "cpu/c" "THROTTLE/s" "p50" "p99" "cpu/c" "ratio" "round range" "cpu ratio"
 row() { # label c p args...
   local label=$1 c=$2 p=$3; shift 3
+  [ -z "${ROWS:-}" ] || grep -qE -- "$ROWS" <<<"$label" || return 0
   local as="" bs="" rs=""
   for _ in $(seq "$ROUNDS"); do
     local b a

@@ -2,6 +2,8 @@ package guard
 
 import (
 	"bytes"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -34,6 +36,20 @@ func FuzzGuard(f *testing.F) {
 	for _, tc := range guardCases {
 		if len(tc.in) < 4096 {
 			f.Add([]byte(tc.in), uint64(len(tc.name)))
+		}
+	}
+	// Bulk headers of one and two digits, which scan reads inline, beside
+	// their neighbours that it must leave to shortNumberLine and the
+	// byte-by-byte path (a leading zero, three digits, a sign, junk), with
+	// each cut where the inline read needs its fifth byte.
+	for _, h := range []string{"0", "5", "9", "00", "05", "10", "14", "99", "100", "-1", "+5", " 5", "1a", "1\n", "1\r\r"} {
+		n, err := strconv.Atoi(h)
+		if err != nil || n < 0 {
+			n = 1
+		}
+		cmd := "*2\r\n$3\r\nGET\r\n$" + h + "\r\n" + strings.Repeat("k", n) + "\r\n"
+		for _, seed := range []uint64{0, 1, 4 | 17<<3, 4 | 18<<3, 4 | 19<<3, 4 | 20<<3} {
+			f.Add([]byte(cmd+cmd), seed)
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte, seed uint64) {

@@ -222,7 +222,25 @@ func (m *machine) scan(buf []byte, from int, mode scanMode) (n, rest int) {
 			c := buf[r]
 			hs = r
 			if c == '$' {
-				if v, end, ok := shortNumberLine(buf, r); ok {
+				// "$<d>\r\n" and "$<dd>\r\n" (no leading zero), the
+				// commonest headers, read here without a call: what
+				// shortNumberLine answers for them.
+				var v uint64
+				var end int
+				ok := false
+				if r+4 < len(buf) {
+					b := buf[r : r+5 : r+5]
+					d1, d2 := uint64(b[1]-'0'), uint64(b[2]-'0')
+					if d1 <= 9 && b[2] == '\r' && b[3] == '\n' {
+						v, end, ok = d1, r+4, true
+					} else if d1-1 < 9 && d2 <= 9 && b[3] == '\r' && b[4] == '\n' {
+						v, end, ok = d1*10+d2, r+5, true
+					}
+				}
+				if !ok {
+					v, end, ok = shortNumberLine(buf, r)
+				}
+				if ok {
 					// Fast path: the whole "$<n>\r\n" is here.
 					m.num, m.neg, r = v, false, end
 					if v := m.bulkHeader(r - hs); v != vNone {

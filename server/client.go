@@ -21,6 +21,10 @@ type client struct {
 	created time.Time
 
 	hctx Ctx // a registered command's Ctx, reused: no allocation per call (handlerapi.go)
+	// multi is CL.MTHROTTLE's working memory (cmd_gcra_family.go), made on
+	// the client's first such call and reused: only the goroutine running
+	// the client's commands touches it.
+	multi *multiScratch
 
 	authed bool // AUTH done, or no password configured
 	// readonly: READONLY was sent (cluster mode): a replica serves this

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/celld/celld/gcra"
 	"github.com/celld/celld/store"
@@ -124,7 +125,7 @@ func (s *Server) throttleOne(c *client, args [][]byte, fc familyCmd, u gcra.Unit
 	if s.decide(c, DecisionCmd(fc)+1, args[1], r.Limited, r.Max, r.Remaining) == VerdictShadowDenied {
 		shadowResult(&r)
 	}
-	c.out = appendResult(append(c.out, "*5\r\n"...), &r)
+	c.out = appendResult5(c.out, &r)
 }
 
 // familyErrorText is the spec's text for a store error.
@@ -140,40 +141,85 @@ func familyErrorText(err error) string {
 	return cellBadStored
 }
 
-// appendResult appends a decision's five integers (without the array
-// header).
-func appendResult(b []byte, r *gcra.Result) []byte {
-	limited := int64(0)
-	if r.Limited {
-		limited = 1
+// maxResultLen bounds appendResult5's output: "*5\r\n" and five integers of
+// at most 20 characters (a sign and 19 digits), each with ':' and "\r\n".
+const maxResultLen = 4 + 5*(1+20+2)
+
+// appendResult5 is appendResult(append(b, "*5\r\n"...), r) written in one
+// pass: one capacity check for the whole array, and each integer formatted
+// in place (putReplyInt), not through strconv and its appends. Same bytes
+// (TestAppendResult5). CL.MTHROTTLE formats one such array per group plus
+// the verdict; this is the per-group share of its reply's cost.
+func appendResult5(b []byte, r *gcra.Result) []byte {
+	n := len(b)
+	if cap(b)-n < maxResultLen {
+		b = slices.Grow(b, maxResultLen)
 	}
-	b = append(b, ':', byte('0'+limited), '\r', '\n')
-	b = appendSmallInt(b, r.Max)
-	b = appendSmallInt(b, r.Remaining)
-	b = appendSmallInt(b, r.RetryAfter)
-	return appendSmallInt(b, r.ResetAfter)
+	d := (*[maxResultLen]byte)(b[n : n+maxResultLen])
+	d[0], d[1], d[2], d[3] = '*', '5', '\r', '\n'
+	d[4], d[5], d[6], d[7] = ':', '0', '\r', '\n'
+	if r.Limited {
+		d[5] = '1'
+	}
+	i := 8
+	i = putReplyInt(d, i, r.Max)
+	i = putReplyInt(d, i, r.Remaining)
+	i = putReplyInt(d, i, r.RetryAfter)
+	i = putReplyInt(d, i, r.ResetAfter)
+	return b[:n+i]
 }
 
-// appendSmallInt is appendInt with the values replies are made of most
-// (-1 and one digit) written directly: bytes equal to appendInt's, fewer
-// instructions than strconv.
-func appendSmallInt(b []byte, n int64) []byte {
-	switch {
-	case n >= 0 && n < 10:
-		return append(b, ':', byte('0'+n), '\r', '\n')
-	case n == -1:
-		return append(b, ':', '-', '1', '\r', '\n')
+// pow10[n] is 10^n, for counting digits; digits2 holds "00" to "99".
+var pow10 = [...]uint64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19}
+
+const digits2 = "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
+
+// putReplyInt writes ":<v>\r\n" at d[i:], as appendInt formats it, and
+// returns the index after it. d[i:] has room for 23 bytes (maxResultLen's
+// share of one integer).
+func putReplyInt(d *[maxResultLen]byte, i int, v int64) int {
+	d[i] = ':'
+	i++
+	u := uint64(v)
+	if v < 0 {
+		d[i] = '-'
+		i++
+		u = -u // MinInt64's magnitude too: 1<<63 as a uint64
 	}
-	return appendInt(b, n)
+	if u < 10 { // the common one-digit values, and -1
+		d[i], d[i+1], d[i+2] = byte('0'+u), '\r', '\n'
+		return i + 3
+	}
+	nd := 2 // decimal digits of u (at least 2 here)
+	for nd < len(pow10) && u >= pow10[nd] {
+		nd++
+	}
+	end := i + nd
+	j := end
+	for u >= 100 { // two digits at a time, from the right
+		q := u / 100
+		k := (u - q*100) * 2
+		j -= 2
+		d[j], d[j+1] = digits2[k], digits2[k+1]
+		u = q
+	}
+	if u >= 10 {
+		d[j-2], d[j-1] = digits2[u*2], digits2[u*2+1]
+	} else {
+		d[j-1] = byte('0' + u)
+	}
+	d[end], d[end+1] = '\r', '\n'
+	return end + 2
 }
 
 // stackGroups is how many groups a CL.MTHROTTLE decides in memory on the
 // handler's stack; a call with more allocates its working memory.
 const stackGroups = 8
 
-// multiScratch is CL.MTHROTTLE's working memory for n groups.
+// multiScratch is CL.MTHROTTLE's working memory for up to stackGroups
+// groups.
 type multiScratch struct {
-	par  [stackGroups][3]int64 // max_burst, count, period
 	keys [stackGroups][]byte
 	gs   [stackGroups]gcra.Group
 	out  [stackGroups]gcra.Result
@@ -199,16 +245,27 @@ func (s *Server) throttleMulti(c *client, args [][]byte, fc familyCmd, u gcra.Un
 		return
 	}
 	g := n / 5
-	var sc multiScratch
-	par, keys, gs, out, hs := sc.par[:0], sc.keys[:0], sc.gs[:0], sc.out[:0], sc.hs[:0]
-	if g > stackGroups {
-		par, keys, gs = make([][3]int64, 0, g), make([][]byte, 0, g), make([]gcra.Group, 0, g)
-		out, hs = make([]gcra.Result, 0, g), make([]uint64, 0, g)
+	var keys [][]byte
+	var gs []gcra.Group
+	var out []gcra.Result
+	var hs []uint64
+	if g <= stackGroups {
+		// The client's own scratch, reused call after call: nothing to
+		// zero (every field read below is written first in this call).
+		if c.multi == nil {
+			c.multi = new(multiScratch)
+		}
+		sc := c.multi
+		keys, gs, out, hs = sc.keys[:g], sc.gs[:g], sc.out[:g], sc.hs[:g]
+		defer clear(keys) // keep no reference to the request's buffer
+	} else {
+		keys, gs, out, hs = make([][]byte, g), make([]gcra.Group, g), make([]gcra.Result, g), make([]uint64, g)
 	}
-	par, keys, gs, out, hs = par[:g], keys[:g], gs[:g], out[:g], hs[:g]
-	// Every group's integers, left to right, before any rate is checked.
+	// Every group's integers, left to right, before any rate is checked:
+	// max_burst, count and period wait in the group's Limit (EI, DVT and
+	// Max) until the rate checks below turn them into the Limit.
 	for i := range g {
-		a := args[1+5*i:]
+		a := args[1+5*i : 6+5*i]
 		keys[i] = a[0]
 		var v [4]int64
 		for j := 1; j <= 4; j++ {
@@ -219,16 +276,17 @@ func (s *Server) throttleMulti(c *client, args [][]byte, fc familyCmd, u gcra.Un
 			}
 			v[j-1] = x
 		}
-		par[i] = [3]int64{v[0], v[1], v[2]}
+		gs[i].Limit = gcra.Limit{EI: v[0], DVT: v[1], Max: v[2]}
 		gs[i].Q = v[3]
 	}
 	for i := range gs {
-		lim, err := newLimitIn(u, par[i][0], par[i][1], par[i][2])
+		p := &gs[i].Limit
+		lim, err := newLimitIn(u, p.EI, p.DVT, p.Max)
 		if err != nil {
 			c.out = appendError(c.out, cellZeroRate)
 			return
 		}
-		gs[i].Limit = lim
+		*p = lim
 	}
 	now := s.now()
 	b, err := s.keyspace(c).ThrottleAll(u, keys, gs, out, hs, now)
@@ -246,14 +304,14 @@ func (s *Server) throttleMulti(c *client, args [][]byte, fc familyCmd, u gcra.Un
 	}
 	o := appendArray(c.out, g+1)
 	start := len(o)
-	o = appendResult(append(o, "*5\r\n"...), &out[b])
+	o = appendResult5(o, &out[b])
 	end := len(o)
 	for i := range out {
 		if i == b { // the verdict's bytes again, not formatted twice
 			o = append(o, o[start:end]...)
 			continue
 		}
-		o = appendResult(append(o, "*5\r\n"...), &out[i])
+		o = appendResult5(o, &out[i])
 	}
 	c.out = o
 }

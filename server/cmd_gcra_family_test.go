@@ -3,6 +3,8 @@ package server
 import (
 	"strings"
 	"testing"
+
+	"github.com/celld/celld/gcra"
 )
 
 // famExchange dispatches one command written as a line and returns the raw
@@ -209,11 +211,27 @@ func benchFamilyDispatch(b *testing.B, args [][]byte) {
 	}
 }
 
-// TestAppendSmallInt: the same bytes as appendInt.
-func TestAppendSmallInt(t *testing.T) {
-	for _, n := range []int64{-1 << 63, -100, -10, -2, -1, 0, 1, 5, 9, 10, 11, 99, 1<<63 - 1} {
-		if got, want := string(appendSmallInt(nil, n)), string(appendInt(nil, n)); got != want {
-			t.Errorf("appendSmallInt(%d) = %q, want %q", n, got, want)
+// TestAppendResult5: appendResult5 writes the bytes appendInt would, for
+// every integer width and sign, after whatever b held, growing b when its
+// capacity is short.
+func TestAppendResult5(t *testing.T) {
+	ns := []int64{-1 << 63, -1<<63 + 1, -100, -10, -9, -2, -1, 0, 1, 5, 9, 10, 11, 99, 100, 1000001, 999999, 1<<63 - 1}
+	for p := int64(1); p <= 1e18; p *= 10 {
+		ns = append(ns, p-1, p, p+1, -p, -p-1)
+	}
+	for i, n := range ns {
+		m := ns[(i*7+3)%len(ns)]
+		r := gcra.Result{Limited: i%2 == 0, Max: n, Remaining: m, RetryAfter: -n, ResetAfter: n / 3}
+		want := []byte("prefix*5\r\n")
+		want = appendInt(want, int64(i+1)%2)
+		for _, v := range []int64{r.Max, r.Remaining, r.RetryAfter, r.ResetAfter} {
+			want = appendInt(want, v)
+		}
+		for _, c := range []int{0, 7, 200} { // no room, none to spare, plenty
+			b := append(make([]byte, 0, c), "prefix"...)
+			if got := appendResult5(b, &r); string(got) != string(want) {
+				t.Fatalf("appendResult5(%+v) = %q, want %q", r, got, want)
+			}
 		}
 	}
 }

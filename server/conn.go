@@ -141,7 +141,8 @@ func (st *connState) parseBatch() error {
 			// own splitter allocates the rest of the line for every
 			// word (a 64 KiB line of 32k words: about 1 GiB).
 			complete, argv, rest, err = readInline(packet, st.flat[off:])
-		} else {
+		} else if argv, rest, complete = readMultibulk(packet, st.flat[off:]); !complete {
+			// respfast.go answers for whole, plain commands only.
 			complete, argv, _, rest, err = redcon.ReadNextCommand(packet, st.flat[off:])
 		}
 		if err != nil {

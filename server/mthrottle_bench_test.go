@@ -34,13 +34,36 @@ func BenchmarkMThrottleFloor(b *testing.B) {
 	}
 }
 
-func benchMThrottleFloor(b *testing.B, name string) {
+// BenchmarkMThrottleAllowed is BenchmarkMThrottleFloor's throttle and
+// mthrottle3 rows with bench/family.sh's limit (max_burst 1000000, 1 per
+// 60 s): every call is allowed and writes its keys, where the rows above
+// (15 30 60, BenchmarkBatchThrottle's) are mostly denied after the first
+// hits and write nothing.
+func BenchmarkMThrottleAllowed(b *testing.B) {
+	for _, name := range []string{"throttle", "mthrottle3"} {
+		b.Run(name, func(b *testing.B) { benchMThrottle(b, name, allowedLimit) })
+	}
+}
+
+// A limit's three numbers, as the benchmark's requests spell them.
+type benchLimit struct{ burst, count, period string }
+
+var (
+	floorLimit   = benchLimit{"15", "30", "60"}
+	allowedLimit = benchLimit{"1000000", "1", "60"}
+)
+
+func benchMThrottleFloor(b *testing.B, name string) { benchMThrottle(b, name, floorLimit) }
+
+func benchMThrottle(b *testing.B, name string, lim benchLimit) {
 	s, c := newDispatchFixture(b)
 	const depth, nkeys = 16, 100_000
 	key := func(p string, k int) string { return fmt.Sprintf("%s:%012d", p, k) }
 	sets := []string{"a", "b", "c"}
+	bulk := func(buf []byte, a string) []byte { return fmt.Appendf(buf, "$%d\r\n%s\r\n", len(a), a) }
 	throttle := func(buf []byte, k string) []byte {
-		return fmt.Appendf(buf, "*5\r\n$11\r\nCL.THROTTLE\r\n$%d\r\n%s\r\n$2\r\n15\r\n$2\r\n30\r\n$2\r\n60\r\n", len(k), k)
+		buf = bulk(append(buf, "*5\r\n$11\r\nCL.THROTTLE\r\n"...), k)
+		return bulk(bulk(bulk(buf, lim.burst), lim.count), lim.period)
 	}
 	var pipes [][]byte
 	for p := 0; p < 64; p++ {
@@ -57,8 +80,8 @@ func benchMThrottleFloor(b *testing.B, name string) {
 			case "mthrottle3":
 				buf = fmt.Appendf(buf, "*16\r\n$12\r\nCL.MTHROTTLE\r\n")
 				for _, pre := range sets {
-					kk := key(pre, k)
-					buf = fmt.Appendf(buf, "$%d\r\n%s\r\n$2\r\n15\r\n$2\r\n30\r\n$2\r\n60\r\n$1\r\n1\r\n", len(kk), kk)
+					buf = bulk(bulk(bulk(bulk(buf, key(pre, k)), lim.burst), lim.count), lim.period)
+					buf = bulk(buf, "1")
 				}
 			}
 		}
@@ -67,7 +90,7 @@ func benchMThrottleFloor(b *testing.B, name string) {
 	for k := 0; k < nkeys; k++ { // fill the keyspace: every row sees 300k keys
 		for _, pre := range sets {
 			c.out = c.out[:0]
-			s.dispatchLookup(c, bargs("CL.THROTTLE", key(pre, k), "15", "30", "60"))
+			s.dispatchLookup(c, bargs("CL.THROTTLE", key(pre, k), lim.burst, lim.count, lim.period))
 		}
 	}
 	st := &connState{hashes: make([]uint64, max(maxBatchCmds, maxPrefetchKeys))}
