@@ -4,7 +4,9 @@ import "testing"
 
 // The GC target follows the heap's scannable share, with hysteresis: a
 // TAT keyspace (nothing to scan) stays lean, a heap of hashes and lists
-// goes to Go's default, and neither flips back and forth in between.
+// goes to Go's default, and neither flips back and forth in between. A
+// lean heap without a bound grows by a quarter, or by 16 MiB below 64 MiB
+// live (gcLeanMinGrowth).
 func TestGCPercentFor(t *testing.T) {
 	const mb = 1 << 20
 	for i, c := range []struct {
@@ -12,11 +14,14 @@ func TestGCPercentFor(t *testing.T) {
 		current    int
 		want       int
 	}{
-		{0, 43 * mb, gcPercentLean, gcPercentLean},        // 630k TAT keys
-		{0, 43 * mb, gcPercentRich, gcPercentLean},        // the objects were deleted
+		{0, 43 * mb, gcPercentLean, 37},                   // 630k TAT keys: 16 MiB of growth (gcLeanMinGrowth)
+		{0, 43 * mb, gcPercentRich, 37},                   // the objects were deleted
+		{0, 64 * mb, 37, gcPercentLean},                   // from 64 MiB live: a quarter
+		{0, 400 * mb, 37, gcPercentLean},                  // ... and above it
 		{36 * mb, 46 * mb, gcPercentLean, gcPercentRich},  // 1.2M list elements
-		{10 * mb, 12 * mb, gcPercentLean, gcPercentLean},  // small: a collection is cheap
-		{10 * mb, 12 * mb, gcPercentRich, gcPercentLean},  // ... whatever its share
+		{10 * mb, 12 * mb, gcPercentLean, 99},             // small: a collection is cheap, 16 MiB capped
+		{10 * mb, 12 * mb, gcPercentRich, 99},             // ... whatever its share
+		{0, 0, gcPercentLean, gcPercentLean},              // no live figure yet
 		{20 * mb, 80 * mb, gcPercentLean, gcPercentRich},  // a quarter
 		{20 * mb, 120 * mb, gcPercentRich, gcPercentRich}, // between an eighth and a quarter: kept
 		{20 * mb, 120 * mb, gcPercentLean, gcPercentLean}, // ... either way
