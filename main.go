@@ -201,6 +201,12 @@ func run(args []string) int {
 		log.Info("sidecar mode", "upstream", cfg.Upstream, "fallback", cfg.UpstreamFallback, "timeout", cfg.UpstreamTimeout)
 	}
 	close(restored) // from here a signal is main's: an ordered shutdown
+	// The binary's pages start-up touched leave the resident set.
+	if n, err := releaseTextPages(); err != nil { // main_text_linux.go
+		log.Warn("could not release the binary's start-up pages", "err", err)
+	} else if n > 0 {
+		log.Debug("released the binary's start-up pages", "bytes", n)
+	}
 	for _, l := range lns {
 		log.Info("celld listening", "addr", l.ln.Addr().String(), "tls", l.tls, "version", version,
 			"persist", cfg.Persist, "dir", cfg.Dir, "auth", srvCfg.RequirePass != "")

@@ -53,8 +53,9 @@ func persistReserve(n int64) int64 { return n / 8 }
 // softMemoryLimit is the Go runtime's soft memory limit for the bound n
 // (0: none): the RSS a bounded server is sized for (docs/memory.md: 1.5 x
 // maxmemory + 40 MB) less what the limit does not govern, the binary's
-// mapped pages (~19 MB of RSS: an idle celld has 23 MB of RSS, 4 MB of it
-// anonymous), and a few MB of margin. The runtime's scavenger keeps the
+// mapped pages (~19 MB of RSS: an idle celld had 23 MB of RSS, 4 MB of it
+// anonymous; 3-5 MB since releaseTextPages, main_text_linux.go, which
+// leaves that much more room under the bar), and a few MB of margin. The runtime's scavenger keeps the
 // memory it holds near the limit, so RSS lands at about limit + 19 MB: a
 // limit of 1.5 x maxmemory + 30 MB let RSS reach 146-151 MB against the
 // 136 MB bar at 64 MB. The collector works harder as the heap nears it
