@@ -2,7 +2,6 @@ package server
 
 import (
 	"runtime/debug"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -114,50 +113,11 @@ func (l *eventLoop) parkedEvent(lc *loopConn, ev uint32) {
 	lc.mu.Unlock()
 }
 
-// gatherRounds bounds how many times runResumed looks for events that
-// became ready while it served a wake, before the after-events hooks run.
-const gatherRounds = 4
-
 // runResumed serves the connections whose forwarded commands came back
 // during this wake (their replies are stitched and the rest of their
 // pipelines run, which may park them again), then runs the after-events
-// hooks (the forwarder writes what all of them queued). It reports
-// whether the loop stops.
-//
-// Before the hooks run it polls (without waiting) for events that became
-// ready meanwhile, and handles them first, up to gatherRounds times: the
-// clients whose replies this wake wrote often send their next pipelines
-// at once, and owners' replies come in. Their commands then join the
-// upstream writes of this wake instead of costing writes of their own in
-// the next: fewer, larger writes to the owners (each write to a socket
-// costs the sender the kernel's TCP path, 5-10 us on this VM). A poll
-// that finds nothing costs one non-blocking epoll_pwait. events is the
-// loop's event buffer (free by now).
-func (l *eventLoop) runResumed(events []unix.EpollEvent) bool {
-	for k := 0; ; k++ {
-		l.serveReady()
-		if k == gatherRounds || len(l.after) == 0 {
-			break
-		}
-		r, _, errno := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(l.epfd),
-			uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
-		n := int(r)
-		if errno != 0 || n <= 0 {
-			break
-		}
-		if l.handle(events[:n]) {
-			return true
-		}
-	}
-	defer l.recoverExt()
-	for _, fn := range l.after {
-		fn()
-	}
-	return false
-}
-
-// serveReady serves the connections resumed so far (runResumed).
-func (l *eventLoop) serveReady() {
+// hooks (the forwarder writes what all of them queued).
+func (l *eventLoop) runResumed() {
 	for len(l.ready) > 0 {
 		ready := l.ready
 		l.ready = nil
@@ -175,5 +135,9 @@ func (l *eventLoop) serveReady() {
 		if l.ready == nil {
 			l.ready = ready[:0]
 		}
+	}
+	defer l.recoverExt()
+	for _, fn := range l.after {
+		fn()
 	}
 }

@@ -563,15 +563,40 @@ func (l *eventLoop) run() {
 			l.s.log.Error("event loop: epoll_wait failed", "err", err)
 			time.Sleep(10 * time.Millisecond)
 		}
-		n = max(n, 0) // -1 on an error (EINTR)
 		busyFrom := time.Now()
-		if l.handle(events[:n]) {
-			return
+		for i := 0; i < n; i++ {
+			fd := int(events[i].Fd)
+			if fd == l.wakefd {
+				if l.handleWake() {
+					return
+				}
+				continue
+			}
+			lc := l.conns.get(fd)
+			if lc == nil {
+				l.extEvent(fd, events[i].Events) // forward_loop_linux.go: an upstream socket
+				continue
+			}
+			if lc.done || lc.held {
+				continue
+			}
+			ev := events[i].Events
+			if lc.fwdWait.Load() {
+				l.parkedEvent(lc, ev) // forward_loop_linux.go
+				continue
+			}
+			if lc.closing || ev&unix.EPOLLOUT != 0 {
+				l.writable(lc)
+				if lc.done || lc.closing {
+					continue
+				}
+			}
+			if ev&^uint32(unix.EPOLLOUT) != 0 {
+				l.serve(lc, true)
+			}
 		}
 		if len(l.ready) > 0 || len(l.after) > 0 {
-			if l.runResumed(events) { // forward_loop_linux.go: sidecar mode only
-				return
-			}
+			l.runResumed() // forward_loop_linux.go: sidecar mode only
 		}
 		if len(l.held) > 0 {
 			l.release()
@@ -584,43 +609,6 @@ func (l *eventLoop) run() {
 			l.expireBacklogs(now)
 		}
 	}
-}
-
-// handle handles the events of one wait; it reports whether the loop
-// stops (a stop request came through the wake-up fd).
-func (l *eventLoop) handle(events []unix.EpollEvent) bool {
-	for i := range events {
-		fd := int(events[i].Fd)
-		if fd == l.wakefd {
-			if l.handleWake() {
-				return true
-			}
-			continue
-		}
-		lc := l.conns.get(fd)
-		if lc == nil {
-			l.extEvent(fd, events[i].Events) // forward_loop_linux.go: an upstream socket
-			continue
-		}
-		if lc.done || lc.held {
-			continue
-		}
-		ev := events[i].Events
-		if lc.fwdWait.Load() {
-			l.parkedEvent(lc, ev) // forward_loop_linux.go
-			continue
-		}
-		if lc.closing || ev&unix.EPOLLOUT != 0 {
-			l.writable(lc)
-			if lc.done || lc.closing {
-				continue
-			}
-		}
-		if ev&^uint32(unix.EPOLLOUT) != 0 {
-			l.serve(lc, true)
-		}
-	}
-	return false
 }
 
 // pollCounts returns how many waits busy-polled first and how many of
