@@ -7,7 +7,8 @@
 # at pipeline 1 and 16, 16 connections, random keys. Prints the median
 # req/s, p50 and p99 (ms) of each side and the ratio sidecar/direct, each
 # side's range over the rounds, the per-round ratios, CPU µs per request
-# of every process, and the owners' busy polls per 1000 requests.
+# of every process, the owners' busy polls per 1000 requests and their
+# events per event-loop wake (INFO stats loop_events / loop_wakes).
 #
 # Rounds alternate A B B A A B ... (ABBA: a drift in the machine's load
 # weighs on both sides alike), ROUNDS per side (default 5).
@@ -61,20 +62,25 @@ for p in $BASE $((BASE + 1)) $((BASE + 2)) $side; do
   for _ in $(seq 100); do redis-cli -p "$p" ping >/dev/null 2>&1 && break; sleep 0.1; done
 done
 
-# polls: the owners' busy polls so far (INFO stats busy_polls, summed).
+# polls: the owners' busy polls, loop wakes and events so far (INFO stats
+# busy_polls, loop_wakes, loop_events, summed; 0 from a build without them).
 polls() {
-  local t=0 p n
+  local t=0 w=0 e=0 p a b c
   for p in $BASE $((BASE + 1)) $((BASE + 2)); do
-    n=$(redis-cli -p "$p" info stats | tr -d '\r' | awk -F: '$1 == "busy_polls" { print $2 }')
-    t=$((t + ${n:-0}))
+    read -r a b c < <(redis-cli -p "$p" info stats | tr -d '\r' | awk -F: '
+      $1 == "busy_polls" { a = $2 } $1 == "loop_wakes" { b = $2 } $1 == "loop_events" { c = $2 }
+      END { print a + 0, b + 0, c + 0 }')
+    t=$((t + a)) w=$((w + b)) e=$((e + c))
   done
-  echo "$t"
+  echo "$t $w $e"
 }
 
-# run direct|sidecar pipeline -> "rps p50 p99 bench owners sidecar polls":
+# run direct|sidecar pipeline -> "rps p50 p99 bench owners sidecar polls epw":
 # bench, owners and sidecar are CPU µs per request (utime+stime over the
 # run, from /proc for the servers, from time(1) for redis-benchmark):
 # robust to a busy machine, unlike req/s; polls is the owners' busy polls
+# per 1000 requests; epw the owners' events per loop wake (connections
+# served per wake; "-" from a build that does not count them).
 # per 1000 requests.
 run() {
   local args=(-c "$CONNS" -n "$N" -P "$2" -r "$KEYS")
@@ -88,7 +94,9 @@ run() {
   bcpu=$(echo "$out" | awk -v n="$N" '/^benchcpu/ { printf "%.2f", ($2 + $3) * 1e6 / n }')
   local o s pl
   o=$(us_per "$o0" "$(ticks "${opids[@]}")"); s=$(us_per "$s0" "$(ticks "$spid")")
-  pl=$(awk -v a="$p0" -v b="$(polls)" -v n="$N" 'BEGIN { printf "%.1f", (b - a) * 1000 / n }')
+  pl=$(awk -v a="$p0" -v b="$(polls)" -v n="$N" 'BEGIN { split(a, x, " "); split(b, y, " ")
+    printf "%.1f ", (y[1] - x[1]) * 1000 / n
+    if (y[2] > x[2]) printf "%.2f", (y[3] - x[3]) / (y[2] - x[2]); else printf "-" }')
   echo "$out" | awk -v b="$bcpu" -v o="$o" -v s="$s" -v pl="$pl" \
     '/throughput summary/ { rps = $3 } /avg +min +p50/ { getline; p50 = $3; p99 = $5 } END { print rps, p50, p99, b, o, s, pl }'
 }
@@ -111,12 +119,13 @@ for P in ${PIPELINES:-1 16}; do
   read -r srps sp50 sp99 _ < <(medians <"$work/s")
   printf "%-4s %12.0f %8s %8s   %12.0f %8s %8s   %6.2f\n" "$P" "$drps" "$dp50" "$dp99" "$srps" "$sp50" "$sp99" \
     "$(awk -v a="$srps" -v b="$drps" 'BEGIN { print a / b }')"
-  echo "  req/s ranges: direct $(span 1 <"$work/d"), sidecar $(span 1 <"$work/s"); per-round ratios (round i's sidecar / direct): $(paste -d' ' "$work/s" "$work/d" | awk '{ printf "%.2f ", $1 / $8 }')"
-  echo "  rounds (rps p50 p99 cpu:bench owners sidecar, owner busy polls/1000) direct: $(tr '\n' ';' <"$work/d")"
+  echo "  req/s ranges: direct $(span 1 <"$work/d"), sidecar $(span 1 <"$work/s"); per-round ratios (round i's sidecar / direct): $(paste -d' ' "$work/s" "$work/d" | awk '{ printf "%.2f ", $1 / $9 }')"
+  echo "  rounds (rps p50 p99 cpu:bench owners sidecar, owner busy polls/1000, owner events/wake) direct: $(tr '\n' ';' <"$work/d")"
   echo "                                                               sidecar: $(tr '\n' ';' <"$work/s")"
-  read -r _ _ _ d_b d_o d_s d_p < <(medians <"$work/d")
-  read -r _ _ _ s_b s_o s_s s_p < <(medians <"$work/s")
+  read -r _ _ _ d_b d_o d_s d_p d_e < <(medians <"$work/d")
+  read -r _ _ _ s_b s_o s_s s_p s_e < <(medians <"$work/s")
   echo "  CPU us/request, medians: direct bench $d_b + owners $d_o (+ idle sidecar $d_s); via sidecar bench $s_b + owners $s_o + sidecar $s_s"
   echo "  owner busy polls per 1000 requests, medians: direct $d_p, via sidecar $s_p"
+  echo "  owner events per loop wake, medians: direct $d_e, via sidecar $s_e"
   echo "  load average now: $(cut -d' ' -f1-3 /proc/loadavg)"
 done

@@ -454,6 +454,20 @@ func (s *Server) busyPollCounts() (polls, hits int64) {
 	return polls, hits
 }
 
+// wakeCounts sums the event loops' wakes and the events they served
+// (INFO stats).
+func (s *Server) wakeCounts() (wakes, events int64) {
+	s.mu.Lock()
+	loops := s.loops
+	s.mu.Unlock()
+	for _, l := range loops {
+		w, e := l.wakeCounts()
+		wakes += w
+		events += e
+	}
+	return wakes, events
+}
+
 // stopLoops stops the event loops, whose connections are gone. Shutdown.
 func (s *Server) stopLoops() {
 	s.mu.Lock()
