@@ -24,7 +24,14 @@
 # server/busypoll.go) do not separate the two modes. Not yet settled:
 # whether an owner's event loop (one: --io-loops 1) settles, for a whole
 # round, into serving few connections per wake (more epoll waits and
-# wake-ups per request) or many; a per-wake count in INFO would tell.
+# wake-ups per request) or many. The events-per-wake column counts that
+# now (INFO stats loop_events / loop_wakes): at load 20-25 (session 12) the
+# direct rounds of 38k-264k req/s all served 3.7-4.6 events per wake, no
+# split; a quiet run must tell. Also seen in session 12's quiet run (load
+# 0.5, direct 397-399k req/s in all three rounds): redis-benchmark
+# --cluster itself used 2.55-2.85 us per request there, a whole core, so
+# the fast mode is bounded by the benchmark's one thread, and a slow round
+# may be one where it shares its core with an owner.
 # Read the CPU columns, which are stable, and the ranges; OWNER_FLAGS=
 # "--busy-poll 0" runs both sides without busy-polling.
 #
