@@ -7,7 +7,9 @@
 # at pipeline 1 and 16, 16 connections, random keys. Prints the median
 # req/s, p50 and p99 (ms) of each side and the ratio sidecar/direct, each
 # side's range over the rounds, the per-round ratios, CPU µs per request
-# of every process, and the owners' busy polls per 1000 requests.
+# of every process, the owners' busy polls per 1000 requests and their
+# events per event-loop wake (INFO stats loop_events / loop_wakes), and the
+# sidecar's read+write system calls per request.
 #
 # Rounds alternate A B B A A B ... (ABBA: a drift in the machine's load
 # weighs on both sides alike), ROUNDS per side (default 5).
@@ -22,7 +24,14 @@
 # server/busypoll.go) do not separate the two modes. Not yet settled:
 # whether an owner's event loop (one: --io-loops 1) settles, for a whole
 # round, into serving few connections per wake (more epoll waits and
-# wake-ups per request) or many; a per-wake count in INFO would tell.
+# wake-ups per request) or many. The events-per-wake column counts that
+# now (INFO stats loop_events / loop_wakes): at load 20-25 (session 12) the
+# direct rounds of 38k-264k req/s all served 3.7-4.6 events per wake, no
+# split; a quiet run must tell. Also seen in session 12's quiet run (load
+# 0.5, direct 397-399k req/s in all three rounds): redis-benchmark
+# --cluster itself used 2.55-2.85 us per request there, a whole core, so
+# the fast mode is bounded by the benchmark's one thread, and a slow round
+# may be one where it shares its core with an owner.
 # Read the CPU columns, which are stable, and the ranges; OWNER_FLAGS=
 # "--busy-poll 0" runs both sides without busy-polling.
 #
@@ -56,39 +65,51 @@ pids+=($spid)
 opids=("${pids[@]:0:3}")
 ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done; echo "$t"; } # utime+stime, clock ticks
 hz=$(getconf CLK_TCK)
+sysrw() { awk '$1 == "syscr:" || $1 == "syscw:" { t += $2 } END { print t + 0 }' "/proc/$1/io"; } # read + write system calls so far
 us_per() { awk -v a="$1" -v b="$2" -v hz="$hz" -v n="$N" 'BEGIN { printf "%.2f", (b - a) / hz * 1e6 / n }'; }
 for p in $BASE $((BASE + 1)) $((BASE + 2)) $side; do
   for _ in $(seq 100); do redis-cli -p "$p" ping >/dev/null 2>&1 && break; sleep 0.1; done
 done
 
-# polls: the owners' busy polls so far (INFO stats busy_polls, summed).
+# polls: the owners' busy polls, loop wakes and events so far (INFO stats
+# busy_polls, loop_wakes, loop_events, summed; 0 from a build without them).
 polls() {
-  local t=0 p n
+  local t=0 w=0 e=0 p a b c
   for p in $BASE $((BASE + 1)) $((BASE + 2)); do
-    n=$(redis-cli -p "$p" info stats | tr -d '\r' | awk -F: '$1 == "busy_polls" { print $2 }')
-    t=$((t + ${n:-0}))
+    read -r a b c < <(redis-cli -p "$p" info stats | tr -d '\r' | awk -F: '
+      $1 == "busy_polls" { a = $2 } $1 == "loop_wakes" { b = $2 } $1 == "loop_events" { c = $2 }
+      END { print a + 0, b + 0, c + 0 }')
+    t=$((t + a)) w=$((w + b)) e=$((e + c))
   done
-  echo "$t"
+  echo "$t $w $e"
 }
 
-# run direct|sidecar pipeline -> "rps p50 p99 bench owners sidecar polls":
+# run direct|sidecar pipeline -> "rps p50 p99 bench owners sidecar polls epw sys":
 # bench, owners and sidecar are CPU µs per request (utime+stime over the
 # run, from /proc for the servers, from time(1) for redis-benchmark):
 # robust to a busy machine, unlike req/s; polls is the owners' busy polls
-# per 1000 requests.
+# per 1000 requests; epw the owners' events per loop wake (connections
+# served per wake; "-" from a build that does not count them); sys the
+# sidecar's read and write system calls per request (/proc/PID/io syscr +
+# syscw: every read(2) and write(2) of its sockets; epoll waits are not
+# counted).
 run() {
   local args=(-c "$CONNS" -n "$N" -P "$2" -r "$KEYS")
-  local out o0 s0 bcpu p0
-  o0=$(ticks "${opids[@]}"); s0=$(ticks "$spid"); p0=$(polls)
+  local out o0 s0 bcpu p0 y0
+  o0=$(ticks "${opids[@]}"); s0=$(ticks "$spid"); p0=$(polls); y0=$(sysrw "$spid")
   if [ "$1" = direct ]; then
     out=$(/usr/bin/time -f "benchcpu %U %S" redis-benchmark --cluster -h 127.0.0.1 -p "$BASE" "${args[@]}" CL.THROTTLE "k{tag}__rand_int__" 100 1000 60 2>&1)
   else
     out=$(/usr/bin/time -f "benchcpu %U %S" redis-benchmark -h 127.0.0.1 -p "$side" "${args[@]}" CL.THROTTLE "k__rand_int__" 100 1000 60 2>&1)
   fi
   bcpu=$(echo "$out" | awk -v n="$N" '/^benchcpu/ { printf "%.2f", ($2 + $3) * 1e6 / n }')
-  local o s pl
+  local o s pl sy
   o=$(us_per "$o0" "$(ticks "${opids[@]}")"); s=$(us_per "$s0" "$(ticks "$spid")")
-  pl=$(awk -v a="$p0" -v b="$(polls)" -v n="$N" 'BEGIN { printf "%.1f", (b - a) * 1000 / n }')
+  sy=$(awk -v a="$y0" -v b="$(sysrw "$spid")" -v n="$N" 'BEGIN { printf "%.3f", (b - a) / n }')
+  pl=$(awk -v a="$p0" -v b="$(polls)" -v n="$N" -v sy="$sy" 'BEGIN { split(a, x, " "); split(b, y, " ")
+    printf "%.1f ", (y[1] - x[1]) * 1000 / n
+    if (y[2] > x[2]) printf "%.2f", (y[3] - x[3]) / (y[2] - x[2]); else printf "-"
+    printf " %s", sy }')
   echo "$out" | awk -v b="$bcpu" -v o="$o" -v s="$s" -v pl="$pl" \
     '/throughput summary/ { rps = $3 } /avg +min +p50/ { getline; p50 = $3; p99 = $5 } END { print rps, p50, p99, b, o, s, pl }'
 }
@@ -111,12 +132,13 @@ for P in ${PIPELINES:-1 16}; do
   read -r srps sp50 sp99 _ < <(medians <"$work/s")
   printf "%-4s %12.0f %8s %8s   %12.0f %8s %8s   %6.2f\n" "$P" "$drps" "$dp50" "$dp99" "$srps" "$sp50" "$sp99" \
     "$(awk -v a="$srps" -v b="$drps" 'BEGIN { print a / b }')"
-  echo "  req/s ranges: direct $(span 1 <"$work/d"), sidecar $(span 1 <"$work/s"); per-round ratios (round i's sidecar / direct): $(paste -d' ' "$work/s" "$work/d" | awk '{ printf "%.2f ", $1 / $8 }')"
-  echo "  rounds (rps p50 p99 cpu:bench owners sidecar, owner busy polls/1000) direct: $(tr '\n' ';' <"$work/d")"
+  echo "  req/s ranges: direct $(span 1 <"$work/d"), sidecar $(span 1 <"$work/s"); per-round ratios (round i's sidecar / direct): $(paste -d' ' "$work/s" "$work/d" | awk '{ printf "%.2f ", $1 / $10 }')"
+  echo "  rounds (rps p50 p99 cpu:bench owners sidecar, owner busy polls/1000, owner events/wake, sidecar read+write syscalls/request) direct: $(tr '\n' ';' <"$work/d")"
   echo "                                                               sidecar: $(tr '\n' ';' <"$work/s")"
-  read -r _ _ _ d_b d_o d_s d_p < <(medians <"$work/d")
-  read -r _ _ _ s_b s_o s_s s_p < <(medians <"$work/s")
+  read -r _ _ _ d_b d_o d_s d_p d_e _ < <(medians <"$work/d")
+  read -r _ _ _ s_b s_o s_s s_p s_e s_y < <(medians <"$work/s")
   echo "  CPU us/request, medians: direct bench $d_b + owners $d_o (+ idle sidecar $d_s); via sidecar bench $s_b + owners $s_o + sidecar $s_s"
   echo "  owner busy polls per 1000 requests, medians: direct $d_p, via sidecar $s_p"
+  echo "  owner events per loop wake, medians: direct $d_e, via sidecar $s_e; sidecar read+write syscalls per request, median: $s_y"
   echo "  load average now: $(cut -d' ' -f1-3 /proc/loadavg)"
 done

@@ -309,6 +309,7 @@ func (s *Server) infoStats(now time.Time) []string {
 	errs := s.ext.totalErrors()
 	tk, ti, tp := s.ext.trk.counts()
 	polls, pollHits := s.busyPollCounts()
+	wakes, events := s.wakeCounts()
 	netIn, netOut := s.netBytes()
 	tAllowed, tDenied := s.dec.throttleTotals() // decisions.go
 	return []string{
@@ -342,6 +343,8 @@ func (s *Server) infoStats(now time.Time) []string {
 		"handler_panics:" + itoa(s.stats.panics.Load()),
 		"busy_polls:" + itoa(polls),
 		"busy_poll_hits:" + itoa(pollHits),
+		"loop_wakes:" + itoa(wakes),
+		"loop_events:" + itoa(events),
 	}
 }
 

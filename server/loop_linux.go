@@ -430,6 +430,11 @@ type eventLoop struct {
 	// polls counts waits that busy-polled first, pollHits those of them
 	// that found events by polling (INFO stats). Written by the loop.
 	polls, pollHits atomic.Int64
+	// wakes counts waits that returned events, events the events they
+	// returned: events per wake is how many connections (and, in sidecar
+	// mode, upstream sockets) a wake serves (INFO stats). Written by the
+	// loop, two atomic adds per wake.
+	wakes, events atomic.Int64
 }
 
 // fdTable maps a file descriptor to its connection: a slice indexed by
@@ -564,6 +569,10 @@ func (l *eventLoop) run() {
 			time.Sleep(10 * time.Millisecond)
 		}
 		busyFrom := time.Now()
+		if n > 0 {
+			l.wakes.Add(1)
+			l.events.Add(int64(n))
+		}
 		for i := 0; i < n; i++ {
 			fd := int(events[i].Fd)
 			if fd == l.wakefd {
@@ -615,6 +624,12 @@ func (l *eventLoop) run() {
 // those found events by polling. Any goroutine.
 func (l *eventLoop) pollCounts() (polls, hits int64) {
 	return l.polls.Load(), l.pollHits.Load()
+}
+
+// wakeCounts returns how many waits returned events and how many events
+// they returned. Any goroutine.
+func (l *eventLoop) wakeCounts() (wakes, events int64) {
+	return l.wakes.Load(), l.events.Load()
 }
 
 // busyWait polls for events without sleeping until some arrive or the

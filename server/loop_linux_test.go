@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -245,5 +246,35 @@ func TestLoopBusyPollFollowsLoad(t *testing.T) {
 			}
 			t.Logf("busy polls %d, hits %d", polls, hits)
 		})
+	}
+}
+
+// INFO stats counts the event loops' wakes that returned events and the
+// events they served: each request below, sent after the previous reply,
+// is read in a wake of its own, so there are at least as many wakes, and
+// at least one event per wake.
+func TestLoopWakeCounts(t *testing.T) {
+	_, addr := startServer(t, nil)
+	r := dial(t, addr)
+	field := func(info, name string) int64 {
+		t.Helper()
+		n, err := strconv.ParseInt(infoField(info, name), 10, 64)
+		if err != nil {
+			t.Fatalf("INFO stats %s: %v", name, err)
+		}
+		return n
+	}
+	const pings = 20
+	for i := 0; i < pings; i++ {
+		r.send([]string{"PING"})
+		if got := r.mustReply(); got != "+PONG" {
+			t.Fatalf("got %q", got)
+		}
+	}
+	r.send([]string{"INFO", "stats"})
+	info := r.mustReply()
+	wakes, events := field(info, "loop_wakes"), field(info, "loop_events")
+	if wakes < pings || events < wakes {
+		t.Fatalf("loop_wakes %d, loop_events %d after %d PINGs one at a time: want wakes >= %d, events >= wakes", wakes, events, pings, pings)
 	}
 }

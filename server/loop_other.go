@@ -19,12 +19,13 @@ func loopConnOf(net.Conn) *loopConn { return nil }
 
 type eventLoop struct{}
 
-func newEventLoop(*Server) (*eventLoop, error)     { return &eventLoop{}, nil }
-func (*eventLoop) run()                            {}
-func (*eventLoop) add(*client, *loopConn) error    { return nil }
-func (*eventLoop) shutdown()                       {}
-func (*eventLoop) shutdownIdle()                   {}
-func (*eventLoop) pollCounts() (polls, hits int64) { return 0, 0 }
+func newEventLoop(*Server) (*eventLoop, error)       { return &eventLoop{}, nil }
+func (*eventLoop) run()                              {}
+func (*eventLoop) add(*client, *loopConn) error      { return nil }
+func (*eventLoop) shutdown()                         {}
+func (*eventLoop) shutdownIdle()                     {}
+func (*eventLoop) pollCounts() (polls, hits int64)   { return 0, 0 }
+func (*eventLoop) wakeCounts() (wakes, events int64) { return 0, 0 }
 
 // forwardLoopOf: no event loop, so sidecar sessions block (forward.go).
 func forwardLoopOf(*loopConn) (ForwardLoop, func()) { return nil, nil }

@@ -442,16 +442,23 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 // busyPollCounts sums the event loops' busy-poll counters (INFO stats).
-func (s *Server) busyPollCounts() (polls, hits int64) {
+func (s *Server) busyPollCounts() (polls, hits int64) { return s.sumLoops((*eventLoop).pollCounts) }
+
+// wakeCounts sums the event loops' wakes and the events they served
+// (INFO stats).
+func (s *Server) wakeCounts() (wakes, events int64) { return s.sumLoops((*eventLoop).wakeCounts) }
+
+// sumLoops sums a pair of counters (f) over the event loops.
+func (s *Server) sumLoops(f func(*eventLoop) (int64, int64)) (a, b int64) {
 	s.mu.Lock()
 	loops := s.loops
 	s.mu.Unlock()
 	for _, l := range loops {
-		p, h := l.pollCounts()
-		polls += p
-		hits += h
+		x, y := f(l)
+		a += x
+		b += y
 	}
-	return polls, hits
+	return a, b
 }
 
 // stopLoops stops the event loops, whose connections are gone. Shutdown.
