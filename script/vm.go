@@ -346,6 +346,9 @@ func (v *vm) command(L *lua.LState, raiseErr bool) int {
 	if cap(v.buf) > maxArgBuf {
 		v.buf = nil
 	}
+	if resultsWanted(L) == 0 && plainReply(reply) {
+		return 0 // a statement call of a status or integer reply (frame.go)
+	}
 	val, isErr := v.parseReply(reply)
 	if isErr && raiseErr {
 		L.Error(val, 0)
