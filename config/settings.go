@@ -206,7 +206,7 @@ var table = []setting{
 	{Name: "recover", Group: Persistence, Default: "fail",
 		Usage: "on an unreadable data directory: fail (refuse to start), or skip (move its contents aside, start empty)",
 		bind:  func(c *Config) value { return enumValue{&c.Recover, []string{"fail", "skip"}} }},
-	{Name: "log-fold-min-bytes", Group: Persistence, Default: "67108864",
+	{Name: "log-fold-min-bytes", Group: Persistence, Default: "33554432",
 		Usage: "fold the on-disk log into a new base once it is as big as the base and at least this big",
 		bind:  func(c *Config) value { return bytesValue{p: &c.FoldMinBytes, min: 1, max: math.MaxInt64} }},
 
