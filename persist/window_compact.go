@@ -57,10 +57,21 @@ func compactWindow(state []byte, exp int64) (tag byte, span int64, prev, curr ui
 	default:
 		return 0, 0, 0, 0, false
 	}
-	if start < 0 || exp < 0 || int64(prev) < 0 || int64(curr) < 0 {
-		return 0, 0, 0, 0, false // keep such bytes exactly as they are
+	if span, ok = compactSpan(start, prev, curr, exp); !ok {
+		return 0, 0, 0, 0, false
 	}
-	return tag, exp - start, prev, curr, true // both non-negative: no overflow
+	return tag, span, prev, curr, true
+}
+
+// compactSpan is a compact entry's span (exp-start) for a FIXED or
+// SLIDING state's numbers; ok is false when they must stay a 'w' entry (a
+// start or expiry before the epoch, a count past 2^63), kept exactly as
+// their bytes. The one rule compactWindow and appendWindowCounters share.
+func compactSpan(start int64, prev, curr uint64, exp int64) (span int64, ok bool) {
+	if start < 0 || exp < 0 || int64(prev) < 0 || int64(curr) < 0 {
+		return 0, false
+	}
+	return exp - start, true // both non-negative: no overflow
 }
 
 // appendWindowCounters is appendWindow for a FIXED (mode winModeFixed,
@@ -73,8 +84,8 @@ func appendWindowCounters(b, key []byte, mode byte, start int64, prev, curr uint
 	if mode != winModeSliding {
 		mode, tag, prev = winModeFixed, entryWinFixed, 0
 	}
-	if start >= 0 && exp >= 0 && int64(prev) >= 0 && int64(curr) >= 0 {
-		return appendCompactWindow(b, tag, key, exp, exp-start, prev, curr)
+	if span, ok := compactSpan(start, prev, curr, exp); ok {
+		return appendCompactWindow(b, tag, key, exp, span, prev, curr)
 	}
 	// Rare (a start before the epoch, a count past 2^63): the state's
 	// bytes, as appendWindow keeps them.

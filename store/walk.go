@@ -391,7 +391,7 @@ func (s *Store) DrainShardsViewTAT(nowMs int64, first, limit int, scratch []byte
 				continue // freed (its deletion is listed) or listed twice
 			}
 			e.flags &^= flagDirty
-			if tat != nil && e.flags&(kindMask|flagRaw|flagInvalid) == 0 && e.alive(nowMs) {
+			if tat != nil && e.plainTAT() && e.alive(nowMs) {
 				tat(sh.keyOf(e), e.tat, e.exp) // changeLocked's IsTAT case
 				continue
 			}
@@ -406,11 +406,10 @@ func (s *Store) DrainShardsViewTAT(nowMs int64, first, limit int, scratch []byte
 				fn(&c)
 				continue
 			}
-			if e.flags&kindMask != 0 && e.kind() == KindWindow && e.winInline() {
+			if wc, ok := sh.inlineWindowChange(e); ok {
 				// Inline counters go as numbers (Change.WinMode): no
 				// bytes to encode here and decode again in persist.
-				m, w := winUnpack(e.tat, e.off)
-				c = Change{Key: sh.keyOf(e), Kind: KindWindow, ExpireAtMs: e.exp, WinMode: m, Win: w}
+				c = wc
 				fn(&c)
 				continue
 			}
@@ -503,9 +502,8 @@ func (s *Store) DumpShard(i int, nowMs int64, fn func(Change)) {
 		if e.flags&flagUsed == 0 || !e.alive(nowMs) {
 			continue
 		}
-		if e.flags&kindMask != 0 && e.kind() == KindWindow && e.winInline() {
-			m, w := winUnpack(e.tat, e.off)
-			fn(Change{Key: sh.keyOf(e), Kind: KindWindow, ExpireAtMs: e.exp, WinMode: m, Win: w})
+		if wc, ok := sh.inlineWindowChange(e); ok {
+			fn(wc)
 			continue
 		}
 		c, _ := sh.snapshotChangeLocked(uint32(j), sh.keyOf(e), scratch[:0]) // journal.go
@@ -533,6 +531,23 @@ func (sh *shard) prefetchTextLocked(e *entry) {
 	}
 }
 
+// plainTAT reports whether e holds a plain TAT (what CL.THROTTLE writes:
+// no other kind, no verbatim or invalid text): the Change changeLocked
+// gives it is IsTAT, and DrainShardsViewTAT hands it to its tat callback.
+func (e *entry) plainTAT() bool { return e.flags&(kindMask|flagRaw|flagInvalid) == 0 }
+
+// inlineWindowChange is the Change of a window key whose counters are
+// inline (window.go), as numbers (Change.WinMode), and true; false for any
+// other entry. DrainShardsView and DumpShard give such keys so. Requires
+// sh's lock.
+func (sh *shard) inlineWindowChange(e *entry) (Change, bool) {
+	if e.flags&kindMask == 0 || e.kind() != KindWindow || !e.winInline() {
+		return Change{}, false
+	}
+	m, w := winUnpack(e.tat, e.off)
+	return Change{Key: sh.keyOf(e), Kind: KindWindow, ExpireAtMs: e.exp, WinMode: m, Win: w}, true
+}
+
 // changeLocked is the live slot's state as a Change with key: a plain TAT
 // as TAT, any other value as its text (GET's), appended to buf, which it
 // returns. Requires sh.mu. DrainFunc and DumpShard describe entries through
@@ -545,7 +560,7 @@ func (sh *shard) changeLocked(slot uint32, key, buf []byte) (Change, []byte) {
 		}
 		return sh.drainObjectLocked(slot, key, buf) // journal.go: image or delta
 	}
-	if e.flags&(flagRaw|flagInvalid) == 0 {
+	if e.plainTAT() {
 		return Change{Key: key, TAT: e.tat, IsTAT: true, ExpireAtMs: e.exp}, buf
 	}
 	if e.flags&flagRaw != 0 {
