@@ -1,6 +1,9 @@
 package kinds
 
-import "maps"
+import (
+	"maps"
+	"unsafe"
+)
 
 // Deep copies (COPY of a hash, list or sorted set). Each returns an
 // independent structure with the same content (a compact one without
@@ -14,9 +17,12 @@ import "maps"
 // Clone returns a copy of h.
 func (h *Hash) Clone() *Hash {
 	if h.compact() {
-		return &Hash{lp: append([]byte(nil), h.lp...), n: h.n}
+		c := &Hash{n: h.n}
+		c.setLp(append([]byte(nil), h.lp()...))
+		return c
 	}
-	return &Hash{hashFull: &hashFull{idx: maps.Clone(h.idx), items: append([]HashField(nil), h.items...), size: h.size}}
+	f := h.full()
+	return &Hash{p: unsafe.Pointer(&hashFull{idx: maps.Clone(f.idx), items: append([]HashField(nil), f.items...), size: f.size}), n: hashFullForm}
 }
 
 // Clone returns a copy of l.

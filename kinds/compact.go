@@ -131,14 +131,14 @@ func splice(b []byte, from, to int, s string) []byte {
 	return b
 }
 
-// hashCompactBase is a compact Hash's own allocation: the struct (48
-// bytes: the journal's pointer, journal.go, the full form's pointer, the
-// bytes' slice header, the count and the packed cursor), a size class of
-// its own.
-const hashCompactBase = 48
+// hashCompactBase is a compact Hash's own allocation: the struct (32
+// bytes: the journal's pointer, journal.go, the bytes' (or the full
+// form's) pointer, the bytes' 32-bit length and capacity, the count and
+// the packed cursor), a size class of its own.
+const hashCompactBase = 32
 
 // compact reports whether h is in its compact form.
-func (h *Hash) compact() bool { return h.hashFull == nil }
+func (h *Hash) compact() bool { return h.n >= 0 }
 
 // Encoding is OBJECT ENCODING's name for h's form, as Redis 7.0 names the
 // same form: "listpack" while compact, "hashtable" after.
@@ -155,20 +155,21 @@ func (h *Hash) Encoding() string {
 func (l *List) Encoding() string { return "quicklist" }
 
 // compactSize is a compact h's Size.
-func (h *Hash) compactSize() int64 { return hashCompactBase + int64(cap(h.lp)) }
+func (h *Hash) compactSize() int64 { return hashCompactBase + int64(h.cp) }
 
 // lpEntry decodes the hash entry at off: field, value and the next offset.
 func (h *Hash) lpEntry(off int) (f, v string, next int) {
-	fl := int(h.lp[off])
-	vl := int(h.lp[off+1+fl])
-	f = bstr(h.lp[off+1 : off+1+fl])
-	v = bstr(h.lp[off+2+fl : off+2+fl+vl])
+	lp := h.lp()
+	fl := int(lp[off])
+	vl := int(lp[off+1+fl])
+	f = bstr(lp[off+1 : off+1+fl])
+	v = bstr(lp[off+2+fl : off+2+fl+vl])
 	return f, v, off + 2 + fl + vl
 }
 
 // lpFind returns the offset of field's entry, or -1.
 func (h *Hash) lpFind(field string) int {
-	lp := h.lp
+	lp := h.lp()
 	for off := 0; off < len(lp); {
 		fl := int(lp[off])
 		if fl == len(field) && string(lp[off+1:off+1+fl]) == field {
@@ -187,21 +188,23 @@ func (h *Hash) lpSet(field, value string) (added, done bool) {
 	}
 	h.cur = 0
 	if off := h.lpFind(field); off >= 0 {
-		fl := int(h.lp[off])
+		lp := h.lp()
+		fl := int(lp[off])
 		voff := off + 2 + fl
-		vl := int(h.lp[voff-1])
-		h.lp[voff-1] = byte(len(value))
-		h.lp = splice(h.lp, voff, voff+vl, value)
+		vl := int(lp[voff-1])
+		lp[voff-1] = byte(len(value))
+		h.setLp(splice(lp, voff, voff+vl, value))
 		return false, true
 	}
 	if int(h.n) >= CompactMaxHashEntries {
 		return false, false
 	}
-	h.lp = reserve(h.lp, 2+len(field)+len(value))
-	h.lp = append(h.lp, byte(len(field)))
-	h.lp = append(h.lp, field...)
-	h.lp = append(h.lp, byte(len(value)))
-	h.lp = append(h.lp, value...)
+	lp := reserve(h.lp(), 2+len(field)+len(value))
+	lp = append(lp, byte(len(field)))
+	lp = append(lp, field...)
+	lp = append(lp, byte(len(value)))
+	lp = append(lp, value...)
+	h.setLp(lp)
 	h.n++
 	return true, true
 }
@@ -217,7 +220,7 @@ func (h *Hash) lpDelete(field string) bool {
 	}
 	h.cur = 0
 	_, _, next := h.lpEntry(off)
-	h.lp = fit(splice(h.lp, off, next, ""))
+	h.setLp(fit(splice(h.lp(), off, next, "")))
 	h.n--
 	return true
 }
@@ -243,7 +246,7 @@ func (h *Hash) toFull() {
 	items := make([]HashField, 0, h.n+1)
 	idx := make(map[string]int32, h.n+1)
 	size := int64(64)
-	for off := 0; off < len(h.lp); {
+	for off := 0; off < int(h.ln); {
 		f, v, next := h.lpEntry(off)
 		f, v = string([]byte(f)), string([]byte(v))
 		idx[f] = int32(len(items))
@@ -253,7 +256,7 @@ func (h *Hash) toFull() {
 	}
 	// The journal stays: the conversion changes no content, so it records
 	// nothing, and the write that caused it records itself.
-	h.hashFull, h.lp, h.n, h.cur = &hashFull{idx: idx, items: items, size: size}, nil, 0, 0
+	h.p, h.ln, h.cp, h.n, h.cur = unsafe.Pointer(&hashFull{idx: idx, items: items, size: size}), 0, 0, hashFullForm, 0
 }
 
 // listCompactBase is a compact List's own allocation: the struct (48
@@ -423,7 +426,12 @@ func (l *List) toFull() {
 // DataAddr is the address of h's compact bytes (nil in the full form or
 // when empty), for the store's prefetch (store.DataAddresser): it only
 // reads h's struct.
-func (h *Hash) DataAddr() unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(h.lp)) }
+func (h *Hash) DataAddr() unsafe.Pointer {
+	if !h.compact() {
+		return nil
+	}
+	return h.p
+}
 
 // DataAddr is the address of l's compact bytes (nil in the full form or
 // when empty), as Hash.DataAddr.

@@ -1,6 +1,9 @@
 package kinds
 
-import "strings"
+import (
+	"strings"
+	"unsafe"
+)
 
 // Hash is a field → value map with Redis's hash semantics. Fields are kept
 // in a slice (so HRANDFIELD picks in O(1) and HGETALL walks memory in
@@ -12,13 +15,37 @@ import "strings"
 //
 // The zero value is an empty hash, ready to use. Not safe for concurrent
 // use.
+//
+// The struct is 32 bytes, a size class of its own (hashCompactBase): a
+// 10-field hash is mostly this struct, its bytes and the store's entry.
+// One pointer serves both forms: while compact (n ≥ 0) p is the first
+// byte of the compact bytes (ln of them used, cp allocated; nil while
+// nothing is allocated), so the bytes cost 16 bytes of header instead of a
+// 24-byte slice header; in the full form (n = hashFullForm) p is its
+// *hashFull. The garbage collector follows p in either case (an
+// unsafe.Pointer keeps whatever allocation it points into alive). lp,
+// setLp and full rebuild the typed views: a few register moves, no load.
 type Hash struct {
-	journal          // journal.go; kept across the change of form
-	*hashFull        // nil while compact
-	lp        []byte // the compact form's entries
-	n         int32  // the compact form's fields
-	cur       cursor
+	journal                // journal.go; kept across the change of form
+	p       unsafe.Pointer // compact: the bytes; full: *hashFull
+	ln, cp  uint32         // compact: the bytes' length and capacity
+	n       int32          // compact: its fields; hashFullForm in the full form
+	cur     cursor         // compact: the walk cursor
 }
+
+// hashFullForm is Hash.n in the full form.
+const hashFullForm = -1
+
+// lp is a compact h's bytes.
+func (h *Hash) lp() []byte { return unsafe.Slice((*byte)(h.p), h.cp)[:h.ln] }
+
+// setLp makes b a compact h's bytes.
+func (h *Hash) setLp(b []byte) {
+	h.p, h.ln, h.cp = unsafe.Pointer(unsafe.SliceData(b)), uint32(len(b)), uint32(cap(b))
+}
+
+// full is a full h's form.
+func (h *Hash) full() *hashFull { return (*hashFull)(h.p) }
 
 // hashFull is a Hash's full form.
 type hashFull struct {
@@ -42,7 +69,7 @@ func (h *Hash) Len() int {
 	if h.compact() {
 		return int(h.n)
 	}
-	return len(h.items)
+	return len(h.full().items)
 }
 
 // Size is the hash's approximate heap footprint in bytes.
@@ -50,7 +77,7 @@ func (h *Hash) Size() int64 {
 	if h.compact() {
 		return h.compactSize()
 	}
-	return h.size
+	return h.full().size
 }
 
 // Get returns field's value (while compact, valid until h's next write).
@@ -63,11 +90,12 @@ func (h *Hash) Get(field string) (string, bool) {
 		_, v, _ := h.lpEntry(off)
 		return v, true
 	}
-	i, ok := h.idx[field]
+	f := h.full()
+	i, ok := f.idx[field]
 	if !ok {
 		return "", false
 	}
-	return h.items[i].Value, true
+	return f.items[i].Value, true
 }
 
 // Set stores field = value and reports whether the field is new.
@@ -106,14 +134,15 @@ func (h *Hash) SetTransient(field, value string) (added bool) {
 
 // setFull is Set on a full h, unrecorded.
 func (h *Hash) setFull(field, value string) (added bool) {
-	if i, ok := h.idx[field]; ok {
-		h.size += int64(len(value)) - int64(len(h.items[i].Value))
-		h.items[i].Value = value
+	hf := h.full()
+	if i, ok := hf.idx[field]; ok {
+		hf.size += int64(len(value)) - int64(len(hf.items[i].Value))
+		hf.items[i].Value = value
 		return false
 	}
-	h.idx[field] = int32(len(h.items))
-	h.items = append(h.items, HashField{field, value})
-	h.size += hashFieldCost + int64(len(field)+len(value))
+	hf.idx[field] = int32(len(hf.items))
+	hf.items = append(hf.items, HashField{field, value})
+	hf.size += hashFieldCost + int64(len(field)+len(value))
 	return true
 }
 
@@ -122,25 +151,26 @@ func (h *Hash) Delete(field string) bool {
 	if h.compact() {
 		return h.lpDelete(field)
 	}
-	i, ok := h.idx[field]
+	hf := h.full()
+	i, ok := hf.idx[field]
 	if !ok {
 		return false
 	}
 	if h.recording() {
 		h.rec1('D', field, h.Size())
 	}
-	f := &h.items[i]
-	h.size -= hashFieldCost + int64(len(f.Field)+len(f.Value))
-	delete(h.idx, field)
-	last := len(h.items) - 1
+	f := &hf.items[i]
+	hf.size -= hashFieldCost + int64(len(f.Field)+len(f.Value))
+	delete(hf.idx, field)
+	last := len(hf.items) - 1
 	if int(i) != last {
-		h.items[i] = h.items[last]
-		h.idx[h.items[i].Field] = i
+		hf.items[i] = hf.items[last]
+		hf.idx[hf.items[i].Field] = i
 	}
-	h.items[last] = HashField{}
-	h.items = h.items[:last]
-	if cap(h.items) > 64 && len(h.items) < cap(h.items)/4 {
-		h.items = append([]HashField(nil), h.items...)
+	hf.items[last] = HashField{}
+	hf.items = hf.items[:last]
+	if cap(hf.items) > 64 && len(hf.items) < cap(hf.items)/4 {
+		hf.items = append([]HashField(nil), hf.items...)
 	}
 	return true
 }
@@ -151,13 +181,13 @@ func (h *Hash) At(i int) HashField {
 	if h.compact() {
 		return h.lpAt(i)
 	}
-	return h.items[i]
+	return h.full().items[i]
 }
 
 // Each calls fn for every field until it returns false.
 func (h *Hash) Each(fn func(field, value string) bool) {
 	if h.compact() {
-		for off := 0; off < len(h.lp); {
+		for off := 0; off < int(h.ln); {
 			f, v, next := h.lpEntry(off)
 			if !fn(f, v) {
 				return
@@ -166,7 +196,7 @@ func (h *Hash) Each(fn func(field, value string) bool) {
 		}
 		return
 	}
-	for _, f := range h.items {
+	for _, f := range h.full().items {
 		if !fn(f.Field, f.Value) {
 			return
 		}

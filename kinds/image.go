@@ -71,7 +71,7 @@ func (h *Hash) AppendImage(b []byte) []byte {
 	if h.compact() {
 		// Its bytes are the image's pairs already: [len] field [len] value,
 		// every length under 128 (CompactMaxValue), a one-byte uvarint.
-		return append(b, h.lp...)
+		return append(b, h.lp()...)
 	}
 	h.Each(func(f, v string) bool {
 		b = appendStr(b, f)

@@ -3,6 +3,7 @@ package kinds
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -455,7 +456,7 @@ func checkHash(t *testing.T, h *Hash, m map[string]string) {
 		want += hashFieldCost + int64(len(f)+len(v))
 	}
 	if h.compact() {
-		want = hashCompactBase + int64(cap(h.lp))
+		want = hashCompactBase + int64(cap(h.lp()))
 	}
 	if len(got) != len(m) || h.Size() != want {
 		t.Fatalf("each/size mismatch: %d fields of %d, size %d want %d", len(got), len(m), h.Size(), want)
@@ -838,6 +839,59 @@ func TestCompactImagesMatchFull(t *testing.T) {
 		}
 		if string(l.AppendImage([]byte{1})) != string(lf.AppendImage([]byte{1})) {
 			t.Fatalf("round %d: list images differ", round)
+		}
+	}
+}
+
+// TestHashOnePointerForms: a Hash keeps its compact bytes or its full form
+// behind one pointer (32-byte struct). A 10-field hash costs the struct and
+// its bytes' size class (32 + 144); the bytes and the full forms stay
+// alive and intact through collections (the garbage collector follows the
+// unsafe.Pointer), through the change of form, Clone of either form, and
+// DataAddr answers the bytes only while compact.
+func TestHashOnePointerForms(t *testing.T) {
+	h := NewHash()
+	for i := range 10 {
+		h.Set("field"+strconv.Itoa(i), "value"+strconv.Itoa(i))
+	}
+	if got := h.Size(); got != 32+144 {
+		t.Fatalf("10-field hash Size %d, want %d", got, 32+144)
+	}
+	if h.DataAddr() == nil || h.DataAddr() != unsafe.Pointer(unsafe.SliceData(h.lp())) {
+		t.Fatal("DataAddr of a compact hash")
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	hs := make([]*Hash, 300)
+	ms := make([]map[string]string, len(hs))
+	for i := range hs {
+		hs[i], ms[i] = NewHash(), map[string]string{}
+	}
+	for round := range 40 {
+		for i, h := range hs {
+			f := "f" + strconv.Itoa(r.IntN(20+i))
+			v := strings.Repeat("v", r.IntN(CompactMaxValue+1))
+			if i%7 == 0 && round == 20 {
+				v = strings.Repeat("x", CompactMaxValue+1) // to the full form
+			}
+			if r.IntN(4) == 0 {
+				h.Delete(f)
+				delete(ms[i], f)
+			} else {
+				h.Set(f, v)
+				ms[i][f] = v
+			}
+		}
+		clones := make([]*Hash, len(hs))
+		for i, h := range hs {
+			clones[i] = h.Clone()
+		}
+		runtime.GC()
+		for i, h := range hs {
+			checkHash(t, h, ms[i])
+			checkHash(t, clones[i], ms[i])
+			if h.compact() && h.ln > 0 && h.DataAddr() != unsafe.Pointer(&h.lp()[0]) || !h.compact() && h.DataAddr() != nil {
+				t.Fatalf("hash %d: compact %v, DataAddr %p", i, h.compact(), h.DataAddr())
+			}
 		}
 	}
 }
