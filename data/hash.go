@@ -399,10 +399,8 @@ func hrandfieldCmd(x *server.Ctx) {
 			}
 			// The fields once, in order (O(n) on a compact hash, whose
 			// random At is O(n)), then c picks: O(n + c), as Redis.
-			all := make([]kinds.HashField, n)
-			for i := range all {
-				all[i] = h.At(i)
-			}
+			all := make([]kinds.HashField, 0, n)
+			h.Each(func(f, v string) bool { all = append(all, kinds.HashField{Field: f, Value: v}); return true })
 			x.Array(size(int(c)))
 			for i := int64(0); i < c; i++ {
 				emit(all[rand.IntN(n)])
@@ -411,12 +409,18 @@ func hrandfieldCmd(x *server.Ctx) {
 		}
 		if int(count) >= n {
 			x.Array(size(n))
-			for i := 0; i < n; i++ {
-				emit(h.At(i))
-			}
+			h.Each(func(f, v string) bool { emit(kinds.HashField{Field: f, Value: v}); return true })
 			return
 		}
-		// count distinct fields: a partial Fisher-Yates over indexes.
+		// count distinct fields: a partial Fisher-Yates over indexes. A
+		// hash of up to CompactMaxHashEntries fields (maybe compact, whose
+		// At walks from its first field) is read once first: O(n + count).
+		at := h.At
+		if n <= kinds.CompactMaxHashEntries {
+			all := make([]kinds.HashField, 0, n)
+			h.Each(func(f, v string) bool { all = append(all, kinds.HashField{Field: f, Value: v}); return true })
+			at = func(i int) kinds.HashField { return all[i] }
+		}
 		perm := make([]int32, n)
 		for i := range perm {
 			perm[i] = int32(i)
@@ -425,7 +429,7 @@ func hrandfieldCmd(x *server.Ctx) {
 		for i := 0; i < int(count); i++ {
 			j := i + rand.IntN(n-i)
 			perm[i], perm[j] = perm[j], perm[i]
-			emit(h.At(int(perm[i])))
+			emit(at(int(perm[i])))
 		}
 	})
 	if ok && !found {

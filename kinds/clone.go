@@ -17,12 +17,12 @@ import (
 // Clone returns a copy of h.
 func (h *Hash) Clone() *Hash {
 	if h.compact() {
-		c := &Hash{n: h.n}
+		c := &Hash{m: h.m}
 		c.setLp(append([]byte(nil), h.lp()...))
 		return c
 	}
 	f := h.full()
-	return &Hash{p: unsafe.Pointer(&hashFull{idx: maps.Clone(f.idx), items: append([]HashField(nil), f.items...), size: f.size}), n: hashFullForm}
+	return &Hash{p: unsafe.Pointer(&hashFull{idx: maps.Clone(f.idx), items: append([]HashField(nil), f.items...), size: f.size}), m: hashFullForm}
 }
 
 // Clone returns a copy of l.

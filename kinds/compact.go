@@ -32,25 +32,6 @@ const (
 	CompactMaxBytes = 8192
 )
 
-// cursor remembers the last entry a walk reached (index, byte offset),
-// so a sequential walk with At (LRANGE, HSCAN, AppendImage) costs O(1)
-// per step. Reset by every write (the zero cursor is entry 0 at offset 0).
-// Packed in 4 bytes so that a compact Hash or List fits a 48-byte size
-// class: the index in the low cursorIdxBits bits, the offset above. A
-// compact form stays within both (a hash: 512 entries, 66,560 bytes at
-// most; a list: CompactMaxBytes bytes, so at most 4,096 items).
-type cursor uint32
-
-const cursorIdxBits = 13
-
-func mkCursor(i, off int) cursor { return cursor(off<<cursorIdxBits | i) }
-
-// idx is the cursor's entry index.
-func (c cursor) idx() int { return int(c & (1<<cursorIdxBits - 1)) }
-
-// off is the byte offset of the cursor's entry.
-func (c cursor) off() int { return int(c >> cursorIdxBits) }
-
 // bstr is b's bytes as a string without copying: valid while b is not
 // written.
 func bstr(b []byte) string {
@@ -131,14 +112,14 @@ func splice(b []byte, from, to int, s string) []byte {
 	return b
 }
 
-// hashCompactBase is a compact Hash's own allocation: the struct (32
+// hashCompactBase is a compact Hash's own allocation: the struct (24
 // bytes: the journal's pointer, journal.go, the bytes' (or the full
-// form's) pointer, the bytes' 32-bit length and capacity, the count and
-// the packed cursor), a size class of its own.
-const hashCompactBase = 32
+// form's) pointer, the bytes' length and capacity and the field count
+// packed in 8 bytes), a size class of its own.
+const hashCompactBase = 24
 
 // compact reports whether h is in its compact form.
-func (h *Hash) compact() bool { return h.n >= 0 }
+func (h *Hash) compact() bool { return h.m != hashFullForm }
 
 // Encoding is OBJECT ENCODING's name for h's form, as Redis 7.0 names the
 // same form: "listpack" while compact, "hashtable" after.
@@ -155,7 +136,7 @@ func (h *Hash) Encoding() string {
 func (l *List) Encoding() string { return "quicklist" }
 
 // compactSize is a compact h's Size.
-func (h *Hash) compactSize() int64 { return hashCompactBase + int64(h.cp) }
+func (h *Hash) compactSize() int64 { return hashCompactBase + int64(h.m.cp()) }
 
 // lpEntry decodes the hash entry at off: field, value and the next offset.
 func (h *Hash) lpEntry(off int) (f, v string, next int) {
@@ -186,7 +167,6 @@ func (h *Hash) lpSet(field, value string) (added, done bool) {
 	if len(field) > CompactMaxValue || len(value) > CompactMaxValue {
 		return false, false
 	}
-	h.cur = 0
 	if off := h.lpFind(field); off >= 0 {
 		lp := h.lp()
 		fl := int(lp[off])
@@ -196,7 +176,7 @@ func (h *Hash) lpSet(field, value string) (added, done bool) {
 		h.setLp(splice(lp, voff, voff+vl, value))
 		return false, true
 	}
-	if int(h.n) >= CompactMaxHashEntries {
+	if h.m.n() >= CompactMaxHashEntries {
 		return false, false
 	}
 	lp := reserve(h.lp(), 2+len(field)+len(value))
@@ -205,7 +185,7 @@ func (h *Hash) lpSet(field, value string) (added, done bool) {
 	lp = append(lp, byte(len(value)))
 	lp = append(lp, value...)
 	h.setLp(lp)
-	h.n++
+	h.m += hashOneField
 	return true, true
 }
 
@@ -218,24 +198,18 @@ func (h *Hash) lpDelete(field string) bool {
 	if h.recording() {
 		h.rec1('D', field, h.Size()) // copies field before the splice
 	}
-	h.cur = 0
 	_, _, next := h.lpEntry(off)
 	h.setLp(fit(splice(h.lp(), off, next, "")))
-	h.n--
+	h.m -= hashOneField
 	return true
 }
 
-// lpAt is At on a compact h, walking on from the cursor when it can.
+// lpAt is At on a compact h: a walk from the first field.
 func (h *Hash) lpAt(i int) HashField {
-	c := h.cur
-	if c.idx() > i {
-		c = 0
-	}
-	off := c.off()
-	for j := c.idx(); j < i; j++ {
+	off := 0
+	for range i {
 		_, _, off = h.lpEntry(off)
 	}
-	h.cur = mkCursor(i, off)
 	f, v, _ := h.lpEntry(off)
 	return HashField{f, v}
 }
@@ -243,10 +217,10 @@ func (h *Hash) lpAt(i int) HashField {
 // toFull moves a compact h into the full form (map and slice), copying
 // the strings out of the bytes.
 func (h *Hash) toFull() {
-	items := make([]HashField, 0, h.n+1)
-	idx := make(map[string]int32, h.n+1)
+	items := make([]HashField, 0, h.m.n()+1)
+	idx := make(map[string]int32, h.m.n()+1)
 	size := int64(64)
-	for off := 0; off < int(h.ln); {
+	for off := 0; off < h.m.ln(); {
 		f, v, next := h.lpEntry(off)
 		f, v = string([]byte(f)), string([]byte(v))
 		idx[f] = int32(len(items))
@@ -256,7 +230,7 @@ func (h *Hash) toFull() {
 	}
 	// The journal stays: the conversion changes no content, so it records
 	// nothing, and the write that caused it records itself.
-	h.p, h.ln, h.cp, h.n, h.cur = unsafe.Pointer(&hashFull{idx: idx, items: items, size: size}), 0, 0, hashFullForm, 0
+	h.p, h.m = unsafe.Pointer(&hashFull{idx: idx, items: items, size: size}), hashFullForm
 }
 
 // listCompactBase is a compact List's own allocation: the struct (48

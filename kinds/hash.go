@@ -16,32 +16,45 @@ import (
 // The zero value is an empty hash, ready to use. Not safe for concurrent
 // use.
 //
-// The struct is 32 bytes, a size class of its own (hashCompactBase): a
+// The struct is 24 bytes, a size class of its own (hashCompactBase): a
 // 10-field hash is mostly this struct, its bytes and the store's entry.
-// One pointer serves both forms: while compact (n ≥ 0) p is the first
-// byte of the compact bytes (ln of them used, cp allocated; nil while
-// nothing is allocated), so the bytes cost 16 bytes of header instead of a
-// 24-byte slice header; in the full form (n = hashFullForm) p is its
-// *hashFull. The garbage collector follows p in either case (an
-// unsafe.Pointer keeps whatever allocation it points into alive). lp,
-// setLp and full rebuild the typed views: a few register moves, no load.
+// One pointer serves both forms: while compact p is the first byte of the
+// compact bytes (nil while nothing is allocated), whose length,
+// capacity and field count are packed in m, so the bytes cost 16 bytes of
+// header where a slice header and a count took 28; in the full form
+// (m = hashFullForm) p is its *hashFull. The garbage collector follows p
+// in either case (an unsafe.Pointer keeps whatever allocation it points
+// into alive). lp, setLp and full rebuild the typed views: a few register
+// operations, no load.
 type Hash struct {
 	journal                // journal.go; kept across the change of form
 	p       unsafe.Pointer // compact: the bytes; full: *hashFull
-	ln, cp  uint32         // compact: the bytes' length and capacity
-	n       int32          // compact: its fields; hashFullForm in the full form
-	cur     cursor         // compact: the walk cursor
+	m       hashMeta       // compact: the bytes' length and capacity, the field count
 }
 
-// hashFullForm is Hash.n in the full form.
-const hashFullForm = -1
+// hashMeta packs a compact Hash's length, capacity and field count,
+// hashMetaBits each (a compact hash holds at most 512 fields of at most
+// 130 bytes: 66,560 bytes, in 69,632 allocated), or is hashFullForm.
+type hashMeta uint64
+
+const (
+	hashMetaBits = 20
+	hashMetaMask = 1<<hashMetaBits - 1
+	hashOneField = 1 << (2 * hashMetaBits) // m's unit of field count
+	hashFullForm = hashMeta(1 << 63)       // m in the full form
+)
+
+func (m hashMeta) ln() int { return int(m & hashMetaMask) }
+func (m hashMeta) cp() int { return int(m >> hashMetaBits & hashMetaMask) }
+func (m hashMeta) n() int  { return int(m >> (2 * hashMetaBits) & hashMetaMask) }
 
 // lp is a compact h's bytes.
-func (h *Hash) lp() []byte { return unsafe.Slice((*byte)(h.p), h.cp)[:h.ln] }
+func (h *Hash) lp() []byte { return unsafe.Slice((*byte)(h.p), h.m.cp())[:h.m.ln()] }
 
 // setLp makes b a compact h's bytes.
 func (h *Hash) setLp(b []byte) {
-	h.p, h.ln, h.cp = unsafe.Pointer(unsafe.SliceData(b)), uint32(len(b)), uint32(cap(b))
+	h.p = unsafe.Pointer(unsafe.SliceData(b))
+	h.m = h.m&^(1<<(2*hashMetaBits)-1) | hashMeta(len(b)) | hashMeta(cap(b))<<hashMetaBits
 }
 
 // full is a full h's form.
@@ -67,7 +80,7 @@ func NewHash() *Hash { return &Hash{} }
 // Len is the number of fields.
 func (h *Hash) Len() int {
 	if h.compact() {
-		return int(h.n)
+		return h.m.n()
 	}
 	return len(h.full().items)
 }
@@ -175,8 +188,8 @@ func (h *Hash) Delete(field string) bool {
 	return true
 }
 
-// At returns the i-th field (0 ≤ i < Len), for random picks and walks.
-// While compact, walking i upwards costs O(1) a step.
+// At returns the i-th field (0 ≤ i < Len), for random picks: O(1) in
+// the full form, O(i) while compact (walks use Each).
 func (h *Hash) At(i int) HashField {
 	if h.compact() {
 		return h.lpAt(i)
@@ -187,7 +200,7 @@ func (h *Hash) At(i int) HashField {
 // Each calls fn for every field until it returns false.
 func (h *Hash) Each(fn func(field, value string) bool) {
 	if h.compact() {
-		for off := 0; off < int(h.ln); {
+		for off := 0; off < h.m.ln(); {
 			f, v, next := h.lpEntry(off)
 			if !fn(f, v) {
 				return

@@ -1,6 +1,7 @@
 package kinds
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -844,8 +845,8 @@ func TestCompactImagesMatchFull(t *testing.T) {
 }
 
 // TestHashOnePointerForms: a Hash keeps its compact bytes or its full form
-// behind one pointer (32-byte struct). A 10-field hash costs the struct and
-// its bytes' size class (32 + 144); the bytes and the full forms stay
+// behind one pointer (24-byte struct). A 10-field hash costs the struct and
+// its bytes' size class (24 + 144); the bytes and the full forms stay
 // alive and intact through collections (the garbage collector follows the
 // unsafe.Pointer), through the change of form, Clone of either form, and
 // DataAddr answers the bytes only while compact.
@@ -854,12 +855,30 @@ func TestHashOnePointerForms(t *testing.T) {
 	for i := range 10 {
 		h.Set("field"+strconv.Itoa(i), "value"+strconv.Itoa(i))
 	}
-	if got := h.Size(); got != 32+144 {
-		t.Fatalf("10-field hash Size %d, want %d", got, 32+144)
+	if got := h.Size(); got != 24+144 {
+		t.Fatalf("10-field hash Size %d, want %d", got, 24+144)
 	}
 	if h.DataAddr() == nil || h.DataAddr() != unsafe.Pointer(unsafe.SliceData(h.lp())) {
 		t.Fatal("DataAddr of a compact hash")
 	}
+	// The largest compact hash fits m's fields.
+	big, bm := NewHash(), map[string]string{}
+	for i := range CompactMaxHashEntries {
+		f := fmt.Sprintf("%064d", i)
+		v := strings.Repeat("v", CompactMaxValue)
+		big.Set(f, v)
+		bm[f] = v
+	}
+	if !big.compact() || big.m.ln() != CompactMaxHashEntries*(2+2*CompactMaxValue) || big.Size() != int64(hashCompactBase+big.m.cp()) {
+		t.Fatalf("largest compact hash: compact %v, %d bytes, Size %d", big.compact(), big.m.ln(), big.Size())
+	}
+	checkHash(t, big, bm)
+	big.Set("one more", "")
+	bm["one more"] = ""
+	if big.compact() {
+		t.Fatal("a field past the limit left the hash compact")
+	}
+	checkHash(t, big, bm)
 	r := rand.New(rand.NewPCG(7, 8))
 	hs := make([]*Hash, 300)
 	ms := make([]map[string]string, len(hs))
@@ -889,7 +908,7 @@ func TestHashOnePointerForms(t *testing.T) {
 		for i, h := range hs {
 			checkHash(t, h, ms[i])
 			checkHash(t, clones[i], ms[i])
-			if h.compact() && h.ln > 0 && h.DataAddr() != unsafe.Pointer(&h.lp()[0]) || !h.compact() && h.DataAddr() != nil {
+			if h.compact() && h.m.ln() > 0 && h.DataAddr() != unsafe.Pointer(&h.lp()[0]) || !h.compact() && h.DataAddr() != nil {
 				t.Fatalf("hash %d: compact %v, DataAddr %p", i, h.compact(), h.DataAddr())
 			}
 		}

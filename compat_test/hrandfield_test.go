@@ -1,0 +1,61 @@
+package compat_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+
+	_ "github.com/celld/celld/data" // hashes
+)
+
+// TestHRandFieldPicks: HRANDFIELD with a count answers as Redis's rules
+// say on a compact hash (10 fields) and a full one (600): a positive count
+// gives that many distinct fields (all of them, in some order, when it is
+// at least the hash's size), a negative one that many picks with
+// repeats, and WITHVALUES pairs each field with its own value. It covers
+// the paths that read a compact hash once with Each before picking.
+func TestHRandFieldPicks(t *testing.T) {
+	ts := startServer(t)
+	rdb := newGoRedis(t, ts)
+	ctx := context.Background()
+	for _, n := range []int{10, 600} {
+		key := "h" + strconv.Itoa(n)
+		want := map[string]string{}
+		for i := range n {
+			f, v := "f"+strconv.Itoa(i), "v"+strconv.Itoa(i*7)
+			want[f] = v
+			if err := rdb.HSet(ctx, key, f, v).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, count := range []int{1, 3, n / 2, n - 1, n, n + 5, -1, -(n + 20)} {
+			for round := range 5 {
+				pairs, err := rdb.HRandFieldWithValues(ctx, key, count).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantLen := min(count, n)
+				if count < 0 {
+					wantLen = -count
+				}
+				if len(pairs) != wantLen {
+					t.Fatalf("n %d count %d: %d pairs, want %d", n, count, len(pairs), wantLen)
+				}
+				seen := map[string]bool{}
+				for _, p := range pairs {
+					if v, ok := want[p.Key]; !ok || v != p.Value {
+						t.Fatalf("n %d count %d round %d: pair %q=%q, the hash has %q", n, count, round, p.Key, p.Value, v)
+					}
+					if count > 0 && seen[p.Key] {
+						t.Fatalf("n %d count %d: %q repeated", n, count, p.Key)
+					}
+					seen[p.Key] = true
+				}
+			}
+		}
+		enc, err := rdb.ObjectEncoding(ctx, key).Result()
+		if wantEnc := map[int]string{10: "listpack", 600: "hashtable"}[n]; err != nil || enc != wantEnc {
+			t.Fatalf("n %d: encoding %q (%v), want %q", n, enc, err, wantEnc)
+		}
+	}
+}
