@@ -1,6 +1,9 @@
 package kinds
 
 import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -912,5 +915,106 @@ func TestHashOnePointerForms(t *testing.T) {
 				t.Fatalf("hash %d: compact %v, DataAddr %p", i, h.compact(), h.DataAddr())
 			}
 		}
+	}
+}
+
+// State written by the encoding before b5f165a (every compact score an
+// 8-byte float64), by the generator in TestZSetOldEncodingState's comment:
+// an image of 27 members with the scores of oldScores (member "m%02d" has
+// oldScores[i]), the journal records of five writes after it, and the
+// image after those writes.
+var (
+	oldZImage = mustHex("1b000000000000f0ff036d303700000000000040c3036d3138000000000000e0" +
+		"c2036d3135c0ffffffffffdfc2036d313400008056febc78c2036d3231000000" +
+		"002000e0c0036d3131000000000000e0c0036d3130000000000000f0bf036d30" +
+		"33000000000000e0bf036d303559f3f8c21f6ea581036d323300000000000000" +
+		"00036d30300000000000000080036d30310100000000000000036d3236000000" +
+		"000000e03f036d3034000000000000f03f036d303200000000c0ffdf40036d30" +
+		"38000000000000e040036d3039000000000c24fe40036d323500008056febc78" +
+		"42036d3230c0ffffffffffdf42036d3132000000000000e042036d3133010000" +
+		"0000003043036d3234ffffffffffff3f43036d31390000000000004043036d31" +
+		"360100000000004043036d31379c7500883ce4377e036d3232000000000000f0" +
+		"7f036d3036")
+	oldZRecs = mustHex("53000000000000e042036d3030530000000000000080036d3032530000000000" +
+		"0040c3036e6577530000000000001c40036d303544036d3036")
+	oldZImage2 = mustHex("1b000000000000f0ff036d303700000000000040c3036d313800000000000040" +
+		"c3036e6577000000000000e0c2036d3135c0ffffffffffdfc2036d3134000080" +
+		"56febc78c2036d3231000000002000e0c0036d3131000000000000e0c0036d31" +
+		"30000000000000f0bf036d303359f3f8c21f6ea581036d323300000000000000" +
+		"80036d30310000000000000080036d30320100000000000000036d3236000000" +
+		"000000e03f036d30340000000000001c40036d303500000000c0ffdf40036d30" +
+		"38000000000000e040036d3039000000000c24fe40036d323500008056febc78" +
+		"42036d3230c0ffffffffffdf42036d3132000000000000e042036d3030000000" +
+		"000000e042036d31330100000000003043036d3234ffffffffffff3f43036d31" +
+		"390000000000004043036d31360100000000004043036d31379c7500883ce437" +
+		"7e036d3232")
+	oldScores = []float64{0, math.Copysign(0, -1), 1, -1, 0.5, -0.5, math.Inf(1), math.Inf(-1),
+		math.MaxInt16, math.MaxInt16 + 1, math.MinInt16, math.MinInt16 - 1,
+		1<<47 - 1, 1 << 47, -(1<<47 - 1), -(1 << 47), 1 << 53, 1<<53 + 2, -(1 << 53), 1<<53 - 1,
+		1700000000000, -1700000000000, 1e300, -1e-300, 4503599627370497, 123456.75, math.SmallestNonzeroFloat64}
+)
+
+func mustHex(s string) []byte {
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// TestZSetOldEncodingState: a sorted set persisted by the old compact
+// encoding (8-byte scores, before b5f165a; the on-disk image and journal
+// formats did not change with the in-memory encoding) loads into the
+// short-score form bit for bit (-0, infinities, the 2^15, 2^47 and 2^53
+// edges, fractions), in order, replays the old journal records to the old
+// image after them, and images back to the very bytes the old code wrote.
+// The generator was, at b5f165a^: NewZSet; Set("m%02d", oldScores[i]) for
+// each i; AppendImage; StartJournal; Set("m00", 1<<47), Set("m02", -0),
+// Set("new", -(1<<53)), Set("m05", 7), Remove("m06"); TakeJournal;
+// AppendImage.
+func TestZSetOldEncodingState(t *testing.T) {
+	z, err := DecodeZSet(oldZImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !z.compact() || z.Len() != len(oldScores) {
+		t.Fatalf("compact %v, %d members", z.compact(), z.Len())
+	}
+	for i, want := range oldScores {
+		s, ok := z.Score(fmt.Sprintf("m%02d", i))
+		if !ok || math.Float64bits(s) != math.Float64bits(want) {
+			t.Fatalf("m%02d: score %v (%x), want %v", i, s, math.Float64bits(s), want)
+		}
+	}
+	var prev Element
+	z.RangeByRank(0, z.Len()-1, false, func(m string, s float64) bool {
+		if prev.Member != "" && !zLess(prev.Score, prev.Member, s, m) {
+			t.Fatalf("order: %v before %v", prev, Element{m, s})
+		}
+		prev = Element{m, s}
+		return true
+	})
+	if got := z.AppendImage(nil); !bytes.Equal(got, oldZImage) {
+		t.Fatalf("image differs from the old code's:\n got %x\nwant %x", got, oldZImage)
+	}
+	if err := ApplyJournal(z, oldZRecs); err != nil {
+		t.Fatal(err)
+	}
+	if got := z.AppendImage(nil); !bytes.Equal(got, oldZImage2) {
+		t.Fatalf("after the old journal:\n got %x\nwant %x", got, oldZImage2)
+	}
+	if s, _ := z.Score("m02"); !math.Signbit(s) || s != 0 {
+		t.Fatalf("m02 = %v, want -0", s)
+	}
+	// The shorter encoding took what it could: this set is fewer bytes
+	// than the old 8-byte form (1 + len + 8 + 1 per element).
+	if old := 27 * (1 + 3 + 8 + 1); len(z.lp) >= old {
+		t.Fatalf("%d bytes, the old form took %d", len(z.lp), old)
+	}
+	// A NaN score in an image is refused, as Redis refuses NaN.
+	bad := slices.Clone(oldZImage)
+	binary.LittleEndian.PutUint64(bad[1:], math.Float64bits(math.NaN()))
+	if _, err := DecodeZSet(bad); err == nil {
+		t.Fatal("an image with a NaN score decoded")
 	}
 }
