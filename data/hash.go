@@ -90,6 +90,13 @@ func hsetCmd(x *server.Ctx) {
 				return false
 			}
 		}
+		if h.Len() == 0 && len(args) > 4 {
+			total, longest := 0, 0
+			for _, a := range args[2:] {
+				total, longest = total+len(a), max(longest, len(a))
+			}
+			h.Presize((len(args)-2)/2, total, longest) // one allocation, not one per size class
+		}
 		for i := 2; i < len(args); i += 2 {
 			if h.SetTransient(store.KeyString(args[i]), store.KeyString(args[i+1])) { // copied where kept
 				added++

@@ -145,6 +145,20 @@ func (h *Hash) SetTransient(field, value string) (added bool) {
 	return h.setFull(strings.Clone(field), strings.Clone(value))
 }
 
+// Presize prepares an empty compact h for a write of pairs fields whose
+// fields and values take bytes in all, the longest longest bytes (HSET of
+// a new key): when they will all be kept compact, it allocates the compact
+// bytes once, at their exact size class, where setting them one by one
+// would grow through every class on the way (a 10-field hash: 7
+// allocations, 448 bytes of garbage, against 1). Otherwise it does
+// nothing. O(1) and one allocation at most.
+func (h *Hash) Presize(pairs, bytes, longest int) {
+	if !h.compact() || h.m.cp() != 0 || pairs > CompactMaxHashEntries || longest > CompactMaxValue {
+		return
+	}
+	h.setLp(make([]byte, 0, allocSize(2*pairs+bytes)))
+}
+
 // setFull is Set on a full h, unrecorded.
 func (h *Hash) setFull(field, value string) (added bool) {
 	hf := h.full()

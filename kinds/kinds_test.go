@@ -1018,3 +1018,56 @@ func TestZSetOldEncodingState(t *testing.T) {
 		t.Fatal("an image with a NaN score decoded")
 	}
 }
+
+// TestHashPresize: a new hash written with all its fields at once (HSET
+// of a new key) allocates its compact bytes once, to the same size class
+// and the same content as field by field (which allocates at each class on
+// the way: 7 times for 10 fields); Presize does nothing to a hash that
+// has bytes already, is full, or will not stay compact.
+func TestHashPresize(t *testing.T) {
+	fill := func(h *Hash) {
+		for i := range 10 {
+			h.SetTransient("field"+strconv.Itoa(i), "value"+strconv.Itoa(i))
+		}
+	}
+	plain := NewHash()
+	fill(plain)
+	fields := make([]string, 10)
+	for i := range fields {
+		fields[i] = "field" + strconv.Itoa(i)
+	}
+	var h *Hash
+	allocs := testing.AllocsPerRun(100, func() {
+		h = NewHash()
+		h.Presize(10, 120, 6)
+		for i := range 10 {
+			h.SetTransient(fields[i], "value0") // no strconv in the count
+		}
+	})
+	if allocs != 2 { // the struct and the bytes
+		t.Fatalf("%v allocations for a presized 10-field hash, want 2", allocs)
+	}
+	h = NewHash()
+	h.Presize(10, 120, 6)
+	fill(h)
+	if h.Size() != plain.Size() || h.Size() != 24+144 || string(h.AppendImage(nil)) != string(plain.AppendImage(nil)) {
+		t.Fatalf("presized: Size %d, field by field %d", h.Size(), plain.Size())
+	}
+	for _, c := range []struct {
+		name string
+		h    func() *Hash
+		args [3]int
+	}{
+		{"has bytes", func() *Hash { h := NewHash(); h.Set("a", "b"); return h }, [3]int{10, 120, 6}},
+		{"full", func() *Hash { h := NewHash(); h.Set("a", strings.Repeat("b", 65)); return h }, [3]int{10, 120, 6}},
+		{"long value", NewHash, [3]int{10, 120, CompactMaxValue + 1}},
+		{"many fields", NewHash, [3]int{CompactMaxHashEntries + 1, 2000, 2}},
+	} {
+		h := c.h()
+		size := h.Size()
+		h.Presize(c.args[0], c.args[1], c.args[2])
+		if h.Size() != size {
+			t.Errorf("%s: Presize changed Size %d -> %d", c.name, size, h.Size())
+		}
+	}
+}
