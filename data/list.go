@@ -71,6 +71,13 @@ func pushCmd(x *server.Ctx, front, create bool) {
 			big = true
 			return false
 		}
+		if l.Len() == 0 && len(args) > 3 {
+			total, longest := 0, 0
+			for _, a := range args[2:] {
+				total, longest = total+len(a), max(longest, len(a))
+			}
+			l.Presize(len(args)-2, total, longest) // one allocation, not one per size class
+		}
 		for _, a := range args[2:] {
 			l.PushTransient(store.KeyString(a), front) // copied where kept
 		}

@@ -153,6 +153,9 @@ func zaddApply(x *server.Ctx, f zaddFlags, scores []float64, rest [][]byte) {
 				return false
 			}
 		}
+		if z.Len() == 0 && len(scores) > 1 && !f.xx && !f.incr {
+			z.Presize(scores, func(j int) int { return len(rest[2*j+1]) }) // one allocation, not one per size class
+		}
 		for j, score := range scores {
 			member := store.KeyString(rest[2*j+1])
 			cur, had := z.Score(member)

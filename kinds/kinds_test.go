@@ -1071,3 +1071,72 @@ func TestHashPresize(t *testing.T) {
 		}
 	}
 }
+
+// TestListZSetPresize: a new list pushed with 100 items at once, and a new
+// sorted set given 100 members at once (scores of every width), allocate
+// their compact bytes once, to the same size class and content as item by
+// item; Presize does nothing where the values will not stay compact or
+// bytes are there already.
+func TestListZSetPresize(t *testing.T) {
+	items := make([]string, 100)
+	total := 0
+	for i := range items {
+		items[i] = "item" + strconv.Itoa(i)
+		total += len(items[i])
+	}
+	plainL := NewList()
+	for _, s := range items {
+		plainL.PushTransient(s, false)
+	}
+	var l *List
+	if a := testing.AllocsPerRun(50, func() {
+		l = NewList()
+		l.Presize(len(items), total, 6)
+		for _, s := range items {
+			l.PushTransient(s, false)
+		}
+	}); a != 2 {
+		t.Fatalf("%v allocations for a presized 100-item list, want 2", a)
+	}
+	if l.Size() != plainL.Size() || string(l.AppendImage(nil)) != string(plainL.AppendImage(nil)) {
+		t.Fatalf("presized list: Size %d, item by item %d", l.Size(), plainL.Size())
+	}
+	scores := make([]float64, 100)
+	members := make([]string, 100)
+	for i := range scores {
+		members[i] = "member" + strconv.Itoa(i)
+		scores[i] = []float64{1700000000000 + float64(i), float64(i), 0.5 + float64(i), math.Copysign(0, -1)}[i%4]
+	}
+	plainZ := NewZSet()
+	for i := range scores {
+		plainZ.SetTransient(members[i], scores[i])
+	}
+	mlen := func(j int) int { return len(members[j]) }
+	var z *ZSet
+	if a := testing.AllocsPerRun(50, func() {
+		z = NewZSet()
+		z.Presize(scores, mlen)
+		for i := range scores {
+			z.SetTransient(members[i], scores[i])
+		}
+	}); a != 2 {
+		t.Fatalf("%v allocations for a presized 100-member set, want 2", a)
+	}
+	if z.Size() != plainZ.Size() || string(z.AppendImage(nil)) != string(plainZ.AppendImage(nil)) {
+		t.Fatalf("presized set: Size %d, member by member %d", z.Size(), plainZ.Size())
+	}
+	// No-ops.
+	l = NewList()
+	l.Presize(10, 10*(CompactMaxValue+1), CompactMaxValue+1)
+	z = NewZSet()
+	z.Presize(make([]float64, CompactMaxEntries+1), func(int) int { return 1 })
+	z2 := NewZSet()
+	z2.Presize([]float64{1}, func(int) int { return CompactMaxValue + 1 })
+	l2 := NewList()
+	l2.PushBack("x")
+	size := l2.Size()
+	l2.Presize(2, 10, 5)
+	if cap(l.lp) != 0 || cap(z.lp) != 0 || cap(z2.lp) != 0 || l2.Size() != size {
+		t.Fatal("Presize allocated for values that will not stay compact, or replaced bytes")
+	}
+}

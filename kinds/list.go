@@ -143,6 +143,21 @@ func (l *List) PushTransient(s string, front bool) {
 	}
 }
 
+// Presize prepares an empty compact l for a push of items items whose
+// bytes take bytes in all, the longest longest bytes (LPUSH/RPUSH of a
+// new key): when they will all be kept compact, it allocates the compact
+// bytes once, at their exact size class, where pushing them one by one
+// would grow through the classes on the way (100 items of 5-6 bytes: 18
+// allocations, against 1). Otherwise it does
+// nothing. O(1) and one allocation at most.
+func (l *List) Presize(items, bytes, longest int) {
+	need := items + 1 + bytes // a byte per item, the final byte
+	if !l.compact() || cap(l.lp) != 0 || items > listCompactMaxItems || longest > CompactMaxValue || need > CompactMaxBytes {
+		return
+	}
+	l.lp = make([]byte, 0, allocSize(need))
+}
+
 // PushBack adds s at the tail (RPUSH).
 func (l *List) PushBack(s string) {
 	if l.recording() {
