@@ -50,7 +50,6 @@ func scanLogRef(state []byte, now, w int64) (logScan, error) {
 	return s, nil
 }
 
-
 // checkScan compares scanLog with scanLogRef on state: the same error, and
 // on success the same logScan.
 func checkScan(t *testing.T, state []byte, now, w int64) {
