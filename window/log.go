@@ -32,11 +32,11 @@ type logScan struct {
 //
 // It is the hot part of a LOG call (one pass over every entry: at limit
 // 100 and a call every ~80 ms per key, a dozen entries), so it decodes
-// the one-byte deltas and counts (under 128, the common case) inline and
-// leaves only longer varints to binary.Uvarint, and keeps its running
-// values in locals. Same result and errors as the plain
+// one-byte deltas and counts (under 128, the common case) and two-byte
+// deltas inline, leaves only longer varints to binary.Uvarint, and keeps
+// its running values in locals. Same result and errors as the plain
 // loop over binary.Varint/Uvarint it replaced (scanLogRef in
-// log_scan_test.go, TestScanLogMatchesReference, FuzzScanLog).
+// log_scanref_test.go, TestScanLogMatchesReference, FuzzScanLog).
 func scanLog(state []byte, now, w int64) (logScan, error) {
 	var s logScan
 	if len(state) <= 1 {
@@ -86,9 +86,12 @@ func scanLog(state []byte, now, w int64) (logScan, error) {
 		// The next entry's delta.
 		at = off
 		var d uint64
-		if state[off] < 0x80 {
-			d = uint64(state[off])
+		if b := state[off]; b < 0x80 {
+			d = uint64(b)
 			off++
+		} else if off+1 < len(state) && state[off+1] < 0x80 {
+			d = uint64(b&0x7F) | uint64(state[off+1])<<7 // 128 ms to 16 s apart
+			off += 2
 		} else {
 			if d, n = binary.Uvarint(state[off:]); n <= 0 {
 				return s, ErrCorrupt
