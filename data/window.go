@@ -26,7 +26,7 @@ func init() {
 		Name: "cl.window", Arity: -4, Flags: "write denyoom fast", FirstKey: 1, LastKey: 1, Step: 1,
 		ACL: "write fast", Group: "generic", Since: "0.1.0",
 		Summary: "Counts a call against a sliding log, fixed or sliding-counter window; replies like CL.THROTTLE, in milliseconds.",
-		Run:     cmdWindow, Modified: windowModified,
+		Run:     cmdWindow, Modified: windowModified, PrefetchWindow: true,
 	})
 	decWindow = server.RegisterDecisionCommand("cl.window")
 }

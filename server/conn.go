@@ -82,6 +82,10 @@ type connState struct {
 	cmds   []parsedCmd
 	keys   [][]byte
 	hashes []uint64
+	// winKeys are the keys of the batch's commands that decide a window
+	// (command.meta.prefetchWindow), a subset of keys, for
+	// Store.PrefetchWindows.
+	winKeys [][]byte
 	// memo is the last command name parseBatch looked up, as sent, and
 	// its entry (see lookup).
 	memo struct {
@@ -120,7 +124,7 @@ const maxBatchCmds = 32
 // returns. Nothing runs and st.start does not
 // move: the caller does that per command it runs.
 func (st *connState) parseBatch() error {
-	st.cmds, st.flat, st.keys = st.cmds[:0], st.flat[:0], st.keys[:0]
+	st.cmds, st.flat, st.keys, st.winKeys = st.cmds[:0], st.flat[:0], st.keys[:0], st.winKeys[:0]
 	packet := st.buf[st.start:st.end]
 	for len(st.cmds) < maxBatchCmds && len(packet) > 0 {
 		var complete bool
@@ -167,6 +171,9 @@ func (st *connState) parseBatch() error {
 		st.cmds = append(st.cmds, parsedCmd{cmd: cmd, off: off, n: len(argv), end: st.end - len(rest)})
 		if cmd != nil && cmd.firstKey > 0 && cmd.firstKey < len(argv) {
 			st.keys = append(st.keys, argv[cmd.firstKey])
+			if cmd.meta.prefetchWindow {
+				st.winKeys = append(st.winKeys, argv[cmd.firstKey])
+			}
 			if cmd.lastKey != cmd.firstKey {
 				st.keys = appendOtherKeys(st.keys, cmd, argv) // CL.MTHROTTLE's, DEL's, ...
 			}
@@ -302,6 +309,9 @@ func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 					st.hashes = make([]uint64, max(maxBatchCmds, maxPrefetchKeys))
 				}
 				s.keyspace(c).Prefetch(st.keys, st.hashes[:len(st.keys)])
+				if len(st.winKeys) > 1 { // CL.WINDOW's blocks, one miss further
+					s.keyspace(c).PrefetchWindows(st.winKeys)
+				}
 			}
 			r, batchRan, stop := s.runBatch(c, st)
 			if stop {
@@ -446,6 +456,7 @@ func (st *connState) compact() {
 func (st *connState) dropRefs() {
 	clear(st.flat[:cap(st.flat)])
 	clear(st.keys[:cap(st.keys)])
+	clear(st.winKeys[:cap(st.winKeys)])
 }
 
 // makeRoom returns a buffer holding buf[start:end] at its front with at

@@ -56,6 +56,11 @@ type Command struct {
 	// its keys (a denied limiter call does not); without it every reply
 	// but an error or :0 counts as a write.
 	Modified func(args [][]byte, reply []byte) bool
+	// PrefetchWindow says the command decides a CL.WINDOW key (its first
+	// key): a pipelined batch prefetches that key's window block along
+	// with its entry (store.Store.PrefetchWindows), at the cost of one
+	// shard lock and lookup per such key.
+	PrefetchWindow bool
 }
 
 // KeySpec is one key specification of COMMAND INFO: the key found at
@@ -137,6 +142,7 @@ func registered(rc Command, fullname, group, since string) *command {
 	}
 	cmd := sp.build()
 	cmd.meta.intIsValue = rc.IntIsValue
+	cmd.meta.prefetchWindow = rc.PrefetchWindow
 	cmd.keynum = keynumOf(registeredSpecs[fullname]) // keyspecs.go
 	return cmd
 }

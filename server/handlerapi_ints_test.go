@@ -1,6 +1,9 @@
 package server
 
-import "testing"
+import (
+	"math/rand/v2"
+	"testing"
+)
 
 // IntArray writes the array header and each integer, exactly as Array
 // plus Int per element would, in both protocols (integers and array
@@ -13,6 +16,12 @@ func TestCtxIntArray(t *testing.T) {
 		{},
 		{0, 100, 99, -1, 1000},
 		{1, -9223372036854775808, 9223372036854775807, 12, -12},
+		{-9223372036854775808, -9223372036854775808, -9223372036854775808, -9223372036854775808, -9223372036854775808},
+		{9, 10, 99, 100, -10},
+		{1e18, 999999999999999999, -1e18, 1e9, -100},
+		{7},
+		{0, 1, 2, 3, 4, 5},
+		{1, -9223372036854775808, 9223372036854775807, 12, -12, 0, 1e18},
 	} {
 		c.out = c.out[:0]
 		x.IntArray(vals...)
@@ -24,6 +33,28 @@ func TestCtxIntArray(t *testing.T) {
 		}
 		if want := string(c.out); got != want {
 			t.Errorf("IntArray(%v) = %q, want %q", vals, got, want)
+		}
+	}
+	// Random arrays of up to 7 integers of every magnitude, against Int.
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		vals := make([]int64, r.IntN(8))
+		for i := range vals {
+			vals[i] = int64(r.Uint64() >> r.IntN(64))
+			if r.IntN(2) == 0 {
+				vals[i] = -vals[i]
+			}
+		}
+		c.out = append(c.out[:0], "prefix"...) // appends after what is there
+		x.IntArray(vals...)
+		got := string(c.out)
+		c.out = append(c.out[:0], "prefix"...)
+		x.Array(len(vals))
+		for _, v := range vals {
+			x.Int(v)
+		}
+		if want := string(c.out); got != want {
+			t.Fatalf("IntArray(%v) = %q, want %q", vals, got, want)
 		}
 	}
 	c.out = make([]byte, 0, 256)

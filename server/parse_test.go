@@ -438,3 +438,46 @@ func TestParseBatchArgumentsInPlace(t *testing.T) {
 		t.Errorf("first command after the buffer grew: %q", got)
 	}
 }
+
+// x.wintest is a registered command that decides a window key
+// (Command.PrefetchWindow), for TestParseBatchWindowKeys.
+func init() {
+	Register(Command{
+		Name: "x.wintest", Arity: 2, Flags: "write fast", FirstKey: 1, LastKey: 1, Step: 1,
+		ACL: "write fast", Group: "generic", Since: "1.0.0", Summary: "Test of PrefetchWindow.",
+		Run: func(x *Ctx) { x.OK() }, PrefetchWindow: true,
+	})
+}
+
+// TestParseBatchWindowKeys: parseBatch lists the first key of every command
+// registered with PrefetchWindow in winKeys (for Store.PrefetchWindows),
+// and only those, besides listing every command's keys in keys; the next
+// batch starts both lists afresh.
+func TestParseBatchWindowKeys(t *testing.T) {
+	st := &connState{flat: make([][]byte, 0, 8)}
+	in := []byte("X.WINTEST a\r\nSET b v\r\nx.wintest c\r\nX.APITEST d\r\nPING\r\n")
+	st.buf, st.start, st.end = in, 0, len(in)
+	if err := st.parseBatch(); err != nil || len(st.cmds) != 5 {
+		t.Fatalf("parsed %d commands, err %v", len(st.cmds), err)
+	}
+	str := func(bs [][]byte) (out []string) {
+		for _, b := range bs {
+			out = append(out, string(b))
+		}
+		return out
+	}
+	if got, want := str(st.keys), []string{"a", "b", "c", "d"}; !slices.Equal(got, want) {
+		t.Errorf("keys %q, want %q", got, want)
+	}
+	if got, want := str(st.winKeys), []string{"a", "c"}; !slices.Equal(got, want) {
+		t.Errorf("winKeys %q, want %q", got, want)
+	}
+	in = []byte("SET e v\r\n")
+	st.buf, st.start, st.end = in, 0, len(in)
+	if err := st.parseBatch(); err != nil || len(st.cmds) != 1 {
+		t.Fatalf("parsed %d commands, err %v", len(st.cmds), err)
+	}
+	if len(st.winKeys) != 0 {
+		t.Errorf("winKeys %q after a batch without window commands", str(st.winKeys))
+	}
+}

@@ -429,14 +429,21 @@ func (s *Store) DrainShardsViewTAT(nowMs int64, first, limit int, scratch []byte
 const viewAhead = 12
 
 // prefetchRawHeadLocked starts loading the rawv header of slot's verbatim
-// text, when it has one. Requires sh.mu.
+// text, when it has one, or the first line of its window block (a LOG
+// key's state, which the drain copies), when it has one. Requires sh.mu.
 func (sh *shard) prefetchRawHeadLocked(slot uint32) {
 	if int(slot) >= len(sh.slab) {
 		return
 	}
-	if e := &sh.slab[slot]; e.flags&flagRaw != 0 {
+	e := &sh.slab[slot]
+	switch {
+	case e.flags&flagRaw != 0:
 		if i, n := rawRefOf(e.tat); n > 0 && int(i) < len(sh.rawv) {
 			prefetch(uintptr(unsafe.Pointer(&sh.rawv[i])))
+		}
+	case e.flags&kindMask != 0 && e.kind() == KindWindow && e.tat != 0 && !e.winInline():
+		if off, n, _ := winUnref(e.tat); n > 0 && off < len(sh.win.heap) {
+			prefetch(uintptr(unsafe.Pointer(&sh.win.heap[off])))
 		}
 	}
 }
