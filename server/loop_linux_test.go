@@ -278,3 +278,64 @@ func TestLoopWakeCounts(t *testing.T) {
 		t.Fatalf("loop_wakes %d, loop_events %d after %d PINGs one at a time: want wakes >= %d, events >= wakes", wakes, events, pings, pings)
 	}
 }
+
+// A turn's reads share turnBudget: one or two ready connections read a
+// whole buffer, more read a share each, never less than minReadRoom.
+func TestTurnShare(t *testing.T) {
+	for _, tc := range []struct{ n, want int }{
+		{0, 0}, {1, 0}, {2, 0}, {3, turnBudget / 3}, {4, 8 << 10}, {8, 4 << 10}, {9, minReadRoom}, {1000, minReadRoom},
+	} {
+		if got := turnShare(tc.n); got != tc.want {
+			t.Errorf("turnShare(%d) = %d, want %d", tc.n, got, tc.want)
+		}
+	}
+}
+
+// Several connections pipelining more than their share of a turn each
+// (turnShare) are served in shares, the rest left in their sockets for the
+// next turns: every reply arrives whole and in order, a command larger
+// than the share (a 100 KiB ECHO) is read whole, and a PING sent on
+// another connection meanwhile is answered.
+func TestLoopDeepPipelinesServedInShares(t *testing.T) {
+	_, addr := startServer(t, nil)
+	const conns, cmds = 8, 2000
+	big := strings.Repeat("b", 100<<10)
+	errs := make(chan error, conns)
+	for c := range conns {
+		r := dial(t, addr)
+		var pipe []byte
+		for i := range cmds {
+			if i == cmds/2 {
+				pipe = append(pipe, encode("ECHO", big)...)
+			}
+			pipe = append(pipe, encode("ECHO", fmt.Sprintf("%d:%d", c, i))...)
+		}
+		go func() { _, err := r.c.Write(pipe); errs <- err }()
+		go func() {
+			for i := range cmds {
+				if i == cmds/2 {
+					if got, err := r.reply(); got != big || err != nil {
+						errs <- fmt.Errorf("conn %d: ECHO big: %d bytes, %v", c, len(got), err)
+						return
+					}
+				}
+				want := fmt.Sprintf("%d:%d", c, i)
+				if got, err := r.reply(); got != want || err != nil {
+					errs <- fmt.Errorf("conn %d: reply %d = %q, %v; want %q", c, i, got, err, want)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	p := dial(t, addr)
+	p.send([]string{"PING"})
+	if got := p.mustReply(); got != "+PONG" {
+		t.Fatalf("PING: %q", got)
+	}
+	for range 2 * conns {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
