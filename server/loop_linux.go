@@ -23,8 +23,9 @@ import (
 // netpoller and a wake-up through the scheduler. On 2 cores that is a
 // third of the CPU at pipeline 1, and the server spreads over both cores,
 // taking CPU from its clients. The loop reads a connection only when epoll
-// says it is readable (level-triggered, one read per readiness), runs
-// every whole command read, and writes the replies with one write.
+// says it is readable (level-triggered, one read per readiness, of at
+// most its share of the turn when many are ready: turnShare), runs every
+// whole command read, and writes the replies with one write.
 //
 // Ownership: a loop goroutine alone reads its connections, runs their
 // commands (pump, conn.go) and closes their file descriptors. Other
