@@ -100,11 +100,13 @@ type connState struct {
 	keep    bool
 	keptErr error
 	// readMax, when not 0, bounds the next read (at least minReadRoom):
-	// the event loop's fair share of a turn (turnShare), so that one
-	// connection's deep pipeline does not hold every other connection of
-	// its loop for a whole 16 KiB of commands. Set by the loop goroutine
-	// before each serve; a goroutine-per-connection Serve leaves it 0.
-	readMax int
+	// the event loop's fair share of a slow turn (turnShare), so that one
+	// connection's deep pipeline of costly commands does not hold every
+	// other connection of its loop for a whole 16 KiB of them. lastRead
+	// counts the bytes pump read, for the loop's cost per byte. Both are
+	// set by the loop goroutine around each serve; a goroutine-per-
+	// connection Serve leaves them alone.
+	readMax, lastRead int
 }
 
 // parsedCmd is one command of a batch: cmd is its dispatch table entry
@@ -287,6 +289,7 @@ func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 			var n int
 			n, rerr = c.netConn.Read(room)
 			st.end += n
+			st.lastRead += n
 			if n > 0 {
 				c.noteRead(n) // clientinfo.go: a counter and the idle clock
 			}

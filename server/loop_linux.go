@@ -414,6 +414,9 @@ type eventLoop struct {
 
 	conns fdTable  // the loop goroutine's
 	poll  busyPoll // the loop goroutine's
+	// nsPerByte is the moving average of a turn's time per byte read
+	// (turnShare). The loop goroutine's.
+	nsPerByte float64
 	// held are connections whose replies wait for the replication
 	// barrier (sync acks, replgate.go): released together after the
 	// events of one wait, behind one barrier. The loop goroutine's.
@@ -574,7 +577,8 @@ func (l *eventLoop) run() {
 			l.wakes.Add(1)
 			l.events.Add(int64(n))
 		}
-		share := turnShare(n)
+		share := turnShare(n, l.nsPerByte)
+		turnRead := 0
 		for i := 0; i < n; i++ {
 			fd := int(events[i].Fd)
 			if fd == l.wakefd {
@@ -604,9 +608,12 @@ func (l *eventLoop) run() {
 			}
 			if ev&^uint32(unix.EPOLLOUT) != 0 {
 				if lc.st != nil {
-					lc.st.readMax = share
+					lc.st.readMax, lc.st.lastRead = share, 0
 				}
 				l.serve(lc, true)
+				if lc.st != nil {
+					turnRead += lc.st.lastRead
+				}
 			}
 		}
 		if len(l.ready) > 0 || len(l.after) > 0 {
@@ -617,6 +624,10 @@ func (l *eventLoop) run() {
 		}
 		now := time.Now()
 		l.poll.observe(now.Sub(busyFrom), busyFrom.Sub(idleFrom))
+		if turnRead >= minReadRoom { // a turn of a few bytes says little
+			per := float64(now.Sub(busyFrom)) / float64(turnRead)
+			l.nsPerByte += (per - l.nsPerByte) / 4 // moving average
+		}
 		idleFrom = now
 		if now.Sub(lastCheck) >= time.Second {
 			lastCheck = now
@@ -628,26 +639,34 @@ func (l *eventLoop) run() {
 // A loop turn runs the commands read from every connection that epoll
 // reported ready, one read each, before it waits again; a connection
 // whose request arrives meanwhile (a PING) waits for the rest of the turn.
-// With one read of readBufSize per connection, eight clients each
-// pipelining 128 commands made turns of ~1,000 commands: 2-3 ms at 2 µs
-// a command (a key spray at the memory bound, where every new key evicts
-// one), and a PING's p99 of 8-12 ms on a loaded 2-core machine. So the
-// reads of one turn share turnBudget bytes: each ready connection reads
-// at most turnBudget/n (at least minReadRoom, at most a whole buffer:
-// one or two clients are read as before), and what a connection sent
-// beyond its share stays in the socket, which level-triggered epoll
-// reports again at the next wait. The cost is more reads and writes per
-// command for deep pipelines only (one of each per ~50 commands instead
-// of per ~200).
-const turnBudget = 32 << 10
+// With one read of up to readBufSize per connection, eight clients each
+// pipelining 128 calls made turns of ~1,000 calls: 2-3 ms at 2 µs a call
+// (a key spray at the memory bound, where every new key evicts one), and
+// a PING's p99 of 8-12 ms on a loaded 2-core machine. So when the turns
+// are slow the reads of one turn share what the loop runs in turnTarget:
+// the loop keeps a moving average of its cost per byte read (the whole
+// turn's time: commands, replies, system calls), and each of n ready
+// connections reads at most turnTarget / cost / n bytes (at least
+// minReadRoom); what a connection sent beyond its share stays in the
+// socket, which level-triggered epoll reports again at the next wait.
+// Cheap commands (0.4 µs: 1,000 of them take 0.4 ms) and one or two
+// connections read whole buffers as before: a fixed share cost deep
+// pipelines of cheap calls a quarter more CPU per call in more reads and
+// writes (c=8 P=128: 0.41 -> 0.53 µs).
+const turnTarget = time.Millisecond
 
 // turnShare is the read bound (connState.readMax) for a turn of n ready
-// events: 0 (no bound) while turnBudget/n is a whole buffer.
-func turnShare(n int) int {
-	if n <= 0 || turnBudget/n >= readBufSize {
+// events when a byte read has cost nsPerByte ns of the loop's time: 0 (no
+// bound) while the share is a whole buffer or the cost is not known yet.
+func turnShare(n int, nsPerByte float64) int {
+	if n <= 2 || nsPerByte <= 0 {
 		return 0
 	}
-	return max(turnBudget/n, minReadRoom)
+	share := float64(turnTarget) / nsPerByte / float64(n)
+	if share >= readBufSize {
+		return 0
+	}
+	return max(int(share), minReadRoom)
 }
 
 // pollCounts returns how many waits busy-polled first and how many of

@@ -279,14 +279,23 @@ func TestLoopWakeCounts(t *testing.T) {
 	}
 }
 
-// A turn's reads share turnBudget: one or two ready connections read a
-// whole buffer, more read a share each, never less than minReadRoom.
+// A slow turn's reads share turnTarget's worth of bytes; one or two ready
+// connections, an unknown cost, or cheap commands read whole buffers.
 func TestTurnShare(t *testing.T) {
-	for _, tc := range []struct{ n, want int }{
-		{0, 0}, {1, 0}, {2, 0}, {3, turnBudget / 3}, {4, 8 << 10}, {8, 4 << 10}, {9, minReadRoom}, {1000, minReadRoom},
+	for _, tc := range []struct {
+		n         int
+		nsPerByte float64
+		want      int
+	}{
+		{0, 27, 0}, {1, 27, 0}, {2, 27, 0}, // one or two: whole buffers
+		{9, 0, 0},             // cost not known yet
+		{8, 5, 0},             // cheap: 25 KB each is more than a buffer
+		{8, 20, 6250},         // 1 ms / 20 ns / 8
+		{10, 27, minReadRoom}, // an evicting spray: 3.7 KB, at least minReadRoom
+		{100, 27, minReadRoom},
 	} {
-		if got := turnShare(tc.n); got != tc.want {
-			t.Errorf("turnShare(%d) = %d, want %d", tc.n, got, tc.want)
+		if got := turnShare(tc.n, tc.nsPerByte); got != tc.want {
+			t.Errorf("turnShare(%d, %v) = %d, want %d", tc.n, tc.nsPerByte, got, tc.want)
 		}
 	}
 }
