@@ -103,6 +103,14 @@ type connState struct {
 	// again; keptErr is the parse error met after it, if any.
 	keep    bool
 	keptErr error
+	// readMax, when not 0, bounds the next read (at least minReadRoom):
+	// the event loop's fair share of a slow turn (turnShare), so that one
+	// connection's deep pipeline of costly commands does not hold every
+	// other connection of its loop for a whole 16 KiB of them. lastRead
+	// counts the bytes pump read, for the loop's cost per byte. Both are
+	// set by the loop goroutine around each serve; a goroutine-per-
+	// connection Serve leaves them alone.
+	readMax, lastRead int
 }
 
 // parsedCmd is one command of a batch: cmd is its dispatch table entry
@@ -279,9 +287,16 @@ func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 				// that fills most of the buffer: make room.
 				st.buf, st.start, st.end = makeRoom(st.buf, st.start, st.end)
 			}
+			room := st.buf[st.end:]
+			if st.readMax > 0 && len(room) > st.readMax && st.end-st.start < st.readMax {
+				// A share of the loop's turn; a partial command larger
+				// than the share is read whole, as before.
+				room = room[:st.readMax]
+			}
 			var n int
-			n, rerr = c.netConn.Read(st.buf[st.end:])
+			n, rerr = c.netConn.Read(room)
 			st.end += n
+			st.lastRead += n
 			if n > 0 {
 				c.noteRead(n) // clientinfo.go: a counter and the idle clock
 			}

@@ -278,3 +278,73 @@ func TestLoopWakeCounts(t *testing.T) {
 		t.Fatalf("loop_wakes %d, loop_events %d after %d PINGs one at a time: want wakes >= %d, events >= wakes", wakes, events, pings, pings)
 	}
 }
+
+// A slow turn's reads share turnTarget's worth of bytes; one or two ready
+// connections, an unknown cost, or cheap commands read whole buffers.
+func TestTurnShare(t *testing.T) {
+	for _, tc := range []struct {
+		n         int
+		nsPerByte float64
+		want      int
+	}{
+		{0, 27, 0}, {1, 27, 0}, {2, 27, 0}, // one or two: whole buffers
+		{9, 0, 0},             // cost not known yet
+		{8, 5, 0},             // cheap: 25 KB each is more than a buffer
+		{8, 20, 6250},         // 1 ms / 20 ns / 8
+		{10, 27, minReadRoom}, // an evicting spray: 3.7 KB, at least minReadRoom
+		{100, 27, minReadRoom},
+	} {
+		if got := turnShare(tc.n, tc.nsPerByte); got != tc.want {
+			t.Errorf("turnShare(%d, %v) = %d, want %d", tc.n, tc.nsPerByte, got, tc.want)
+		}
+	}
+}
+
+// Several connections pipelining more than their share of a turn each
+// (turnShare) are served in shares, the rest left in their sockets for the
+// next turns: every reply arrives whole and in order, a command larger
+// than the share (a 100 KiB ECHO) is read whole, and a PING sent on
+// another connection meanwhile is answered.
+func TestLoopDeepPipelinesServedInShares(t *testing.T) {
+	_, addr := startServer(t, nil)
+	const conns, cmds = 8, 2000
+	big := strings.Repeat("b", 100<<10)
+	errs := make(chan error, conns)
+	for c := range conns {
+		r := dial(t, addr)
+		var pipe []byte
+		for i := range cmds {
+			if i == cmds/2 {
+				pipe = append(pipe, encode("ECHO", big)...)
+			}
+			pipe = append(pipe, encode("ECHO", fmt.Sprintf("%d:%d", c, i))...)
+		}
+		go func() { _, err := r.c.Write(pipe); errs <- err }()
+		go func() {
+			for i := range cmds {
+				if i == cmds/2 {
+					if got, err := r.reply(); got != big || err != nil {
+						errs <- fmt.Errorf("conn %d: ECHO big: %d bytes, %v", c, len(got), err)
+						return
+					}
+				}
+				want := fmt.Sprintf("%d:%d", c, i)
+				if got, err := r.reply(); got != want || err != nil {
+					errs <- fmt.Errorf("conn %d: reply %d = %q, %v; want %q", c, i, got, err, want)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	p := dial(t, addr)
+	p.send([]string{"PING"})
+	if got := p.mustReply(); got != "+PONG" {
+		t.Fatalf("PING: %q", got)
+	}
+	for range 2 * conns {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
