@@ -280,7 +280,8 @@ func TestLoopWakeCounts(t *testing.T) {
 }
 
 // A slow turn's reads share turnTarget's worth of bytes; one or two ready
-// connections, an unknown cost, or cheap commands read whole buffers.
+// connections, more than shareMaxReady, an unknown cost, or cheap commands
+// read whole buffers.
 func TestTurnShare(t *testing.T) {
 	for _, tc := range []struct {
 		n         int
@@ -292,7 +293,9 @@ func TestTurnShare(t *testing.T) {
 		{8, 5, 0},             // cheap: 25 KB each is more than a buffer
 		{8, 20, 6250},         // 1 ms / 20 ns / 8
 		{10, 27, minReadRoom}, // an evicting spray: 3.7 KB, at least minReadRoom
-		{100, 27, minReadRoom},
+		{16, 27, minReadRoom}, // shareMaxReady: still shared
+		{17, 27, 0},           // many clients: each read is its own pipeline
+		{50, 12, 0},           // the funnel EVAL row: 50 clients, 16 scripts each
 	} {
 		if got := turnShare(tc.n, tc.nsPerByte); got != tc.want {
 			t.Errorf("turnShare(%d, %v) = %d, want %d", tc.n, tc.nsPerByte, got, tc.want)
