@@ -406,11 +406,31 @@ func hrandfieldCmd(x *server.Ctx) {
 			}
 			// The fields once, in order (O(n) on a compact hash, whose
 			// random At is O(n)), then c picks: O(n + c), as Redis.
-			all := make([]kinds.HashField, 0, n)
-			h.Each(func(f, v string) bool { all = append(all, kinds.HashField{Field: f, Value: v}); return true })
+			// A full hash's At is O(1): pick directly, O(c).
+			at := h.At
+			if n <= kinds.CompactMaxHashEntries {
+				all := make([]kinds.HashField, 0, n)
+				h.Each(func(f, v string) bool { all = append(all, kinds.HashField{Field: f, Value: v}); return true })
+				at = func(i int) kinds.HashField { return all[i] }
+			}
 			x.Array(size(int(c)))
 			for i := int64(0); i < c; i++ {
-				emit(all[rand.IntN(n)])
+				emit(at(rand.IntN(n)))
+			}
+			return
+		}
+		if n > kinds.CompactMaxHashEntries && int(count)*3 < n {
+			// Few distinct fields of a big (full) hash: random picks,
+			// repeats rejected, O(count) as Redis's case 4.
+			picked := make(map[int]struct{}, count)
+			x.Array(size(int(count)))
+			for len(picked) < int(count) {
+				i := rand.IntN(n)
+				if _, dup := picked[i]; dup {
+					continue
+				}
+				picked[i] = struct{}{}
+				emit(h.At(i))
 			}
 			return
 		}
