@@ -139,22 +139,70 @@ func zrandmemberCmd(x *server.Ctx) {
 		return
 	}
 	found, ok := readZSet(x, func(z *kinds.ZSet) {
-		all := make([]kinds.Element, 0, z.Len())
-		z.Each(func(m string, s float64) bool { all = append(all, kinds.Element{Member: m, Score: s}); return true })
-		var out []kinds.Element
+		// The reply streams: a pair is [member, score] in RESP3, flat in
+		// RESP2 (replyElements's shapes), without building the whole list.
+		emit := func(e kinds.Element) {
+			if withScores && x.RESP3() {
+				x.Array(2)
+			}
+			x.BulkString(e.Member)
+			if withScores {
+				x.Double(e.Score)
+			}
+		}
+		size := func(n int) int {
+			if withScores && !x.RESP3() {
+				return 2 * n
+			}
+			return n
+		}
+		n := z.Len()
+		// A set of up to CompactMaxEntries members (maybe compact, whose At
+		// walks from its first member) is read once before picking;
+		// a bigger (full) one is picked from with At, O(log n) each.
+		at := z.At
+		if n <= kinds.CompactMaxEntries {
+			all := make([]kinds.Element, 0, n)
+			z.Each(func(m string, s float64) bool { all = append(all, kinds.Element{Member: m, Score: s}); return true })
+			at = func(i int) kinds.Element { return all[i] }
+		}
 		switch {
 		case count < 0:
-			c := min(-count, kinds.MaxElements)
+			// c picks with repeats: O(c log n), as Redis's case 1.
+			c := min(-count, kinds.MaxElements) // the reply is bounded like any value
+			x.Array(size(int(c)))
 			for i := int64(0); i < c; i++ {
-				out = append(out, all[rand.IntN(len(all))])
+				emit(at(rand.IntN(n)))
 			}
-		case int(count) >= len(all):
-			out = all
+		case int(count) >= n:
+			// The whole set, in order (Redis's case 2).
+			x.Array(size(n))
+			z.Each(func(m string, s float64) bool { emit(kinds.Element{Member: m, Score: s}); return true })
+		case int(count)*3 < n:
+			// Few distinct members: random ranks, repeats rejected,
+			// O(count log n) as Redis's case 4.
+			picked := make(map[int]struct{}, count)
+			x.Array(size(int(count)))
+			for len(picked) < int(count) {
+				i := rand.IntN(n)
+				if _, dup := picked[i]; dup {
+					continue
+				}
+				picked[i] = struct{}{}
+				emit(at(i))
+			}
 		default:
-			rand.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
-			out = all[:count]
+			// count is at least a third of the set: a partial Fisher-Yates
+			// over ranks, walked in order once (O(n), as Redis's case 3).
+			all := make([]kinds.Element, 0, n)
+			z.Each(func(m string, s float64) bool { all = append(all, kinds.Element{Member: m, Score: s}); return true })
+			x.Array(size(int(count)))
+			for i := 0; i < int(count); i++ {
+				j := i + rand.IntN(n-i)
+				all[i], all[j] = all[j], all[i]
+				emit(all[i])
+			}
 		}
-		replyElements(x, out, withScores, true)
 	})
 	if ok && !found {
 		x.Array(0)

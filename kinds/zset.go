@@ -349,6 +349,19 @@ func (z *ZSet) byRank(r int) *zNode {
 	return nil
 }
 
+// At returns the element of 0-based rank r (0 ≤ r < Len). Cost: O(log n)
+// in the full form, O(n) in the compact one (n ≤ CompactMaxEntries).
+// Callers hold the key's shard as for every read.
+func (z *ZSet) At(r int) Element {
+	var e Element
+	if z.compact() {
+		z.zRangeByRank(r, r, false, func(m string, s float64) bool { e = Element{m, s}; return false })
+		return e
+	}
+	x := z.byRank(r)
+	return Element{x.member, x.score}
+}
+
 // Element is one member of a ZSet with its score.
 type Element struct {
 	Member string
