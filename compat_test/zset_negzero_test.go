@@ -16,7 +16,8 @@ import (
 // than 64 bytes, keeps the -0 as sent, and an unchanged score (0 over -0)
 // is no change. A score that underflows to zero (1e-400) is refused where
 // Redis's getDoubleFromObject refuses it (ZADD, ZINCRBY, WEIGHTS) and
-// taken as a range bound (ZRANGEBYSCORE parses with plain strtod).
+// taken as a range bound (ZRANGEBYSCORE parses with plain strtod, which
+// also makes 1e400 +inf there, where celld refused the bound).
 // Side by side with redis-server, RESP2 then RESP3. celld kept the sign
 // bit in the compact form and answered -0 (kinds/zcompact.go), and took
 // 1e-400 as -0/0.
@@ -44,11 +45,11 @@ func TestZSetNegativeZeroDiff(t *testing.T) {
 		d("ZPOPMIN fe 2"), d("ZADD ge 0 a"), d("ZADD ge -0 " + long), d("ZSCORE ge a"), d("ZSCORE ge " + long),
 		// full by size
 		{cmd: big}, d("ZADD big -0 m"), d("OBJECT ENCODING big"), d("ZSCORE big m"), d("ZRANGE big 0 0 WITHSCORES"), d("ZINCRBY big -0 new"),
-		d("ZSCORE big new"), d("ZRANDMEMBER big -1 WITHSCORES"), d("ZREM big m"), d("ZREM big new"),
+		d("ZSCORE big new"), d("ZREM big m"), d("ZREM big new"),
 		// underflow
 		d("ZADD neg -1e-400 m"), d("ZADD neg 1e-400 m"), d("ZADD neg 0e-400 m"), d("ZADD neg 1e-320 m"), d("ZSCORE neg m"),
 		d("ZINCRBY neg 1e-400 m"), d("ZINCRBY neg 0.0e5 m"), d("ZADD neg INCR -1e-400 m"), d("ZUNIONSTORE u 1 k WEIGHTS 1e-400"),
-		d("ZRANGEBYSCORE k -1e-400 1e-400 WITHSCORES"), d("ZCOUNT k (-1e-400 (1e-400"), d("ZADD neg 1e400 m"), d("ZADD neg -1E-400 m"),
+		d("ZRANGEBYSCORE k -1e-400 1e-400 WITHSCORES"), d("ZCOUNT k (-1e-400 (1e-400"), d("ZADD neg 1e400 m"), d("ZADD neg -1E-400 m"), d("ZCOUNT k -1e400 1e400"), d("ZRANGEBYSCORE k -1e999 (1e400"),
 	}
 	all := append([]dstep{}, steps...)
 	all = append(all, d("FLUSHALL"), dstep{cmd: []string{"HELLO", "3"}, norm: func(string) string { return "" }})

@@ -147,6 +147,12 @@ func DecodeZSet(img []byte) (*ZSet, error) {
 	r := reader{b: img}
 	n := r.count(9)
 	z := NewZSet()
+	if n > CompactMaxEntries || zImageHasLong(r) {
+		// A set past the compact limits decodes into the full form from
+		// its first member, so every score is kept as written (-0 too),
+		// as Redis's RDB load builds a skiplist for it.
+		z.toFull()
+	}
 	for i := 0; i < n && !r.bad; i++ {
 		if len(r.b) < 8 {
 			r.bad = true
@@ -165,4 +171,25 @@ func DecodeZSet(img []byte) (*ZSet, error) {
 		return nil, ErrBadImage
 	}
 	return z, nil
+}
+
+// zImageHasLong reports whether a zset image's elements (from r, which is
+// a copy) hold a member longer than CompactMaxValue. O(n), no allocation;
+// a malformed image answers false (the decode that follows refuses it).
+func zImageHasLong(r reader) bool {
+	for len(r.b) > 0 && !r.bad {
+		if len(r.b) < 8 {
+			return false
+		}
+		r.b = r.b[8:]
+		n := r.uvarint()
+		if r.bad || n > uint64(len(r.b)) {
+			return false
+		}
+		if n > CompactMaxValue {
+			return true
+		}
+		r.b = r.b[n:]
+	}
+	return false
 }

@@ -55,10 +55,12 @@ var zSpans = func() (t [256]uint8) {
 	return t
 }()
 
-// zScoreCode is the width code of score's shortest exact encoding.
+// zScoreCode is the width code of score's shortest exact encoding. A -0
+// takes code 2 and is stored as 0, as Redis's listpack stores it (an
+// integer): a compact set never holds -0, a full one keeps it (zset.go).
 func zScoreCode(score float64) int {
-	if score != math.Trunc(score) || score >= 1<<47 || score <= -(1<<47) || (score == 0 && math.Signbit(score)) {
-		return 0 // fractional, infinite, too large or -0: the float64's bits
+	if score != math.Trunc(score) || score >= 1<<47 || score <= -(1<<47) {
+		return 0 // fractional, infinite or too large: the float64's bits
 	}
 	if i := int64(score); i >= math.MinInt16 && i <= math.MaxInt16 {
 		return 2

@@ -2,6 +2,7 @@ package kinds
 
 import (
 	"encoding/binary"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -743,32 +744,64 @@ func (z *ZSet) Each(fn func(member string, score float64) bool) {
 // (decimal or exponent forms, "inf", "+inf", "-inf" in any case); NaN and
 // anything else are refused.
 func ParseScore(b []byte) (float64, bool) {
-	if len(b) == 0 || len(b) > 5000 {
-		return 0, false
-	}
-	c := b[0]
-	if c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f' {
-		return 0, false // strtod skips leading space, Redis then refuses it
-	}
-	for _, c := range b {
-		if c == '_' {
-			return 0, false // Go syntax, not C's
-		}
-	}
-	f, err := strconv.ParseFloat(string(b), 64)
-	if err != nil || math.IsNaN(f) { // overflow too: Redis refuses strtod's ERANGE
+	f, erange, ok := parseDouble(b)
+	if !ok || erange {
+		// Redis refuses strtod's ERANGE: an overflow (1e400) and a nonzero
+		// number that rounds to zero (1e-400).
 		return 0, false
 	}
 	return f, true
 }
 
+// parseDouble parses b as strtod does for Redis: ok is false for what
+// Redis refuses in any case (NaN, leading space, Go-only syntax); erange
+// is set when the number overflows (f is ±Inf) or is nonzero and rounds
+// to ±0, as strtod's ERANGE.
+func parseDouble(b []byte) (f float64, erange, ok bool) {
+	if len(b) == 0 || len(b) > 5000 {
+		return 0, false, false
+	}
+	c := b[0]
+	if c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f' {
+		return 0, false, false // strtod skips leading space, Redis then refuses it
+	}
+	for _, c := range b {
+		if c == '_' {
+			return 0, false, false // Go syntax, not C's
+		}
+	}
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) || math.IsNaN(f) {
+		return 0, false, false
+	}
+	return f, err != nil || f == 0 && underflows(b), true
+}
+
+// underflows reports whether the decimal or hex number b has a nonzero
+// digit in its mantissa (for b parsed as ±0: an underflow).
+func underflows(b []byte) bool {
+	hex := false
+	for i, c := range b {
+		switch {
+		case (c == 'x' || c == 'X') && i > 0 && b[i-1] == '0':
+			hex = true
+		case !hex && (c == 'e' || c == 'E'), hex && (c == 'p' || c == 'P'):
+			return false
+		case c >= '1' && c <= '9', hex && (c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'):
+			return true
+		}
+	}
+	return false
+}
+
 // ParseScoreBound parses one end of a score range: a score, or "(" and a
-// score for an exclusive bound.
+// score for an exclusive bound. As Redis's zslParseRange (plain strtod), it
+// takes what ParseScore refuses for range: 1e400 is +inf, 1e-400 is 0.
 func ParseScoreBound(b []byte) (f float64, ex bool, ok bool) {
 	if len(b) > 0 && b[0] == '(' {
-		f, ok = ParseScore(b[1:])
+		f, _, ok = parseDouble(b[1:])
 		return f, true, ok
 	}
-	f, ok = ParseScore(b)
+	f, _, ok = parseDouble(b)
 	return f, false, ok
 }
