@@ -10,7 +10,7 @@ import (
 // arenaBytes is the total length of the shards' arenas and their garbage.
 func arenaBytes(s *Store) (n, garbage int) {
 	for i := range s.shards {
-		sh := &s.shards[i]
+		sh := s.shardAt(i)
 		sh.mu.Lock()
 		n += len(sh.arena)
 		garbage += sh.garbage
@@ -91,7 +91,7 @@ func TestArenaReusesFreedChunks(t *testing.T) {
 	// one of them) and is found by its name.
 	live := 0
 	for i := range s.shards {
-		sh := &s.shards[i]
+		sh := s.shardAt(i)
 		sh.mu.Lock()
 		var keys [][]byte
 		for j := range sh.slab {

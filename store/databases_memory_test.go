@@ -43,3 +43,7 @@ func TestDatabaseFixedCost(t *testing.T) {
 		}
 	}
 }
+
+// keysUsed is UsedMemory less the account's fixed costs (baseMemory a
+// store, shardCost a made shard): what the keys are charged.
+func keysUsed(s *Store) int64 { return s.UsedMemory() - s.fixed.Load() }

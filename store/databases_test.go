@@ -126,7 +126,7 @@ func TestMove(t *testing.T) {
 	src.Load([]byte("a-key-longer-than-sixteen-bytes"), []byte("12"), 0)
 	src.Drain(0, nil)
 	dst.Drain(0, nil)
-	used := d.UsedMemory()
+	used := keysUsed(d.DB(0))
 	for _, k := range []string{"k", "a-key-longer-than-sixteen-bytes"} {
 		ok, err := Move(src, dst, []byte(k), 1_000)
 		if !ok || err != nil {
@@ -135,7 +135,7 @@ func TestMove(t *testing.T) {
 	}
 	// The keys' charges moved with them; the source may have started a
 	// block for its deletions' names (4 KiB per shard, memory.go).
-	if got := d.UsedMemory(); got < used || got > used+2*4096 {
+	if got := keysUsed(d.DB(0)); got < used || got > used+2*4096 {
 		t.Errorf("used memory %d after the moves, want %d (+ at most two deletion blocks)", got, used)
 	}
 	v, ok := dst.Get([]byte("k"), 1_000)
@@ -195,7 +195,7 @@ func TestDatabasesShareTheMemoryBound(t *testing.T) {
 	}
 	// A database created under the bound follows it.
 	d.DB(9).Load([]byte("x"), []byte("1"), 0)
-	if d.DB(9).shards[0].memBatch != batchFor(d.DB(0).MaxMemory()) {
+	if d.DB(9).shardAt(0).memBatch != batchFor(d.DB(0).MaxMemory()) {
 		t.Error("a new database's shards do not follow the bound's batch")
 	}
 }

@@ -276,7 +276,7 @@ func (s *Store) evictOneLocked(pol Policy, nowMs int64) (freed, empty bool) {
 	for ev.n > 0 {
 		c := ev.pool[0]
 		ev.removeAt(0)
-		sh := &c.st.shards[c.shard]
+		sh := c.st.shards[c.shard].Load() // made: a key was sampled there
 		sh.mu.Lock()
 		if int(c.slot) < len(sh.slab) {
 			if e := &sh.slab[c.slot]; e.flags&flagUsed != 0 && e.ver == c.ver && e.lru() == c.lru && e.alive(nowMs) {
@@ -340,7 +340,10 @@ func pickStore(stores []*Store, r uint64) int {
 func (s *Store) sampleOneLocked(pol Policy, nowMs int64, r uint64, scatter bool, take func(st *Store, sh *shard, si int, slot uint32) bool) (expired int, empty bool) {
 	for tries := 0; tries < nShards; tries++ {
 		si := int((r + uint64(tries)) % nShards)
-		sh := &s.shards[si]
+		sh := s.shards[si].Load()
+		if sh == nil {
+			continue // never used: no key
+		}
 		sh.mu.Lock()
 		size := len(sh.slab)
 		if sh.used == 0 || size == 0 {

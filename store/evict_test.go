@@ -56,7 +56,7 @@ func checkMem(t *testing.T, s *Store) {
 	t.Helper()
 	var published int64
 	for i := range s.shards {
-		sh := &s.shards[i]
+		sh := s.shardAt(i)
 		sh.mu.Lock()
 		want := int64(cap(sh.delBlock))
 		for j := range sh.slab {
@@ -82,14 +82,14 @@ func checkMem(t *testing.T, s *Store) {
 
 func TestUsedMemoryAccounting(t *testing.T) {
 	s := New(Options{})
-	if got := s.UsedMemory(); got != baseMemory || got <= 0 {
-		t.Fatalf("empty store: %d, want %d > 0", got, baseMemory)
+	if got := s.UsedMemory(); got != s.fixed.Load() || got <= 0 {
+		t.Fatalf("empty store: %d, want %d > 0", got, s.fixed.Load())
 	}
 	lim := mustLimit(t, 5, 1, 10)
-	s.Throttle([]byte("short"), lim, 1, t0)                                 // inline
-	s.Throttle([]byte("a-key-longer-than-sixteen-bytes"), lim, 1, t0)       // arena, 31 bytes
-	putValue(s, "raw", t0ms, Value{TAT: 5, Raw: "+5"})                      // text kept
-	want := baseMemory + keyCost(5) + keyCost(31) + keyCost(3) + rawCost(2) // 80 + 126 + 80 + 56
+	s.Throttle([]byte("short"), lim, 1, t0)                                     // inline
+	s.Throttle([]byte("a-key-longer-than-sixteen-bytes"), lim, 1, t0)           // arena, 31 bytes
+	putValue(s, "raw", t0ms, Value{TAT: 5, Raw: "+5"})                          // text kept
+	want := s.fixed.Load() + keyCost(5) + keyCost(31) + keyCost(3) + rawCost(2) // 80 + 126 + 80 + 56
 	if got := s.UsedMemory(); got != want {
 		t.Fatalf("after 3 keys: %d, want %d", got, want)
 	}
@@ -111,7 +111,7 @@ func TestUsedMemoryAccounting(t *testing.T) {
 	checkMem(t, s)
 	s.Delete([]byte("a-key-longer-than-sixteen-bytes"), t0ms)
 	s.Delete([]byte("raw"), t0ms)
-	if got := s.UsedMemory(); got != baseMemory+keyCost(5) {
+	if got := s.UsedMemory(); got != s.fixed.Load()+keyCost(5) {
 		t.Fatalf("after deletes: %d", got)
 	}
 	// Expiry (lazy and swept), Unload and Flush credit too.
@@ -121,16 +121,16 @@ func TestUsedMemoryAccounting(t *testing.T) {
 	checkMem(t, s)
 	mustMissing(t, s, "k7", t0ms+20)
 	s.SweepStep(t0ms+20, time.Second)
-	if got := s.UsedMemory(); got != baseMemory+keyCost(5) {
+	if got := s.UsedMemory(); got != s.fixed.Load()+keyCost(5) {
 		t.Fatalf("after expiry: %d", got)
 	}
 	s.Load([]byte("loaded"), []byte("12"), 0)
 	s.Unload([]byte("short"))
-	if got := s.UsedMemory(); got != baseMemory+keyCost(6) {
+	if got := s.UsedMemory(); got != s.fixed.Load()+keyCost(6) {
 		t.Fatalf("after Load/Unload: %d", got)
 	}
 	s.Flush()
-	if got := s.UsedMemory(); got != baseMemory {
+	if got := s.UsedMemory(); got != s.fixed.Load() {
 		t.Fatalf("after Flush: %d", got)
 	}
 	checkMem(t, s)
@@ -142,12 +142,12 @@ func TestUsedMemoryAccounting(t *testing.T) {
 	s = New(Options{TrackDirty: true})
 	putValue(s, "x", t0ms, Value{TAT: 1})
 	s.Delete([]byte("x"), t0ms)
-	if got := s.UsedMemory(); got != baseMemory+4096 {
-		t.Fatalf("one deletion tracked: %d, want %d", got, baseMemory+4096)
+	if got := s.UsedMemory(); got != s.fixed.Load()+4096 {
+		t.Fatalf("one deletion tracked: %d, want %d", got, s.fixed.Load()+4096)
 	}
 	putValue(s, "y", t0ms, Value{TAT: 1})
 	s.Flush()
-	if got := s.UsedMemory(); got < baseMemory+4096 || got > baseMemory+2*4096 {
+	if got := s.UsedMemory(); got < s.fixed.Load()+4096 || got > s.fixed.Load()+2*4096 {
 		t.Fatalf("after Flush, tracked: %d", got)
 	}
 	checkMem(t, s)
@@ -247,7 +247,7 @@ func TestNoEvictionRefusesOnlyNewKeys(t *testing.T) {
 		t.Fatalf("at the bound: %v", err)
 	}
 	for i := range nShards { // publish every shard's pending charge
-		sh := &s.shards[i]
+		sh := s.shardAt(i)
 		sh.mu.Lock()
 		sh.publishMemLocked()
 		sh.mu.Unlock()
@@ -289,7 +289,7 @@ func TestNoEvictionRefusesOnlyNewKeys(t *testing.T) {
 		s.Delete([]byte("fill:"+strconv.Itoa(i)), t0ms)
 	}
 	for i := range nShards {
-		sh := &s.shards[i]
+		sh := s.shardAt(i)
 		sh.mu.Lock()
 		sh.publishMemLocked()
 		sh.mu.Unlock()
@@ -774,7 +774,7 @@ func TestSweepShrinksAfterMassEviction(t *testing.T) {
 	s := boundAt(t, AllKeysRandom, 200_000)
 	table := func() (n int) {
 		for i := range s.shards {
-			sh := &s.shards[i]
+			sh := s.shardAt(i)
 			sh.mu.Lock()
 			n += len(sh.table)
 			sh.mu.Unlock()

@@ -52,7 +52,9 @@ func (sh *shard) expireSlotLocked(slot uint32) {
 func (s *Store) TakeUnloggedExpiries() int64 {
 	var n int64
 	for i := range s.shards {
-		n += s.shards[i].unlogged.Swap(0)
+		if sh := s.shards[i].Load(); sh != nil {
+			n += sh.unlogged.Swap(0)
+		}
 	}
 	return n
 }

@@ -266,12 +266,22 @@ func linkRepeats(keys [][]byte, gs []gcra.Group, hs []uint64) {
 
 // lockSet locks every shard in set, in ascending order: the one lock order
 // any operation holding several shard locks uses.
+//
+// Every shard of the set is made first (makeShard, which must not run
+// under a shard lock), then locked.
 func (s *Store) lockSet(set *[nShards / 64]uint64) {
 	for w, bitsLeft := range set {
 		for bitsLeft != 0 {
 			b := bits.TrailingZeros64(bitsLeft)
 			bitsLeft &= bitsLeft - 1
-			s.shards[w*64+b].mu.Lock()
+			s.shardAt(w*64 + b)
+		}
+	}
+	for w, bitsLeft := range set {
+		for bitsLeft != 0 {
+			b := bits.TrailingZeros64(bitsLeft)
+			bitsLeft &= bitsLeft - 1
+			s.shards[w*64+b].Load().mu.Lock()
 		}
 	}
 }
@@ -282,7 +292,7 @@ func (s *Store) unlockSet(set *[nShards / 64]uint64) {
 		for bitsLeft != 0 {
 			b := bits.TrailingZeros64(bitsLeft)
 			bitsLeft &= bitsLeft - 1
-			s.shards[w*64+b].mu.Unlock()
+			s.shards[w*64+b].Load().mu.Unlock()
 		}
 	}
 }

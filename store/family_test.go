@@ -25,7 +25,7 @@ type shardState struct {
 func snapshotShards(s *Store) []shardState {
 	out := make([]shardState, nShards)
 	for i := range s.shards {
-		sh := &s.shards[i]
+		sh := s.shardAt(i)
 		sh.mu.Lock()
 		out[i] = shardState{seq: sh.seq, dirty: len(sh.dirty), deleted: len(sh.deleted), used: sh.used,
 			slab: append([]entry(nil), sh.slab...)}

@@ -68,10 +68,27 @@ func batchFor(max int64) int64 {
 }
 
 // baseMemory is the store's fixed cost, counted in UsedMemory so that an
-// empty store reports a non-zero figure, as Redis does. (Each shard's
-// block of deleted keys' bytes, noteDeletedLocked, is charged to the shard
-// while it is the current one.)
+// empty store reports a non-zero figure, as Redis does: its header and
+// its table of shard pointers, ~3 KiB. Each shard it makes adds shardCost
+// (made on a key's first write to it, store.go's makeShard), so a database
+// with one key costs ~4 KiB. (Each shard's block of deleted keys' bytes,
+// noteDeletedLocked, is charged to the shard while it is the current one.)
 const baseMemory = int64(unsafe.Sizeof(Store{}))
+
+// shardCost is a made shard's fixed cost: its struct, in its allocation
+// size class (768 bytes on 64-bit).
+var shardCost = int64(allocClass(int(unsafe.Sizeof(shard{}))))
+
+// allocClass is the size class Go's allocator gives an n-byte object, for
+// n ≤ 1024 (the classes a shard can fall into).
+func allocClass(n int) int {
+	for _, c := range [...]int{512, 576, 640, 704, 768, 896, 1024} {
+		if n <= c {
+			return c
+		}
+	}
+	return n
+}
 
 // addMemLocked charges d bytes (negative: credits) to the shard. Requires
 // sh.mu.
@@ -124,9 +141,12 @@ func (s *Store) UsedMemory() int64 {
 // ownMemory is this store's part of UsedMemory: its fixed cost and its
 // keys' charges.
 func (s *Store) ownMemory() int64 {
-	n := baseMemory
+	n := baseMemory + int64(s.made.Load())*shardCost
 	for i := range s.shards {
-		sh := &s.shards[i]
+		sh := s.shards[i].Load()
+		if sh == nil {
+			continue // never used: no key, no state
+		}
 		sh.mu.Lock()
 		n += sh.mem
 		sh.mu.Unlock()
@@ -138,7 +158,7 @@ func (s *Store) ownMemory() int64 {
 // nShards*memBatch per store. Three atomic loads; this is what an insert
 // checks.
 func (s *Store) usedApprox() int64 {
-	return baseMemory*int64(len(s.storesOf())) + s.external.Load() + s.backlog.Load() + s.held.Load() + s.used.Load()
+	return s.fixed.Load() + s.external.Load() + s.backlog.Load() + s.held.Load() + s.used.Load()
 }
 
 // SetExternalMemory sets the bytes held or set aside outside the keyspace
@@ -184,13 +204,18 @@ func (s *Store) SetMaxMemory(n int64) {
 	s.ev.mu.Lock() // orders this against a database being created (addStore)
 	s.maxMemory.Store(n)
 	for _, st := range s.storesOf() {
+		st.mkMu.Lock() // a shard made meanwhile reads the new bound
 		for i := range st.shards {
-			sh := &st.shards[i]
+			sh := st.shards[i].Load()
+			if sh == nil {
+				continue // never used: no key, no state
+			}
 			sh.mu.Lock()
 			sh.memBatch = batch
 			sh.publishMemLocked()
 			sh.mu.Unlock()
 		}
+		st.mkMu.Unlock()
 	}
 	s.ev.mu.Unlock()
 	if f := s.onMaxMemory.Load(); f != nil {
@@ -236,6 +261,7 @@ func (s *Store) ResetEvictedKeys() { s.evicted.Store(0) }
 // unbounded store. Kept apart so Store's declaration stays short.
 type memoryState struct {
 	used      atomic.Int64  // sum of the shards' published charges
+	fixed     atomic.Int64  // the stores' fixed costs: baseMemory each, shardCost a made shard
 	external  atomic.Int64  // SetExternalMemory's figure
 	backlog   atomic.Int64  // SetBacklogMemory's figure (evict.go)
 	held      atomic.Int64  // AddHeldMemory's running sum (evict.go)
@@ -261,12 +287,9 @@ func (m *memoryState) addStore(st *Store) {
 	}
 	l = append(l, st)
 	m.stores.Store(&l)
-	// A new store's batch follows the bound set so far (SetMaxMemory
-	// holds ev.mu too, so none is missed).
-	batch := batchFor(m.maxMemory.Load())
-	for i := range st.shards {
-		st.shards[i].memBatch = batch
-	}
+	m.fixed.Add(baseMemory)
+	// A new store has no shard yet; each takes the bound's batch when it
+	// is made (makeShard, ordered against SetMaxMemory by mkMu).
 }
 
 // storesOf is the stores sharing s's account (s among them).

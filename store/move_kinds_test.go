@@ -13,14 +13,14 @@ import (
 func TestRenameCopyOtherKinds(t *testing.T) {
 	s := New(Options{}) // no delete tracking: its blocks are charged too
 	const now = 1_000_000
-	base := s.UsedMemory()
+	base := keysUsed(s)
 	if _, err := s.WriteObject([]byte("h"), KindHash, now, newTestObj, func(o Object) bool {
 		o.(*testObj).n, o.(*testObj).size = 3, 700
 		return true
 	}); err != nil {
 		t.Fatal(err)
 	}
-	charged := s.UsedMemory() - base
+	charged := keysUsed(s) - base
 	if ok, err := s.Copy([]byte("h"), []byte("h2"), now, false); ok || !errors.Is(err, ErrNotCopyable) {
 		t.Fatalf("COPY of a hash: %v %v, want ErrNotCopyable", ok, err)
 	}
@@ -39,12 +39,12 @@ func TestRenameCopyOtherKinds(t *testing.T) {
 		if found, err := s.ReadObject([]byte(dst), KindHash, now, func(o Object) { n = o.Len() }); !found || err != nil || n != 3 {
 			t.Fatalf("after RENAME %s: found %v err %v len %d", dst, found, err, n)
 		}
-		if got := s.UsedMemory() - base; got != charged-keyCost(1)+keyCost(uint32(len(dst))) {
+		if got := keysUsed(s) - base; got != charged-keyCost(1)+keyCost(uint32(len(dst))) {
 			t.Fatalf("after RENAME to %s charged %d, want %d", dst, got, charged-keyCost(1)+keyCost(uint32(len(dst))))
 		}
 	}
 	s.Delete([]byte("h"), now)
-	if got := s.UsedMemory() - base; got != 0 {
+	if got := keysUsed(s) - base; got != 0 {
 		t.Fatalf("after DEL %d bytes still charged", got)
 	}
 
@@ -81,14 +81,14 @@ func (o *dupObj) Duplicate() any { c := *o; return &c }
 func TestCopyDuplicatesObjects(t *testing.T) {
 	s, other := New(Options{}), New(Options{})
 	const now = 1_000_000
-	base, otherBase := s.UsedMemory(), other.UsedMemory()
+	base, otherBase := keysUsed(s), keysUsed(other)
 	if _, err := s.WriteObject([]byte("z"), KindZSet, now, func() Object { return &dupObj{} }, func(o Object) bool {
 		o.(*dupObj).n, o.(*dupObj).size = 5, 900
 		return true
 	}); err != nil {
 		t.Fatal(err)
 	}
-	one := s.UsedMemory() - base
+	one := keysUsed(s) - base
 	if _, err := s.Put([]byte("str"), Value{Kind: KindString, Raw: "x"}, now, 0, false); err != nil {
 		t.Fatal(err)
 	}
@@ -114,19 +114,19 @@ func TestCopyDuplicatesObjects(t *testing.T) {
 			t.Fatalf("copy %s: found %v err %v len %d, want 5", c.key, found, err, n)
 		}
 	}
-	if got, want := s.UsedMemory()-base, 2*one-keyCost(1)+keyCost(3); got != want {
+	if got, want := keysUsed(s)-base, 2*one-keyCost(1)+keyCost(3); got != want {
 		t.Fatalf("charged %d after COPY REPLACE, want %d (two zsets)", got, want)
 	}
-	if got := other.UsedMemory() - otherBase; got != one {
+	if got := keysUsed(other) - otherBase; got != one {
 		t.Fatalf("other store charged %d, want %d", got, one)
 	}
 	s.Delete([]byte("str"), now)
 	s.Delete([]byte("z"), now)
 	other.Delete([]byte("z"), now)
-	if got := s.UsedMemory() - base; got != 0 {
+	if got := keysUsed(s) - base; got != 0 {
 		t.Fatalf("%d bytes still charged", got)
 	}
-	if got := other.UsedMemory() - otherBase; got != 0 {
+	if got := keysUsed(other) - otherBase; got != 0 {
 		t.Fatalf("%d bytes still charged in the other store", got)
 	}
 }

@@ -30,11 +30,11 @@ func TestRenameCopyStrings(t *testing.T) {
 				s.Delete([]byte(k), now)
 			}
 			s.Drain(now, nil)
-			base := s.UsedMemory()
+			base := keysUsed(s)
 			val := StringValue([]byte("a\x00binary value"))
 			val.ExpireAtMs = now + 5000
 			s.Update([]byte(src), now, func(Value, bool) (Value, Action) { return val, Put })
-			one := s.UsedMemory() - base
+			one := keysUsed(s) - base
 			s.Drain(now, nil)
 
 			if ok, err := s.Rename([]byte("missing"), []byte(dst), now, false); ok || err != ErrNoSuchKey {
@@ -51,7 +51,7 @@ func TestRenameCopyStrings(t *testing.T) {
 			if !ok || got.Raw != val.Raw || !got.Invalid || got.ExpireAtMs != val.ExpireAtMs {
 				t.Fatalf("after Rename: %+v, %v; want %+v", got, ok, val)
 			}
-			if used := s.UsedMemory() - base; used != one {
+			if used := keysUsed(s) - base; used != one {
 				t.Fatalf("memory after Rename: %d, want %d (one key)", used, one)
 			}
 			// Persistence sees the source deleted and the destination written.
@@ -73,7 +73,7 @@ func TestRenameCopyStrings(t *testing.T) {
 			if ok, err := s.Copy([]byte(dst), []byte(src), now, false); !ok || err != nil {
 				t.Fatalf("Copy: %v, %v", ok, err)
 			}
-			if used := s.UsedMemory() - base; used != 2*one {
+			if used := keysUsed(s) - base; used != 2*one {
 				t.Fatalf("memory after Copy: %d, want %d (two keys)", used, 2*one)
 			}
 			if ok, _ := s.Copy([]byte(dst), []byte(src), now, false); ok {
@@ -95,7 +95,7 @@ func TestRenameCopyStrings(t *testing.T) {
 			}
 			s.Delete([]byte(src), now)
 			s.Delete([]byte(dst), now)
-			if used := s.UsedMemory() - base; used != 0 {
+			if used := keysUsed(s) - base; used != 0 {
 				t.Fatalf("memory after deleting both: %d, want 0", used)
 			}
 		})

@@ -280,7 +280,11 @@ func (s *Store) ScanKind(cursor uint64, count int, nowMs int64, fn func(key []by
 	si, slot := cursor>>32, uint32(cursor)
 	visited := 0
 	for si < nShards {
-		sh := &s.shards[si]
+		sh := s.shards[si].Load()
+		if sh == nil {
+			si, slot = si+1, 0 // never used: no key
+			continue
+		}
 		sh.mu.Lock()
 		for int(slot) < len(sh.slab) && visited < count {
 			if e := &sh.slab[slot]; e.flags&flagUsed != 0 && e.alive(nowMs) {

@@ -22,7 +22,7 @@ func TestObjectLifecycle(t *testing.T) {
 	s := New(Options{TrackDirty: true})
 	const now = 1_000_000
 	key := []byte("obj")
-	base := s.UsedMemory()
+	base := keysUsed(s)
 	grow := func(n, size int) error {
 		_, err := s.WriteObject(key, KindHash, now, newTestObj, func(o Object) bool {
 			o.(*testObj).n += n
@@ -34,14 +34,14 @@ func TestObjectLifecycle(t *testing.T) {
 	if err := grow(2, 1000); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := s.UsedMemory()-base, keyCost(3)+objCost+1000; got != want {
+	if got, want := keysUsed(s)-base, keyCost(3)+objCost+1000; got != want {
 		t.Fatalf("charged %d, want %d", got, want)
 	}
 	v1, _ := s.Version(key, now)
 	if err := grow(1, 500); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := s.UsedMemory()-base, keyCost(3)+objCost+1500; got != want {
+	if got, want := keysUsed(s)-base, keyCost(3)+objCost+1500; got != want {
 		t.Fatalf("after growth charged %d, want %d", got, want)
 	}
 	if v2, _ := s.Version(key, now); v2 == v1 {
@@ -78,7 +78,7 @@ func TestObjectLifecycle(t *testing.T) {
 		t.Fatal("an emptied object's key survived")
 	}
 	base += int64(cap(s.shardOf(key).delBlock)) // the deletion queue's block (memory.go)
-	if got := s.UsedMemory() - base; got != 0 {
+	if got := keysUsed(s) - base; got != 0 {
 		t.Fatalf("after deletion %d bytes still charged", got)
 	}
 	// A string SET replaces an object and releases it.
@@ -87,7 +87,7 @@ func TestObjectLifecycle(t *testing.T) {
 	if v, _ := s.Get(key, now); v.Kind != KindString || v.TAT != 5 {
 		t.Fatalf("after SET: %+v", v)
 	}
-	if got := s.UsedMemory() - base; got != keyCost(3) {
+	if got := keysUsed(s) - base; got != keyCost(3) {
 		t.Fatalf("after SET over an object %d charged, want %d", got, keyCost(3))
 	}
 	// A write with no create on a missing key does nothing.
@@ -103,7 +103,7 @@ func TestObjectLifecycle(t *testing.T) {
 func TestObjectExpiryAndOOM(t *testing.T) {
 	s := New(Options{})
 	const now = 1_000_000
-	base := s.UsedMemory()
+	base := keysUsed(s)
 	s.WriteObject([]byte("e"), KindZSet, now, newTestObj, func(o Object) bool { o.(*testObj).n, o.(*testObj).size = 1, 64; return true })
 	s.Update([]byte("e"), now, func(v Value, _ bool) (Value, Action) { v.ExpireAtMs = now + 10; return v, Put })
 	if v, _ := s.Get([]byte("e"), now); v.Kind != KindZSet || v.ExpireAtMs != now+10 {
@@ -112,7 +112,7 @@ func TestObjectExpiryAndOOM(t *testing.T) {
 	if found, _ := s.ReadObject([]byte("e"), KindZSet, now+11, func(Object) {}); found {
 		t.Fatal("expired object read")
 	}
-	if got := s.UsedMemory() - base; got != 0 {
+	if got := keysUsed(s) - base; got != 0 {
 		t.Fatalf("%d bytes charged after expiry", got)
 	}
 	s.SetMaxMemory(1) // far below what is used: every creation is refused

@@ -42,12 +42,18 @@ func (s *Store) Prefetch(keys [][]byte, hs []uint64) {
 	for i, k := range keys {
 		h := s.hashKey(k)
 		hs[i] = h
-		if v := s.shardFor(h).view.Load(); v != nil && len(v.table) > 0 {
+		if sh := s.shards[h>>56].Load(); sh == nil {
+			continue // never used: nothing to load
+		} else if v := sh.view.Load(); v != nil && len(v.table) > 0 {
 			prefetch(uintptr(unsafe.Pointer(&v.table[int(h>>8)&(len(v.table)-1)])))
 		}
 	}
 	for _, h := range hs {
-		v := s.shardFor(h).view.Load()
+		sh := s.shards[h>>56].Load()
+		if sh == nil {
+			continue
+		}
+		v := sh.view.Load()
 		if v == nil || len(v.table) == 0 {
 			continue
 		}

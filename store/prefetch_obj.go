@@ -30,8 +30,8 @@ func (s *Store) prefetchObjects(keys [][]byte, hs []uint64) {
 	// byte, as in a hash) and the slot + 1 (low 32 bits), or 0.
 	any := false
 	for i, h := range hs {
-		sh := s.shardFor(h)
-		if sh.liveObjs.Load() == 0 {
+		sh := s.shards[h>>56].Load()
+		if sh == nil || sh.liveObjs.Load() == 0 {
 			hs[i] = 0
 			continue
 		}
@@ -100,7 +100,10 @@ func (s *Store) prefetchObjects(keys [][]byte, hs []uint64) {
 func (s *Store) PrefetchWindows(keys [][]byte) {
 	for _, k := range keys {
 		h := s.hashKey(k)
-		sh := s.shardFor(h)
+		sh := s.shards[h>>56].Load()
+		if sh == nil {
+			continue // never used: no key
+		}
 		sh.mu.Lock()
 		if slot, _, ok := sh.findLocked(k, h); ok {
 			if e := &sh.slab[slot]; e.kind() == KindWindow && e.tat != 0 && !e.winInline() {

@@ -58,7 +58,7 @@ func TestPrefetchObjects(t *testing.T) {
 	}
 	live := func() (n int) {
 		for i := range s.shards {
-			n += int(s.shards[i].liveObjs.Load())
+			n += int(s.shardAt(i).liveObjs.Load())
 		}
 		return n
 	}

@@ -20,7 +20,10 @@ func (s *Store) RandomKey(nowMs int64) ([]byte, bool) {
 		var counts [nShards]int
 		total := 0
 		for i := range s.shards {
-			sh := &s.shards[i]
+			sh := s.shards[i].Load()
+			if sh == nil {
+				continue // never used: no key, no state
+			}
 			sh.mu.Lock()
 			counts[i] = sh.used
 			sh.mu.Unlock()
@@ -35,7 +38,7 @@ func (s *Store) RandomKey(nowMs int64) ([]byte, bool) {
 			r -= counts[i]
 			i++
 		}
-		if k, ok := s.shards[i].randomKeyLocking(nowMs); ok {
+		if k, ok := s.shards[i].Load().randomKeyLocking(nowMs); ok { // counts[i] > 0: made
 			return k, true
 		}
 		// Every key of that shard had expired (now deleted): count again.
@@ -92,7 +95,9 @@ func (sh *shard) liveKeyLocked(slot uint32, nowMs int64) ([]byte, bool) {
 func (s *Store) randomKeyWalk(nowMs int64) ([]byte, bool) {
 	r := rand.Uint64()
 	for n := 0; n < nShards; n++ {
-		if k, ok := s.shards[(r+uint64(n))%nShards].randomKeyLocking(nowMs); ok {
+		if sh := s.shards[(r+uint64(n))%nShards].Load(); sh == nil {
+			continue
+		} else if k, ok := sh.randomKeyLocking(nowMs); ok {
 			return k, true
 		}
 	}

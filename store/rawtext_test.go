@@ -109,7 +109,7 @@ func TestRawTextsAgainstModel(t *testing.T) {
 	}
 	checkMem(t, s)
 	for i := range s.shards {
-		sh := &s.shards[i]
+		sh := s.shardAt(i)
 		n := 0
 		for j := range sh.slab {
 			if e := &sh.slab[j]; e.flags&flagUsed != 0 && e.flags&flagRaw != 0 {
@@ -125,7 +125,7 @@ func TestRawTextsAgainstModel(t *testing.T) {
 		s.Delete([]byte(k), t0ms)
 	}
 	for i := range s.shards {
-		if sh := &s.shards[i]; sh.rawv != nil || sh.rawFree != nil {
+		if sh := s.shardAt(i); sh.rawv != nil || sh.rawFree != nil {
 			t.Fatalf("shard %d keeps rawv (%d) after every text went", i, len(sh.rawv))
 		}
 	}

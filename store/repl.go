@@ -123,8 +123,14 @@ func (l *replLog) noteFlushLocked(sh *shard) {
 // turning it off drops what was not drained. Safe for concurrent use;
 // takes every shard lock in turn.
 func (s *Store) SetRepl(on bool) {
+	s.mkMu.Lock()
+	s.repl = on // a shard made from now on starts so (makeShard)
+	s.mkMu.Unlock()
 	for i := range s.shards {
-		sh := &s.shards[i]
+		sh := s.shards[i].Load()
+		if sh == nil {
+			continue // never used: no key, no state
+		}
 		sh.mu.Lock()
 		if on && sh.rl == nil {
 			sh.rl = &replLog{pending: &s.replPending[i]}
@@ -166,7 +172,7 @@ func (s *Store) DrainRepl(fn func(Change)) int {
 		if s.replPending[i].Load() == 0 {
 			continue
 		}
-		sh := &s.shards[i]
+		sh := s.shards[i].Load() // made: a write set the word
 		sh.mu.Lock()
 		s.replPending[i].Store(0)
 		l := sh.rl
@@ -264,7 +270,10 @@ func (sh *shard) replChangeLocked(slot uint32, key, buf []byte) (Change, []byte)
 // rewrite may do). Key and the Change's bytes are valid only during fn.
 // O(shard size).
 func (s *Store) SnapshotShard(i int, nowMs int64, fn func(Change)) {
-	sh := &s.shards[i]
+	sh := s.shards[i].Load()
+	if sh == nil {
+		return // never used: no key
+	}
 	var scratch []byte
 	sh.mu.Lock()
 	defer sh.mu.Unlock()

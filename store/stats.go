@@ -13,7 +13,10 @@ package store
 func (s *Store) ExpiredKeys() int64 {
 	var n int64
 	for i := range s.shards {
-		sh := &s.shards[i]
+		sh := s.shards[i].Load()
+		if sh == nil {
+			continue // never used: no key, no state
+		}
 		sh.mu.Lock()
 		n += sh.expired
 		sh.mu.Unlock()
@@ -24,7 +27,10 @@ func (s *Store) ExpiredKeys() int64 {
 // ResetExpiredKeys sets ExpiredKeys back to zero (CONFIG RESETSTAT).
 func (s *Store) ResetExpiredKeys() {
 	for i := range s.shards {
-		sh := &s.shards[i]
+		sh := s.shards[i].Load()
+		if sh == nil {
+			continue // never used: no key, no state
+		}
 		sh.mu.Lock()
 		sh.expired = 0
 		sh.mu.Unlock()
@@ -49,7 +55,10 @@ func (s *Store) KeyspaceStats(nowMs int64) (keys, expires int, avgTTLms int64) {
 	var sum float64
 	var live int64
 	for i := range s.shards {
-		sh := &s.shards[i]
+		sh := s.shards[i].Load()
+		if sh == nil {
+			continue // never used: no key, no state
+		}
 		sh.mu.Lock()
 		keys += sh.used
 		for j := range sh.slab {

@@ -151,7 +151,16 @@ type Store struct {
 	// (databases.go), so the bound and eviction are global, as Redis's.
 	*memoryState
 	dbState // this store's place among the databases (databases.go)
-	shards  [nShards]shard
+	// shards are allocated on first use (shardFor): an empty database
+	// costs its pointers (2 KiB), not 256 shards (~200 KiB). A shard,
+	// once made, stays for the store's life.
+	shards [nShards]atomic.Pointer[shard]
+	// mkMu orders the making of a shard against SetRepl and SetMaxMemory,
+	// which set every made shard's log and batch (lock order: the
+	// account's ev.mu, mkMu, a shard's mu); made counts the shards made.
+	mkMu sync.Mutex
+	repl bool // new shards start with a replication log (SetRepl); guarded by mkMu
+	made atomic.Int32
 	// replPending[i] is 1 while shard i's effect log holds something
 	// (repl.go): DrainRepl skips the others without taking their locks.
 	replPending [nShards]atomic.Uint32
@@ -170,17 +179,31 @@ func New(opts Options) *Store {
 func newStore(acct *memoryState, track bool, id uint32) *Store {
 	s := &Store{seed: maphash.MakeSeed(), track: track, memoryState: acct}
 	s.id = id
-	batch := batchFor(acct.maxMemory.Load())
-	for i := range s.shards {
-		s.shards[i].track = track
-		s.shards[i].seed = s.seed
-		s.shards[i].memUsed = &acct.used
-		s.shards[i].ownUsed = &s.own
-		s.shards[i].memBatch = batch
-		s.shards[i].reset()
-	}
 	acct.addStore(s)
 	return s
+}
+
+// makeShard returns shard i, making it if no key went to it before. Safe
+// for concurrent use; the caller must hold no shard lock (it may take
+// mkMu). Cost: once per shard and store, one allocation of shardCost
+// bytes, charged to the account as the shard's fixed cost.
+func (s *Store) makeShard(i int) *shard {
+	s.mkMu.Lock()
+	defer s.mkMu.Unlock()
+	if sh := s.shards[i].Load(); sh != nil {
+		return sh
+	}
+	sh := &shard{track: s.track, seed: s.seed, memUsed: &s.used, ownUsed: &s.own,
+		memBatch: batchFor(s.maxMemory.Load())}
+	if s.repl {
+		sh.rl = &replLog{pending: &s.replPending[i]}
+	}
+	sh.reset()
+	s.fixed.Add(shardCost)
+	s.own.Add(shardCost)
+	s.made.Add(1)
+	s.shards[i].Store(sh)
+	return sh
 }
 
 func (sh *shard) reset() {
@@ -196,7 +219,22 @@ func (sh *shard) reset() {
 	sh.publishLocked()
 }
 
-func (s *Store) shardFor(h uint64) *shard { return &s.shards[h>>56] }
+// shardFor returns the shard of hash h, making it on first use. Cost: one
+// atomic load (a plain load on amd64) and a nil check once it exists.
+func (s *Store) shardFor(h uint64) *shard {
+	if sh := s.shards[h>>56].Load(); sh != nil {
+		return sh
+	}
+	return s.makeShard(int(h >> 56))
+}
+
+// shardAt is shard i made if need be (shardFor by number).
+func (s *Store) shardAt(i int) *shard {
+	if sh := s.shards[i].Load(); sh != nil {
+		return sh
+	}
+	return s.makeShard(i)
+}
 
 // Value is a key's value as commands see it.
 type Value struct {
@@ -683,7 +721,10 @@ func (s *Store) Unload(key []byte) {
 func (s *Store) Len() int {
 	n := 0
 	for i := range s.shards {
-		sh := &s.shards[i]
+		sh := s.shards[i].Load()
+		if sh == nil {
+			continue // never used: no key, no state
+		}
 		sh.mu.Lock()
 		n += sh.used
 		sh.mu.Unlock()
@@ -695,7 +736,10 @@ func (s *Store) Len() int {
 // It walks every slab: O(keys).
 func (s *Store) Counts() (keys, expires int) {
 	for i := range s.shards {
-		sh := &s.shards[i]
+		sh := s.shards[i].Load()
+		if sh == nil {
+			continue // never used: no key, no state
+		}
 		sh.mu.Lock()
 		keys += sh.used
 		for j := range sh.slab {
@@ -712,7 +756,10 @@ func (s *Store) Counts() (keys, expires int) {
 // removed key is queued so the next Drain deletes it from disk.
 func (s *Store) Flush() {
 	for i := range s.shards {
-		sh := &s.shards[i]
+		sh := s.shards[i].Load()
+		if sh == nil {
+			continue // never used: no key, no state
+		}
 		sh.mu.Lock()
 		if sh.rl != nil {
 			sh.rl.noteFlushLocked(sh)

@@ -641,7 +641,7 @@ func TestScanGuaranteeUnderChurn(t *testing.T) {
 				if !swept && cursor>>32 == 7 {
 					// Mass expiry in the shard being scanned: shrink.
 					swept = true
-					sh := &s.shards[7]
+					sh := s.shardAt(7)
 					sh.mu.Lock()
 					n0 := len(sh.slab)
 					sh.mu.Unlock()
@@ -1003,7 +1003,7 @@ func TestSweepStepShrinks(t *testing.T) {
 	for _, k := range expKeys {
 		putValue(s, k, t0ms, Value{TAT: 1, ExpireAtMs: t0ms + 10})
 	}
-	sh := &s.shards[si]
+	sh := s.shardAt(si)
 	sh.mu.Lock()
 	before := len(sh.slab)
 	sh.mu.Unlock()
@@ -1070,7 +1070,7 @@ func TestSweepStepShrinkIsNotRepeated(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		s.SweepStep(now, time.Second)
 	}
-	sh := &s.shards[si]
+	sh := s.shardAt(si)
 	sh.mu.Lock()
 	p1, n1 := &sh.slab[0], len(sh.slab)
 	idx := sh.used
@@ -1153,7 +1153,7 @@ func TestSweepStepResumesAcrossShards(t *testing.T) {
 	}
 	left := map[int]int{}
 	for si := range s.shards {
-		sh := &s.shards[si]
+		sh := s.shardAt(si)
 		sh.mu.Lock()
 		if n := sh.used; n > 0 {
 			left[si] = n
@@ -1214,7 +1214,7 @@ func TestPrefetchViewFollowsReallocations(t *testing.T) {
 	check := func(when string) {
 		t.Helper()
 		for i := range s.shards {
-			sh := &s.shards[i]
+			sh := s.shardAt(i)
 			sh.mu.Lock()
 			v := sh.view.Load()
 			if v == nil || unsafe.SliceData(v.table) != unsafe.SliceData(sh.table) || len(v.table) != len(sh.table) ||
@@ -1255,11 +1255,11 @@ func TestPrefetchViewFollowsReallocations(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	capBefore := cap(s.shards[3].slab)
+	capBefore := cap(s.shardAt(3).slab)
 	for s.SweepStep(t0ms+500_000, time.Second) > 0 {
 	}
-	if cap(s.shards[3].slab) >= capBefore {
-		t.Fatalf("no shrink of shard 3's slab (cap %d -> %d): the test misses that path", capBefore, cap(s.shards[3].slab))
+	if cap(s.shardAt(3).slab) >= capBefore {
+		t.Fatalf("no shrink of shard 3's slab (cap %d -> %d): the test misses that path", capBefore, cap(s.shardAt(3).slab))
 	}
 	check("after deletes and sweeps (shrink)")
 	s.Flush()

@@ -27,7 +27,11 @@ func (s *Store) Scan(cursor uint64, count int, nowMs int64, fn func(key []byte))
 	si, slot := cursor>>32, uint32(cursor)
 	visited := 0
 	for si < nShards {
-		sh := &s.shards[si]
+		sh := s.shards[si].Load()
+		if sh == nil {
+			si, slot = si+1, 0 // never used: no key
+			continue
+		}
 		sh.mu.Lock()
 		for int(slot) < len(sh.slab) && visited < count {
 			if e := &sh.slab[slot]; e.flags&flagUsed != 0 && e.alive(nowMs) {
@@ -70,7 +74,10 @@ func (s *Store) Keys(pattern string, nowMs int64, fn func(key []byte)) {
 // a time.
 func (s *Store) EachKey(nowMs int64, fn func(key []byte) bool) {
 	for i := range s.shards {
-		sh := &s.shards[i]
+		sh := s.shards[i].Load()
+		if sh == nil {
+			continue // never used: no key, no state
+		}
 		sh.mu.Lock()
 		for j := range sh.slab {
 			e := &sh.slab[j]
@@ -104,7 +111,10 @@ func (s *Store) SweepStep(nowMs int64, budget time.Duration) int {
 	start := int(s.sweepShard.Load())
 	for n := 0; n < nShards; n++ {
 		i := (start + n) % nShards
-		sh := &s.shards[i]
+		sh := s.shards[i].Load()
+		if sh == nil {
+			continue // never used: no key
+		}
 		batches := 0
 		for {
 			sh.mu.Lock()
@@ -267,7 +277,10 @@ func (s *Store) DrainShards(nowMs int64, first, limit int, block []byte, fn func
 		if limit > 0 && count >= limit {
 			return i, block
 		}
-		sh := &s.shards[i]
+		sh := s.shards[i].Load()
+		if sh == nil {
+			continue // never used: no key, no change
+		}
 		sh.mu.Lock()
 		deleted, dirty := sh.deleted, sh.dirty
 		sh.deleted, sh.dirty = nil, sh.spare[:0]
@@ -364,7 +377,10 @@ func (s *Store) DrainShardsViewTAT(nowMs int64, first, limit int, scratch []byte
 		if limit > 0 && count >= limit {
 			return i, scratch
 		}
-		sh := &s.shards[i]
+		sh := s.shards[i].Load()
+		if sh == nil {
+			continue // never used: no key, no change
+		}
 		sh.mu.Lock()
 		deleted, dirty := sh.deleted, sh.dirty
 		sh.deleted, sh.dirty = nil, sh.spare[:0]
@@ -474,7 +490,10 @@ const maxDelSpare = 4096
 func (s *Store) DirtyKeys() int {
 	n := 0
 	for i := range s.shards {
-		sh := &s.shards[i]
+		sh := s.shards[i].Load()
+		if sh == nil {
+			continue // never used: no key, no state
+		}
 		sh.mu.Lock()
 		n += len(sh.dirty) + len(sh.deleted)
 		sh.mu.Unlock()
@@ -494,7 +513,10 @@ const NumShards = nShards
 // base rewrite), taken one shard at a time so that each lock is held for
 // 1/256 of the keys. O(shard size).
 func (s *Store) DumpShard(i int, nowMs int64, fn func(Change)) {
-	sh := &s.shards[i]
+	sh := s.shards[i].Load()
+	if sh == nil {
+		return // never used: no key
+	}
 	var scratch [32]byte
 	sh.mu.Lock()
 	defer sh.mu.Unlock()

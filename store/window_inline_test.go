@@ -63,7 +63,7 @@ func TestWinPackRoundTrip(t *testing.T) {
 func TestWindowInlineState(t *testing.T) {
 	for _, m := range []window.Mode{window.Fixed, window.Sliding} {
 		s := New(Options{TrackDirty: true})
-		base := s.UsedMemory()
+		base := keysUsed(s)
 		now := t0ms
 		l := winLimit(m, 100, 1000)
 		for i := range 1000 {
@@ -79,12 +79,12 @@ func TestWindowInlineState(t *testing.T) {
 		}
 		heap := 0
 		for i := range s.shards {
-			heap += len(s.shards[i].win.heap)
+			heap += len(s.shardAt(i).win.heap)
 		}
 		if heap != 0 {
 			t.Errorf("%v: %d heap bytes for inline states", m, heap)
 		}
-		if used := s.UsedMemory() - base; used != 1000*keyCost(4) {
+		if used := keysUsed(s) - base; used != 1000*keyCost(4) {
 			t.Errorf("%v: 1000 inline keys charged %d, want %d (keyCost each)", m, used, 1000*keyCost(4))
 		}
 		if n, _ := s.KeyMemory(k, now); n != keyCost(uint32(len(k))) {
@@ -123,7 +123,7 @@ func TestWindowInlineState(t *testing.T) {
 		// Deleting every key brings the charge back (without dirty
 		// tracking, whose deletion records are charged).
 		u := New(Options{})
-		ubase := u.UsedMemory()
+		ubase := keysUsed(u)
 		for i := range 1000 {
 			u.Window(fmt.Appendf(nil, "in:%d", i), l, 1, now)
 		}
@@ -132,7 +132,7 @@ func TestWindowInlineState(t *testing.T) {
 		for i := range 1000 {
 			u.Delete(fmt.Appendf(nil, "in:%d", i), now)
 		}
-		if used := u.UsedMemory(); used != ubase {
+		if used := keysUsed(u); used != ubase {
 			t.Errorf("%v: after deleting every key used memory is %d, want %d", m, used, ubase)
 		}
 	}
@@ -156,7 +156,7 @@ func TestWindowInlineAgainstBlocks(t *testing.T) {
 		// memory, which the deletion records of tracking would charge.
 		track := seq/2%2 == 0
 		s := New(Options{TrackDirty: track})
-		base := s.UsedMemory()
+		base := keysUsed(s)
 		disk := New(Options{})
 		short, long := []byte("s:short"), []byte("a-long-window-key-name:0")
 		var model []byte
@@ -241,7 +241,7 @@ func TestWindowInlineAgainstBlocks(t *testing.T) {
 		for _, k := range [][]byte{short, long, []byte("s:copy"), []byte("another-long-key-name")} {
 			s.Delete(k, now)
 		}
-		if used := s.UsedMemory(); used != base {
+		if used := keysUsed(s); used != base {
 			t.Fatalf("seq %d: used memory %d after deleting everything, want %d", seq, used, base)
 		}
 	}

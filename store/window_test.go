@@ -100,7 +100,7 @@ func TestWindowWrongType(t *testing.T) {
 // overwriting them brings used memory back to where it was.
 func TestWindowMemoryAccounting(t *testing.T) {
 	s := New(Options{})
-	base := s.UsedMemory()
+	base := keysUsed(s)
 	now := t0ms
 	var keys [][]byte
 	for i := range 2000 {
@@ -114,7 +114,7 @@ func TestWindowMemoryAccounting(t *testing.T) {
 			}
 		}
 	}
-	if used := s.UsedMemory(); used <= base+2000*entryCost {
+	if used := keysUsed(s); used <= base+2000*entryCost {
 		t.Fatalf("2000 window keys charged %d bytes", used-base)
 	}
 	for i, k := range keys {
@@ -127,7 +127,7 @@ func TestWindowMemoryAccounting(t *testing.T) {
 	for _, k := range keys {
 		s.Delete(k, now)
 	}
-	if used := s.UsedMemory(); used != base {
+	if used := keysUsed(s); used != base {
 		t.Errorf("after deleting every key used memory is %d, want %d", used, base)
 	}
 }
@@ -160,7 +160,7 @@ func TestWindowHeapCompaction(t *testing.T) {
 	}
 	garbage := 0
 	for i := range s.shards {
-		garbage += s.shards[i].win.garbage
+		garbage += s.shardAt(i).win.garbage
 	}
 	if garbage == 0 {
 		t.Log("no garbage left to compact (fine, but the test did not exercise compaction)")
@@ -274,7 +274,7 @@ func TestWindowBytesPerLogKey(t *testing.T) {
 		maxBytes int64
 	}{{10, 128}, {100, 464}, {1000, 3152}} {
 		s := New(Options{})
-		base := s.UsedMemory()
+		base := keysUsed(s)
 		const keys = 100
 		for k := range keys {
 			key := []byte(fmt.Sprintf("mem:%05d", k))
@@ -284,7 +284,7 @@ func TestWindowBytesPerLogKey(t *testing.T) {
 				}
 			}
 		}
-		per := (s.UsedMemory() - base) / keys
+		per := (keysUsed(s) - base) / keys
 		sh := s.shardOf([]byte("mem:00000"))
 		sh.mu.Lock()
 		slot, _, _ := sh.findLocked([]byte("mem:00000"), s.hashKey([]byte("mem:00000")))
@@ -391,8 +391,8 @@ func TestWindowBlocksReused(t *testing.T) {
 	now := t0ms - t0ms%1000
 	heapLen := func() (n, garbage int) {
 		for i := range s.shards {
-			n += len(s.shards[i].win.heap)
-			garbage += s.shards[i].win.garbage
+			n += len(s.shardAt(i).win.heap)
+			garbage += s.shardAt(i).win.garbage
 		}
 		return
 	}
@@ -407,7 +407,7 @@ func TestWindowBlocksReused(t *testing.T) {
 	if n0 < keys*minWinBlock {
 		t.Fatalf("heap %d bytes for %d FIXED keys with long names, want a block each", n0, keys)
 	}
-	used0 := s.UsedMemory()
+	used0 := keysUsed(s)
 	for round := 1; round <= 5; round++ {
 		now += 2000 // every key has expired (its TTL is its window's end)
 		for i := range keys {
@@ -419,7 +419,7 @@ func TestWindowBlocksReused(t *testing.T) {
 		if n, garbage := heapLen(); n != n0 || garbage != 0 {
 			t.Fatalf("round %d: heap %d bytes with %d garbage, want %d and 0", round, n, garbage, n0)
 		}
-		if used := s.UsedMemory(); used != used0 {
+		if used := keysUsed(s); used != used0 {
 			t.Fatalf("round %d: used memory %d, want %d", round, used, used0)
 		}
 	}
