@@ -47,3 +47,46 @@ func TestDatabaseFixedCost(t *testing.T) {
 // keysUsed is UsedMemory less the account's fixed costs (baseMemory a
 // store, shardCost a made shard): what the keys are charged.
 func keysUsed(s *Store) int64 { return s.UsedMemory() - s.fixed.Load() }
+
+// TestMakeShardAgainstSetReplAndBound: shards made while SetRepl and
+// SetMaxMemory run (the two walk every made shard to set its log and
+// batch) end up with the settings that were current last: a shard made
+// meanwhile is neither left without a log nor with an old batch, and the
+// account's fixed cost counts every made shard once (run with -race).
+func TestMakeShardAgainstSetReplAndBound(t *testing.T) {
+	for round := range 20 {
+		s := New(Options{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for i := range 2000 {
+				key := []byte{byte(i), byte(i >> 8), 'k'}
+				if _, err := s.Put(key, Value{TAT: 1}, 1, 0, false); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+		s.SetRepl(true)
+		s.SetMaxMemory(4 << 20) // a batch of 256 bytes, where no bound's is 1 KiB
+		<-done
+		want := batchFor(4 << 20)
+		made := 0
+		for i := range s.shards {
+			sh := s.shards[i].Load()
+			if sh == nil {
+				continue
+			}
+			made++
+			sh.mu.Lock()
+			rl, batch := sh.rl, sh.memBatch
+			sh.mu.Unlock()
+			if rl == nil || batch != want {
+				t.Fatalf("round %d shard %d: log %v, batch %d (want a log and %d)", round, i, rl != nil, batch, want)
+			}
+		}
+		if made != int(s.made.Load()) || s.fixed.Load() != baseMemory+int64(made)*shardCost {
+			t.Fatalf("round %d: %d shards made, counted %d, fixed %d", round, made, s.made.Load(), s.fixed.Load())
+		}
+	}
+}
