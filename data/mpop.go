@@ -144,10 +144,12 @@ func zrandmemberCmd(x *server.Ctx) {
 		var out []kinds.Element
 		switch {
 		case count < 0:
-			c := min(-count, kinds.MaxElements)
-			for i := int64(0); i < c; i++ {
-				out = append(out, all[rand.IntN(len(all))])
-			}
+			// Each pick written as it is made: the reply (up to
+			// MaxElements picks) is never held as a slice, and the
+			// output limit stops it (server/obuf.go).
+			c := int(min(-count, kinds.MaxElements))
+			emitElements(x, c, func(int) kinds.Element { return all[rand.IntN(len(all))] }, withScores, true)
+			return
 		case int(count) >= len(all):
 			out = all
 		default:
