@@ -284,8 +284,9 @@ func (c *client) replyFull() bool {
 }
 
 // spillOut is replyFull's slow path (see above). While replies wait for
-// the replication barrier (replgate.go: a write passed the gate since
-// they were last written) nothing may reach the socket: then the output
+// the replication barrier (replgate.go: Config.ReplyBarrier is set and a
+// write passed the gate since they were last written) nothing may reach
+// the socket: then the output
 // is only counted against the hard limit (and the unauthenticated one)
 // and, while under it, kept.
 func (c *client) spillOut() bool {
@@ -300,7 +301,7 @@ func (c *client) spillOut() bool {
 		return false
 	}
 	s := c.srv
-	if c.replWrote {
+	if c.replWrote && s.cfg.ReplyBarrier != nil {
 		mem := int64(len(c.out))
 		if c.obuf != nil {
 			q, _ := c.obuf.outMemory()

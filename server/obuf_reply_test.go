@@ -2,8 +2,10 @@ package server
 
 import (
 	"crypto/tls"
+	"io"
 	"net"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -116,5 +118,45 @@ func TestOutputLimitBoundsOneReply(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestOutputLimitReplyHeldForBarrier: with a reply barrier (--replica-ack
+// sync), replies written after a write must not reach the socket before
+// the barrier, so one large reply after CL.THROTTLE is not handed on
+// early: it is counted against the hard limit and the client closed past
+// it with nothing written. Without the check
+// point's barrier case the reply would be streamed before the barrier.
+func TestOutputLimitReplyHeldForBarrier(t *testing.T) {
+	for _, mode := range []struct {
+		name  string
+		loops int
+	}{{"event loop", 0}, {"goroutine per connection", -1}} {
+		t.Run(mode.name, func(t *testing.T) {
+			var barriers atomic.Int64
+			s, addr := startServerConfig(t, nil, Config{IOLoops: mode.loops,
+				OutputBufferLimit: OutputBufferLimit{Hard: 4 << 20},
+				WriteGate:         func() error { return nil },
+				ReplyBarrier:      func() error { barriers.Add(1); return nil },
+			})
+			r := dial(t, addr)
+			r.send([]string{"CL.THROTTLE", "k", "15", "30", "60"},
+				[]string{"EVAL", "local s = string.rep('x', 262144) local t = {} for i = 1, 800 do t[i] = s end return t", "0"})
+			waitFor(t, func() bool { return s.stats.obufDisconnects.Load() == 1 })
+			n, _ := io.Copy(io.Discard, r.c)
+			if n != 0 {
+				t.Fatalf("%d bytes reached the client: replies went out before the barrier", n)
+			}
+			held := barriers.Load()
+			// A pipeline that stays under the limit is answered after the barrier.
+			r = dial(t, addr)
+			r.send([]string{"CL.THROTTLE", "k", "15", "30", "60"}, []string{"EVAL", "return string.rep('x', 100000)", "0"})
+			if got := r.mustReply(); !strings.HasPrefix(got, "[:0 ") {
+				t.Fatalf("CL.THROTTLE: %q", got)
+			}
+			if got := r.mustReply(); len(got) != 100000 || barriers.Load() <= held {
+				t.Fatalf("EVAL: %d bytes, %d barriers", len(got), barriers.Load()-held)
+			}
+		})
 	}
 }
