@@ -21,8 +21,9 @@ import (
 // one 256 KiB string 800 times (the result encoder's check point), and
 // COMMAND INFO naming one command 300,000 times (the loop's). Each reply
 // is 60-200 MB. The client must be closed and the server's heap must not
-// grow past the limit by more than 40 MB; without the check points
-// (obuf.go: replyFull) the whole reply was built in client.out first.
+// grow by more than 64 MB beyond the request; without the check points
+// (obuf.go: replyFull) the whole reply was built in client.out first
+// (peak heap 420-702 MB; 7-36 MB with them, parsing included).
 func TestOutputLimitBoundsOneReply(t *testing.T) {
 	cert := testutil.SelfSigned(t)
 	cases := []struct {
@@ -113,8 +114,8 @@ func TestOutputLimitBoundsOneReply(t *testing.T) {
 				<-sampled
 				grew := int64(peak.Load()) - int64(before) - int64(len(req))
 				t.Logf("request %d KB; heap %d MB before, peak %d MB", len(req)>>10, before>>20, peak.Load()>>20)
-				if grew > 40<<20 {
-					t.Errorf("heap grew by %d MB (beyond the request) for a 4 MiB output limit", grew>>20)
+				if grew > 64<<20 {
+					t.Errorf("heap grew by %d MB beyond the request for a 4 MiB output limit", grew>>20)
 				}
 			})
 		}
