@@ -483,22 +483,31 @@ func zstore(x *server.Ctx, dst []byte, out []kinds.Element) {
 // array in RESP2; in RESP3 an array of [member, score] pairs when nested,
 // else flat.
 func replyElements(x *server.Ctx, out []kinds.Element, withScores, nested bool) {
+	emitElements(x, len(out), func(i int) kinds.Element { return out[i] }, withScores, nested)
+}
+
+// emitElements is replyElements for n elements given one at a time by at,
+// so that a reply of many picks (ZRANDMEMBER with a negative count) is
+// written as it is made, never held as a slice first.
+func emitElements(x *server.Ctx, n int, at func(i int) kinds.Element, withScores, nested bool) {
 	switch {
 	case !withScores:
-		x.Array(len(out))
-		for _, e := range out {
-			x.BulkString(e.Member)
+		x.Array(n)
+		for i := range n {
+			x.BulkString(at(i).Member)
 		}
 	case x.RESP3() && nested:
-		x.Array(len(out))
-		for _, e := range out {
+		x.Array(n)
+		for i := range n {
+			e := at(i)
 			x.Array(2)
 			x.BulkString(e.Member)
 			x.Double(e.Score)
 		}
 	default:
-		x.Array(2 * len(out))
-		for _, e := range out {
+		x.Array(2 * n)
+		for i := range n {
+			e := at(i)
 			x.BulkString(e.Member)
 			x.Double(e.Score)
 		}

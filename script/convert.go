@@ -340,6 +340,7 @@ func (v *vm) appendTable(b []byte, t *lua.LTable, depth int) []byte {
 			b = appendHeader(b, '*', 2*n)
 		}
 		m.ForEach(func(k, e lua.LValue) {
+			b = v.flushed(b)
 			b = v.appendReply(b, k, depth+1)
 			b = v.appendReply(b, e, depth+1)
 		})
@@ -353,7 +354,7 @@ func (v *vm) appendTable(b []byte, t *lua.LTable, depth int) []byte {
 		} else {
 			b = appendHeader(b, '*', n)
 		}
-		s.ForEach(func(k, _ lua.LValue) { b = v.appendReply(b, k, depth+1) })
+		s.ForEach(func(k, _ lua.LValue) { b = v.appendReply(v.flushed(b), k, depth+1) })
 		return b
 	}
 	n := 0
@@ -362,7 +363,16 @@ func (v *vm) appendTable(b []byte, t *lua.LTable, depth int) []byte {
 	}
 	b = appendHeader(b, '*', n)
 	for i := 1; i <= n; i++ {
-		b = v.appendReply(b, t.RawGetInt(i), depth+1)
+		b = v.appendReply(v.flushed(b), t.RawGetInt(i), depth+1)
+	}
+	return b
+}
+
+// flushed hands b to Options.Flush once it is past FlushAt (one
+// comparison otherwise).
+func (v *vm) flushed(b []byte) []byte {
+	if len(b) > FlushAt && v.flush != nil {
+		return v.flush(b)
 	}
 	return b
 }

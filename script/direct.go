@@ -182,6 +182,8 @@ func (v *vm) runDirect(dst []byte, s *compiled, keys, args [][]byte, opt Options
 	reply := v.host.Call(v.args, flags)
 	clear(v.args)
 	v.scriptRESP3, v.callerRESP3 = false, opt.RESP3
+	v.flush = opt.Flush // the long way's appendReply (reencode never flushes: it may fail half-way and start again)
+	defer func() { v.flush = nil }()
 
 	if len(reply) > 0 && reply[0] == '-' {
 		if hdr, _, ok := line(reply); ok {

@@ -119,7 +119,18 @@ type Options struct {
 	RESP3 bool
 	// Caller is handed to a CallerHost (caller.go) for the run; nil is fine.
 	Caller any
+	// Flush, when set, is called while a script's result is encoded into
+	// dst, between the elements of a table, whenever what was appended
+	// passes FlushAt bytes; it returns the buffer to go on appending to
+	// (dst handed on and emptied by the server's output, so that a large
+	// result never sits whole in memory, or dropped once the caller's
+	// connection is gone). It is called on the EVAL's goroutine.
+	Flush func(dst []byte) []byte
 }
+
+// FlushAt is the output length past which the result's encoder calls
+// Options.Flush.
+const FlushAt = 64 << 10
 
 // compiled is one cached script. Immutable after creation except the
 // cache bookkeeping, which is guarded by Engine.mu.

@@ -47,10 +47,11 @@ type vm struct {
 	lastFn    *lua.LFunction
 
 	// Per run.
-	flags       CallFlags // ReadOnly, RESP3 (redis.setresp)
-	scriptRESP3 bool      // redis.setresp(3) was called
-	callerRESP3 bool      // the EVAL caller speaks RESP3
-	broken      bool      // do not pool again
+	flags       CallFlags           // ReadOnly, RESP3 (redis.setresp)
+	scriptRESP3 bool                // redis.setresp(3) was called
+	callerRESP3 bool                // the EVAL caller speaks RESP3
+	flush       func([]byte) []byte // Options.Flush
+	broken      bool                // do not pool again
 
 	// The error handler's findings for the failing run.
 	errSet    bool
@@ -584,6 +585,8 @@ func (v *vm) run(dst []byte, s *compiled, keys, args [][]byte, opt Options) []by
 		v.flags |= ReadOnly
 	}
 	v.scriptRESP3, v.callerRESP3 = false, opt.RESP3
+	v.flush = opt.Flush
+	defer func() { v.flush = nil }()
 	v.errSet = false
 	v.keys, v.argv = v.fill(v.keys, keys), v.fill(v.argv, args)
 	if v.env.RawGetString("KEYS") != v.keys { // "KEYS = x" is allowed

@@ -42,7 +42,19 @@ type client struct {
 	// out holds the replies of the pipeline being answered: serveConn
 	// writes it once per batch of commands read (conn.go); commands
 	// append to it, each reply starting at the length it found.
-	out             []byte
+	out []byte
+	// outBase counts the reply bytes handed on from c.out in the middle
+	// of a command (spillOut, obuf.go), so that a command's reply can be
+	// found again from the mark it took (outMark, replyFrom). spillAt is
+	// the length of c.out past which a reply's check point (replyFull)
+	// hands it on: maxBatchOut on a served connection, 0 once the
+	// connection was closed for its output (outGone: nothing more is
+	// appended), and a client that is not a connection (a script's) turns
+	// it to MaxInt at its first check.
+	outBase         int
+	spillAt         int
+	outGone         bool
+	flushFn         func([]byte) []byte // c.flushScript, made once (cmd_script.go)
 	resp3           bool
 	closeAfterReply bool
 	closed          bool // QUIT, SHUTDOWN or a panic: run nothing more, close after the reply

@@ -16,6 +16,9 @@ func cmdCommand(s *Server, c *client, args [][]byte) {
 		names := sortedNames()
 		c.out = appendArray(c.out, len(names))
 		for _, n := range names {
+			if c.replyFull() { // obuf.go
+				return
+			}
 			c.out = c.appendCommandInfo(c.out, commands[n], n)
 		}
 		return
@@ -103,6 +106,9 @@ func cmdCommandInfo(s *Server, c *client, args [][]byte) {
 	}
 	c.out = appendArray(c.out, len(args)-2)
 	for _, a := range args[2:] {
+		if c.replyFull() { // obuf.go: COMMAND INFO get get get ... multiplies
+			return
+		}
 		cmd, name := findCommand(a)
 		if cmd == nil {
 			c.out = c.appendNullArray(c.out)
@@ -125,6 +131,9 @@ func cmdCommandDocs(s *Server, c *client, args [][]byte) {
 	}
 	c.out = c.appendMap(c.out, len(names))
 	for _, n := range names {
+		if c.replyFull() { // obuf.go
+			return
+		}
 		cmd, _ := findCommand([]byte(n))
 		c.out = appendBulkString(c.out, n)
 		if mod := moduleOf(cmd); mod != "" {

@@ -24,6 +24,9 @@ func cmdKeys(s *Server, c *client, args [][]byte) {
 	s.keyspace(c).Keys(string(args[1]), s.nowMs(), func(k []byte) { keys = append(keys, string(k)) })
 	c.out = appendArray(c.out, len(keys))
 	for _, k := range keys {
+		if c.replyFull() { // obuf.go
+			return
+		}
 		c.out = appendBulkString(c.out, k)
 	}
 }
@@ -88,6 +91,9 @@ func cmdScan(s *Server, c *client, args [][]byte) {
 	c.out = appendBulkString(c.out, strconv.FormatUint(next, 10))
 	c.out = appendArray(c.out, len(keys))
 	for _, k := range keys {
+		if c.replyFull() { // obuf.go
+			return
+		}
 		c.out = appendBulkString(c.out, k)
 	}
 }

@@ -173,6 +173,15 @@ func (h *scriptHost) refuse(cmd *command, reply string) []byte {
 	return append(h.c.out, reply...)
 }
 
+// flushScript is a script result's check point (script.Options.Flush,
+// obuf.go's replyFull): out, the output with the result so far, is handed
+// on, or dropped once the connection is gone.
+func (c *client) flushScript(out []byte) []byte {
+	c.out = out
+	c.replyFull()
+	return c.out
+}
+
 func cmdEval(s *Server, c *client, args [][]byte)      { s.eval(c, args, false, false) }
 func cmdEvalSha(s *Server, c *client, args [][]byte)   { s.eval(c, args, true, false) }
 func cmdEvalRO(s *Server, c *client, args [][]byte)    { s.eval(c, args, false, true) }
@@ -205,15 +214,18 @@ func (s *Server) eval(c *client, args [][]byte, bySHA, ro bool) {
 		return
 	}
 	keys, argv := args[3:3+numkeys], args[3+numkeys:]
-	opt := script.Options{ReadOnly: ro, RESP3: c.resp3, Caller: c}
+	if c.flushFn == nil {
+		c.flushFn = c.flushScript // once: a method value per EVAL would allocate
+	}
+	opt := script.Options{ReadOnly: ro, RESP3: c.resp3, Caller: c, Flush: c.flushFn}
 	if c.trk != nil {
 		c.evalKeys = keys // for scriptHost.Call's tracking; valid during the run
 		defer func() { c.evalKeys = nil }()
 	}
 	seq := s.scriptErrs.mark()
-	start := len(c.out)
+	start := c.outMark()
 	defer func() {
-		if len(c.out) > start && c.out[start] == '-' && s.scriptErrs.since(seq, c.out[start:]) {
+		if reply := c.replyFrom(start); len(reply) > 0 && reply[0] == '-' && s.scriptErrs.since(seq, reply) {
 			c.errCounted = true
 		}
 	}()

@@ -47,8 +47,14 @@ func cmdExec(s *Server, c *client, _ [][]byte) {
 	s.watch.unwatchAll(c)
 	c.out = appendArray(c.out, len(queue))
 	for _, args := range queue {
+		// A check point between replies (obuf.go): many replies of
+		// built-in commands (which have none of their own) never pile
+		// up past the output limit; once the connection is gone they
+		// are dropped, and the transaction runs on, as in Redis.
+		c.replyFull()
 		s.run(c, lookup(commands, args[0]), args)
 	}
+	c.replyFull()
 }
 
 // watchedChanged reports whether any key c watches was written since WATCH.

@@ -151,7 +151,7 @@ func (s *Server) call(c *client, cmd *command, args [][]byte) {
 	st := s.statsOf(cmd).shard(c.id)
 	n := st.calls.Add(1)
 	c.ncalls++
-	start := len(c.out)
+	start := c.outMark()
 	if n <= sampleAll || n&(sampleEvery-1) == 0 {
 		t0 := time.Now()
 		cmd.run(s, c, args)
@@ -159,18 +159,19 @@ func (s *Server) call(c *client, cmd *command, args [][]byte) {
 	} else {
 		cmd.run(s, c, args)
 	}
-	if len(c.out) > start {
-		switch c.out[start] {
+	reply := c.replyFrom(start)
+	if len(reply) > 0 {
+		switch reply[0] {
 		case '-':
 			st.failed.Add(1)
 			if c.errCounted {
 				c.errCounted = false // scripterr.go
 			} else {
-				s.ext.countError(c.out[start+1:])
+				s.ext.countError(reply[1:])
 			}
 		default:
 			if cmd.meta.keyRead != replyNone {
-				st.countKeyRead(cmd, args, c.out[start:])
+				st.countKeyRead(cmd, args, reply)
 			}
 		}
 	}
@@ -179,9 +180,9 @@ func (s *Server) call(c *client, cmd *command, args [][]byte) {
 		return
 	}
 	if cmd.meta.write && s.ext.trk.active.Load() != 0 {
-		s.trackWrite(c, cmd, args, c.out[start:])
+		s.trackWrite(c, cmd, args, reply)
 	}
-	if cmd.meta.write && s.watch.n.Load() != 0 && modified(cmd, args, c.out[start:]) {
+	if cmd.meta.write && s.watch.n.Load() != 0 && modified(cmd, args, reply) {
 		// WATCH: a write marks its keys' watchers dirty, as Redis's
 		// touchWatchedKey does, even when the key is gone again by EXEC
 		// (created and expired, or a 0 ms CL.THROTTLE peek). FLUSHDB and
@@ -244,22 +245,24 @@ func trimReplyLine(b []byte) []byte {
 }
 
 // afterDispatch runs after every top-level command of a connection
-// (execute calls it); the command's reply is c.out[start:]. A command that
+// (execute calls it); the command's reply is c.replyFrom(start). A command that
 // produced an error without being executed was rejected (unknown, wrong
 // arity, NOAUTH, MOVED, LOADING, ...); and a tracking client's CLIENT
 // CACHING flag expires here (tracking.go).
 func (s *Server) afterDispatch(c *client, args [][]byte, start int) {
 	called := c.ncalls
 	c.ncalls = 0
-	if called == 0 && len(c.out) > start && c.out[start] == '-' && len(args) > 0 {
-		s.ext.countError(c.out[start+1:])
-		if cmd := lookup(commands, args[0]); cmd != nil {
-			if cmd.subs != nil && len(args) > 1 {
-				if sub := lookup(cmd.subs, args[1]); sub != nil {
-					cmd = sub
+	if called == 0 && len(args) > 0 {
+		if reply := c.replyFrom(start); len(reply) > 0 && reply[0] == '-' {
+			s.ext.countError(reply[1:])
+			if cmd := lookup(commands, args[0]); cmd != nil {
+				if cmd.subs != nil && len(args) > 1 {
+					if sub := lookup(cmd.subs, args[1]); sub != nil {
+						cmd = sub
+					}
 				}
+				s.statsOf(cmd).shard(c.id).rejected.Add(1)
 			}
-			s.statsOf(cmd).shard(c.id).rejected.Add(1)
 		}
 	}
 	if c.trk != nil && len(args) > 0 {

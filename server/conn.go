@@ -216,6 +216,7 @@ func (s *Server) newConnState(c *client) *connState {
 	if cap(c.out) == 0 {
 		c.out = make([]byte, 0, initialOut)
 	}
+	c.spillAt = maxBatchOut // obuf.go: replyFull
 	c.st = st
 	return st
 }
@@ -500,6 +501,9 @@ func (s *Server) writeOut(c *client, pc *pushConn, done bool) error {
 	} else {
 		c.out = c.out[:0]
 	}
+	if c.spillAt > maxBatchOut { // raised while replies waited for the barrier (spillOut)
+		c.spillAt = maxBatchOut
+	}
 	return err
 }
 
@@ -514,14 +518,20 @@ func (s *Server) execute(c *client, cmd *command, args [][]byte) {
 	if c.closed {
 		return
 	}
-	start := len(c.out)
+	start := c.outMark()
 	defer func() {
 		if p := recover(); p != nil {
 			c.closed = true
 			s.stats.panics.Add(1)
 			s.log.Error("panic in command handler", "panic", p, "client", c.id,
 				"stack", string(debug.Stack()))
-			c.out = append(c.out[:start], "-ERR internal error\r\n"...)
+			if i := start - c.outBase; i >= 0 && i <= len(c.out) {
+				c.out = append(c.out[:i], "-ERR internal error\r\n"...)
+			} else {
+				// Part of the reply was handed on (spillOut): the
+				// connection ends after it, cut short.
+				c.out = c.out[:0]
+			}
 		}
 	}()
 	s.dispatch(c, cmd, args)

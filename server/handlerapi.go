@@ -198,38 +198,91 @@ func (x *Ctx) NowNs() int64 { return x.s.now() }
 func (x *Ctx) RESP3() bool { return x.c.resp3 }
 
 // Reply writers. Each appends one RESP value to the caller's output; an
-// aggregate header (Array, Map, Set) is followed by its elements.
+// aggregate header (Array, Map, Set) is followed by its elements. Each
+// first passes the output's check point (client.replyFull, obuf.go): one
+// length comparison while the output is under 64 KiB; past it the output
+// is handed to the connection (and its limit checked) before the value is
+// appended, and once the connection is closed for its limit nothing more
+// is appended, so that one large reply never grows past the limit.
 
 // OK replies +OK.
-func (x *Ctx) OK() { x.c.out = append(x.c.out, replyOK...) }
+func (x *Ctx) OK() {
+	if x.c.replyFull() {
+		return
+	}
+	x.c.out = append(x.c.out, replyOK...)
+}
 
 // Status replies a simple string; s must not contain CR or LF.
-func (x *Ctx) Status(s string) { x.c.out = appendSimple(x.c.out, s) }
+func (x *Ctx) Status(s string) {
+	if x.c.replyFull() {
+		return
+	}
+	x.c.out = appendSimple(x.c.out, s)
+}
 
 // Error replies an error; msg is the whole text after '-', with its code
 // ("ERR ...", "WRONGTYPE ..."). CR and LF are made harmless.
-func (x *Ctx) Error(msg string) { x.c.out = appendError(x.c.out, msg) }
+func (x *Ctx) Error(msg string) {
+	if x.c.replyFull() {
+		return
+	}
+	x.c.out = appendError(x.c.out, msg)
+}
 
 // Int replies an integer.
-func (x *Ctx) Int(n int64) { x.c.out = appendInt(x.c.out, n) }
+func (x *Ctx) Int(n int64) {
+	if x.c.replyFull() {
+		return
+	}
+	x.c.out = appendInt(x.c.out, n)
+}
 
 // Bulk replies a bulk string.
-func (x *Ctx) Bulk(b []byte) { x.c.out = appendBulk(x.c.out, b) }
+func (x *Ctx) Bulk(b []byte) {
+	if x.c.replyFull() {
+		return
+	}
+	x.c.out = appendBulk(x.c.out, b)
+}
 
 // BulkString replies a bulk string.
-func (x *Ctx) BulkString(s string) { x.c.out = appendBulkString(x.c.out, s) }
+func (x *Ctx) BulkString(s string) {
+	if x.c.replyFull() {
+		return
+	}
+	x.c.out = appendBulkString(x.c.out, s)
+}
 
 // Null replies the null bulk string ($-1 in RESP2, _ in RESP3).
-func (x *Ctx) Null() { x.c.out = x.c.appendNull(x.c.out) }
+func (x *Ctx) Null() {
+	if x.c.replyFull() {
+		return
+	}
+	x.c.out = x.c.appendNull(x.c.out)
+}
 
 // NullArray replies the null array (*-1 in RESP2, _ in RESP3).
-func (x *Ctx) NullArray() { x.c.out = x.c.appendNullArray(x.c.out) }
+func (x *Ctx) NullArray() {
+	if x.c.replyFull() {
+		return
+	}
+	x.c.out = x.c.appendNullArray(x.c.out)
+}
 
 // Array starts an array of n elements.
-func (x *Ctx) Array(n int) { x.c.out = appendArray(x.c.out, n) }
+func (x *Ctx) Array(n int) {
+	if x.c.replyFull() {
+		return
+	}
+	x.c.out = appendArray(x.c.out, n)
+}
 
 // Map starts a map of n pairs (RESP3 '%', a flat array of 2n in RESP2).
 func (x *Ctx) Map(n int) {
+	if x.c.replyFull() {
+		return
+	}
 	if x.c.resp3 {
 		x.c.out = appendHeader(x.c.out, '%', n)
 		return
@@ -239,6 +292,9 @@ func (x *Ctx) Map(n int) {
 
 // Set starts a set of n elements (RESP3 '~', an array in RESP2).
 func (x *Ctx) Set(n int) {
+	if x.c.replyFull() {
+		return
+	}
 	if x.c.resp3 {
 		x.c.out = appendHeader(x.c.out, '~', n)
 		return
@@ -250,6 +306,9 @@ func (x *Ctx) Set(n int) {
 // string in Redis's shortest round-trip format ("inf", "-inf", "nan" as
 // Redis spells them).
 func (x *Ctx) Double(f float64) {
+	if x.c.replyFull() {
+		return
+	}
 	var buf [32]byte
 	text := appendRedisDouble(buf[:0], f)
 	if x.c.resp3 {
@@ -289,7 +348,12 @@ const ErrWrongTypeText = "WRONGTYPE Operation against a key holding the wrong ki
 func (x *Ctx) WrongType() { x.Error(ErrWrongTypeText) }
 
 // Raw appends bytes that are already RESP. The caller answers for framing.
-func (x *Ctx) Raw(resp []byte) { x.c.out = append(x.c.out, resp...) }
+func (x *Ctx) Raw(resp []byte) {
+	if x.c.replyFull() {
+		return
+	}
+	x.c.out = append(x.c.out, resp...)
+}
 
 // Decide counts one decision of a throttling command registered from
 // outside package server (dc from RegisterDecisionCommand) on key — per
@@ -341,6 +405,9 @@ func (x *Ctx) MaxBulk() int64 { return x.s.cfg.MaxBulk }
 // BulkText replies a store value's text as a bulk string without
 // allocating (GET's reply).
 func (x *Ctx) BulkText(v store.Value) {
+	if x.c.replyFull() {
+		return
+	}
 	x.c.out = appendHeader(x.c.out, '$', v.TextLen())
 	x.c.out = v.AppendText(x.c.out)
 	x.c.out = append(x.c.out, '\r', '\n')

@@ -207,15 +207,14 @@ func (lc *loopConn) Write(b []byte) (int, error) {
 			lc.span = max(dl-time.Now().UnixNano(), 0)
 		}
 	}
-	lc.out.push(b)
-	if lc.loop.s.outputOver(lc.c, lc.out.memory(), &lc.softSince) {
-		mem := lc.out.memory()
+	if mem := lc.out.memoryAfter(len(b)); lc.loop.s.outputOver(lc.c, mem, &lc.softSince) {
 		lc.out.reset()
 		lc.closed.Store(true)
 		lc.loop.kick(lc)
 		lc.loop.s.outputLimitReached(lc.c, lc.raddr.String(), mem)
 		return 0, errOutputLimit
 	}
+	lc.out.push(b)
 	lc.rearmLocked()
 	return size, nil
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -134,6 +135,20 @@ func (q *outQueue) len() int { return q.n }
 // its reply list (omem, and the limits).
 func (q *outQueue) memory() int64 { return int64(len(q.blocks)) * outBlock }
 
+// memoryAfter is memory() once n more bytes are pushed: the limits are
+// checked against it before the copy, so that a write past the hard limit
+// is never copied (Redis counts after appending, which is the same test).
+func (q *outQueue) memoryAfter(n int) int64 {
+	blocks := len(q.blocks)
+	if blocks > 0 {
+		n -= outBlock - len(q.blocks[blocks-1])
+	}
+	if n > 0 {
+		blocks += (n + outBlock - 1) / outBlock
+	}
+	return int64(blocks) * outBlock
+}
+
 // push appends a copy of b.
 func (q *outQueue) push(b []byte) {
 	for len(b) > 0 {
@@ -229,4 +244,113 @@ func (ps *pushState) backlog() int {
 	}
 	mem, _ := ps.obuf.outMemory()
 	return int(mem)
+}
+
+// One large reply. Commands append their replies to client.out, which
+// runBatch hands to the connection between commands once the pipeline's
+// replies pass maxBatchOut. One command's reply can be far larger than
+// that, and larger than the data it reads (HRANDFIELD h -1000000
+// WITHVALUES on a two-field hash: ~200 MB from 400 bytes), so every
+// append that may belong to a large reply first passes a check point,
+// client.replyFull: the Ctx reply methods (every registered command's
+// elements), the built-in commands that loop (KEYS, SCAN, COMMAND),
+// EXEC between its commands and a script's result as it is encoded.
+// Past spillAt (maxBatchOut) the output so far is handed to the
+// connection in the middle of the command (spillOut): the socket takes
+// what it takes and the rest waits in the output buffer, whose limits
+// are checked as for any write — as Redis checks its limit each time it
+// appends to its reply list (_addReplyProtoToList). Once the connection
+// is closed for its limit (or its socket failed) the check point drops
+// what was appended and tells the caller to append nothing more, as
+// Redis stops appending for a client flagged CLIENT_CLOSE_ASAP: the
+// command runs to its end (a loop with nothing to copy) without building
+// the rest of its reply, and memory stays within the limit plus one
+// check's worth (64 KiB and one element).
+//
+// The reply of a command whose start was handed on is no longer in
+// c.out: the places that look at a command's reply (call's statistics,
+// WATCH and tracking; execute; eval) take a mark (outMark) before it runs
+// and read it with replyFrom, which answers spilledReply for it.
+
+// replyFull is the check point before appending a part of a reply that
+// may grow large; true means "append nothing: the connection is gone".
+// Hot-path cost: one length comparison while c.out is under spillAt.
+// The goroutine running c's commands only.
+func (c *client) replyFull() bool {
+	if len(c.out) <= c.spillAt {
+		return false
+	}
+	return c.spillOut()
+}
+
+// spillOut is replyFull's slow path (see above). While replies wait for
+// the replication barrier (replgate.go: Config.ReplyBarrier is set and a
+// write passed the gate since they were last written) nothing may reach
+// the socket: then the output
+// is only counted against the hard limit (and the unauthenticated one)
+// and, while under it, kept.
+func (c *client) spillOut() bool {
+	if c.outGone {
+		c.outBase += len(c.out)
+		c.out = c.out[:0]
+		return true
+	}
+	st := c.st
+	if st == nil { // not a served connection (a script's client): no limit
+		c.spillAt = math.MaxInt
+		return false
+	}
+	s := c.srv
+	if c.replWrote && s.cfg.ReplyBarrier != nil {
+		mem := int64(len(c.out))
+		if c.obuf != nil {
+			q, _ := c.obuf.outMemory()
+			mem += q
+		}
+		if !s.outputHardOver(c, mem) {
+			c.spillAt = len(c.out) + maxBatchOut // writeOut sets it back
+			return false
+		}
+		c.netConn.Close()
+		s.outputLimitReached(c, c.addr, mem)
+	} else {
+		n := len(c.out)
+		err := s.writeOut(c, st.pc, false)
+		c.outBase += n
+		if err == nil {
+			return false
+		}
+	}
+	c.outGone, c.closed, c.spillAt = true, true, 0
+	c.outBase += len(c.out)
+	c.out = c.out[:0]
+	return true
+}
+
+// outputHardOver reports whether an output of mem bytes passes c's hard
+// limit or, before AUTH, the unauthenticated one.
+func (s *Server) outputHardOver(c *client, mem int64) bool {
+	if c.unauthed.Load() && mem > unauthOutputLimit {
+		return true
+	}
+	h := s.cfg.OutputBufferLimit.Hard
+	return h > 0 && mem >= h
+}
+
+// outMark is where the next reply byte lands, counting the bytes spillOut
+// handed on: a command's reply is replyFrom(the mark taken before it ran).
+func (c *client) outMark() int { return c.outBase + len(c.out) }
+
+// spilledReply stands for a reply whose start was handed on: only an
+// aggregate being built passes a check point, so it is one (not an error,
+// and, for WATCH and tracking, a write that may have changed its keys).
+var spilledReply = []byte("*")
+
+// replyFrom returns the reply written since mark (outMark), or
+// spilledReply when its start was handed on already.
+func (c *client) replyFrom(mark int) []byte {
+	if i := mark - c.outBase; i >= 0 && i <= len(c.out) {
+		return c.out[i:]
+	}
+	return spilledReply
 }

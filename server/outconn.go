@@ -129,15 +129,15 @@ func (o *outConn) Write(b []byte) (int, error) {
 			o.span = max(dl-time.Now().UnixNano(), 0)
 		}
 	}
-	o.out.push(b)
-	if o.s.outputOver(o.c, o.out.memory(), &o.softSince) {
-		mem, c := o.out.memory(), o.c
+	if mem := o.out.memoryAfter(len(b)); o.s.outputOver(o.c, mem, &o.softSince) {
+		c := o.c
 		o.dropLocked()
 		o.mu.Unlock()
 		o.Conn.Close()
 		o.s.outputLimitReached(c, o.raddr, mem)
 		return 0, errOutputLimit
 	}
+	o.out.push(b)
 	if !o.writer {
 		o.writer = true
 		go o.writeLoop()
