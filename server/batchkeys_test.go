@@ -11,8 +11,8 @@ import (
 // parseBatch capped only the further keys of multi-key commands, so 32
 // pipelined DELs of 10 keys each collected 147 keys for a 128-hash scratch
 // and the prefetch panicked (the connection was closed without a reply).
-// The second part runs CL.MTHROTTLE calls of 9 groups, which stage their
-// prefetch across the batch (prefetchAhead) past the cap.
+// The second part runs CL.MTHROTTLE calls of 9 groups, whose keys pass the
+// cap after 14 calls.
 func TestConnBatchOfManyKeyedCommands(t *testing.T) {
 	_, addr := startServer(t, nil)
 	r := dial(t, addr)
