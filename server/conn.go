@@ -177,7 +177,9 @@ func (st *connState) parseBatch() error {
 			cmd = st.lookup(argv[0])
 		}
 		st.cmds = append(st.cmds, parsedCmd{cmd: cmd, off: off, n: len(argv), end: st.end - len(rest)})
-		if cmd != nil && cmd.firstKey > 0 && cmd.firstKey < len(argv) {
+		if cmd != nil && cmd.firstKey > 0 && cmd.firstKey < len(argv) && len(st.keys) < maxPrefetchKeys {
+			// (at most maxPrefetchKeys in all, the size of the
+			// hashes' scratch: appendOtherKeys stops there too)
 			st.keys = append(st.keys, argv[cmd.firstKey])
 			if cmd.meta.prefetchWindow {
 				st.winKeys = append(st.winKeys, argv[cmd.firstKey])
