@@ -367,6 +367,10 @@ func hrandfieldCmd(x *server.Ctx) {
 		x.Error(errNotInt)
 		return
 	}
+	if count == math.MinInt64 { // Redis: getRangeLongFromObjectOrReply(-LONG_MAX, LONG_MAX), before the syntax
+		x.Error("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807")
+		return
+	}
 	withValues := false
 	if len(args) == 4 {
 		if !is(args[3], "withvalues") {
@@ -378,7 +382,7 @@ func hrandfieldCmd(x *server.Ctx) {
 		x.Error(errSyntaxText)
 		return
 	}
-	if count < -math.MaxInt64/2 || count > math.MaxInt64/2 {
+	if withValues && (count < -math.MaxInt64/2 || count > math.MaxInt64/2) {
 		x.Error("ERR value is out of range")
 		return
 	}

@@ -127,6 +127,10 @@ func zrandmemberCmd(x *server.Ctx) {
 		x.Error(errNotInt)
 		return
 	}
+	if count == math.MinInt64 { // Redis: getRangeLongFromObjectOrReply(-LONG_MAX, LONG_MAX), before the syntax
+		x.Error("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807")
+		return
+	}
 	withScores := false
 	if len(args) == 4 && is(args[3], "withscores") {
 		withScores = true
@@ -134,7 +138,7 @@ func zrandmemberCmd(x *server.Ctx) {
 		x.Error(errSyntaxText)
 		return
 	}
-	if count < -math.MaxInt64/2 || count > math.MaxInt64/2 {
+	if withScores && (count < -math.MaxInt64/2 || count > math.MaxInt64/2) {
 		x.Error("ERR value is out of range")
 		return
 	}
