@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 )
 
@@ -48,5 +49,36 @@ func (c *Config) validateUpstream() error {
 	if !c.UpstreamTLS && (c.UpstreamTLSCA != "" || c.UpstreamTLSCert != "") {
 		return errors.New("--upstream-tls-ca and --upstream-tls-cert need --upstream-tls yes")
 	}
+	for _, seed := range c.UpstreamSeeds() {
+		if sameListener(seed, c.Addr) {
+			return fmt.Errorf("--upstream %s is this server's own --addr %s: the sidecar would forward every command to itself", seed, c.Addr)
+		}
+	}
 	return nil
+}
+
+// sameListener reports whether a connection to seed would reach the
+// listener on addr: the same port and the same host, or a loopback host
+// (127.0.0.0/8, ::1, localhost) against a loopback or unspecified one
+// (0.0.0.0, ::, ""). Other names that resolve to this host are not seen.
+func sameListener(seed, addr string) bool {
+	sh, sp, err1 := net.SplitHostPort(seed)
+	ah, ap, err2 := net.SplitHostPort(addr)
+	if err1 != nil || err2 != nil || sp != ap || ap == "0" {
+		return false
+	}
+	if strings.EqualFold(sh, ah) {
+		return true
+	}
+	local := func(h string, unspecifiedToo bool) bool {
+		if strings.EqualFold(h, "localhost") {
+			return true
+		}
+		if h == "" {
+			return unspecifiedToo
+		}
+		ip := net.ParseIP(h)
+		return ip != nil && (ip.IsLoopback() || unspecifiedToo && ip.IsUnspecified())
+	}
+	return local(sh, false) && local(ah, true)
 }
