@@ -40,6 +40,10 @@ func run(args []string) int {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sig)
+	// SIGHUP (a closed terminal, logrotate's "reopen your logs") is
+	// ignored, as Redis ignores it: its default action would end the
+	// process at once, without the final flush.
+	signal.Ignore(syscall.SIGHUP)
 	cfg, err := parseFlags(args)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "celld:", err)
