@@ -23,6 +23,7 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"hash/maphash"
 	"strconv"
@@ -368,15 +369,27 @@ func (sh *shard) removeNoteLocked(slot uint32, pos int, note bool) {
 	sh.free = append(sh.free, slot)
 }
 
+// delBlockSize is the size of a shard's block of deleted keys' bytes.
+const delBlockSize = 4096
+
 // noteDeletedLocked queues a copy of key for the next Drain's deletions.
 // The copy lives in delBlock; a full block is replaced by a new one (the
 // old one stays referenced by the slices already cut from it), and bytes
 // once cut are never written again, so a Drain's receiver can keep its
 // slices while the shard goes on appending. Requires sh.mu.
 func (sh *shard) noteDeletedLocked(key []byte) {
+	if len(key) > delBlockSize/4 {
+		// A long key gets a copy of its own, left to the collector once
+		// the Drain that takes it is done: made the block, it would stay
+		// charged as the shard's fixed cost for good (up to 256 shards x
+		// the longest key), so evicted long keys would leave the bound
+		// full with an empty keyspace (TestProcessLongKeysDoNotWedgeTheBound).
+		sh.deleted = append(sh.deleted, bytes.Clone(key))
+		return
+	}
 	if cap(sh.delBlock)-len(sh.delBlock) < len(key) {
 		old := cap(sh.delBlock)
-		sh.delBlock = make([]byte, 0, max(4096, len(key)))
+		sh.delBlock = make([]byte, 0, delBlockSize)
 		sh.addMemLocked(int64(cap(sh.delBlock) - old)) // memory.go: a shard's fixed cost
 	}
 	start := len(sh.delBlock)
