@@ -322,7 +322,7 @@ func TestRanges(t *testing.T) {
 		{"--databases", []string{"1", "16", "65536"}, []string{"0", "-1", "65537", "many"}},
 		{"--busy-poll", []string{"0", "10us", "1s"}, []string{"-1us", "2s", "soon"}},
 		{"--maxclients", []string{"1", "100000"}, []string{"0", "-5", "1e3"}},
-		{"--proto-max-bulk-len", []string{"1", "512mb", "1k"}, []string{"0", "513mb", "-1"}},
+		{"--proto-max-bulk-len", []string{"1000", "512mb", "1k"}, []string{"0", "1", "999", "513mb", "-1"}},
 		{"--log-fold-min-bytes", []string{"1", "64kb"}, []string{"0", "-5", "lots"}},
 		{"--flush-interval", []string{"1ms", "100ms", "1h"}, []string{"0", "-1s", "100"}},
 		{"--shutdown-grace", []string{"0", "30s"}, []string{"-1s", "ten"}},
