@@ -38,6 +38,13 @@
 #   bash bench/sidecar.sh
 #   ROUNDS=7 N=300000 bash bench/sidecar.sh
 #   OWNER_FLAGS="--busy-poll 0" bash bench/sidecar.sh
+#   HOGS=2 PIPELINES=16 bash bench/sidecar.sh
+#
+# HOGS=K runs K busy loops (shell `while :; do :; done`) beside the whole
+# run: CPU contention made repeatable. Two of them (session 14) leave the
+# direct side at its quiet req/s and halve the sidecar's: its round trips
+# wait for two more wake-ups and for the slowest of three owners
+# (docs/sidecar.md, "Session 14").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -69,6 +76,10 @@ sysrw() { awk '$1 == "syscr:" || $1 == "syscw:" { t += $2 } END { print t + 0 }'
 us_per() { awk -v a="$1" -v b="$2" -v hz="$hz" -v n="$N" 'BEGIN { printf "%.2f", (b - a) / hz * 1e6 / n }'; }
 for p in $BASE $((BASE + 1)) $((BASE + 2)) $side; do
   for _ in $(seq 100); do redis-cli -p "$p" ping >/dev/null 2>&1 && break; sleep 0.1; done
+done
+for _ in $(seq "${HOGS:-0}"); do
+  bash -c 'while :; do :; done' &
+  pids+=($!)
 done
 
 # polls: the owners' busy polls, loop wakes and events so far (INFO stats
@@ -117,7 +128,7 @@ run() {
 # span: lines of numbers on stdin -> "min-max" of column $1.
 span() { awk -v c="$1" 'NR == 1 || $c < lo { lo = $c } NR == 1 || $c > hi { hi = $c } END { printf "%.0f-%.0f", lo, hi }'; }
 
-echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg); owner flags: ${OWNER_FLAGS:-(none)}; sidecar flags: ${SIDECAR_FLAGS:-(none)}"
+echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg); owner flags: ${OWNER_FLAGS:-(none)}; sidecar flags: ${SIDECAR_FLAGS:-(none)}; busy loops beside: ${HOGS:-0}"
 printf "%-4s %12s %8s %8s   %12s %8s %8s   %6s\n" P direct p50 p99 sidecar p50 p99 ratio
 for P in ${PIPELINES:-1 16}; do
   : >"$work/d" ; : >"$work/s"

@@ -212,3 +212,25 @@ func BenchmarkFrameLargeReply(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkFrameThrottleReplies: what a sidecar's upstream reader frames
+// under CL.THROTTLE load: a read of 64 five-integer replies.
+func BenchmarkFrameThrottleReplies(b *testing.B) {
+	var stream []byte
+	for i := range 64 {
+		stream = append(stream, "*5\r\n:0\r\n:100\r\n:"...)
+		stream = strconv.AppendInt(stream, int64(99-i), 10)
+		stream = append(stream, "\r\n:-1\r\n:0\r\n"...)
+	}
+	b.SetBytes(int64(len(stream)))
+	var f framer
+	for b.Loop() {
+		for off := 0; off < len(stream); {
+			n, err := f.next(stream[off:])
+			if err != nil || n == 0 {
+				b.Fatal(n, err)
+			}
+			off += n
+		}
+	}
+}

@@ -1,6 +1,8 @@
 package sidecar
 
 import (
+	"bytes"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -151,6 +153,40 @@ func TestAppendForward(t *testing.T) {
 		a := [][]byte{make([]byte, n), []byte("x")}
 		if got, want := commandLen(a), len(appendCommand(nil, a...)); got != want {
 			t.Errorf("commandLen with a %d-byte argument: %d, want %d", n, got, want)
+		}
+	}
+}
+
+// TestLineInt: lineInt answers what strconv.Atoi answers, for the lines
+// its fast loop takes and for those it hands to Atoi.
+func TestLineInt(t *testing.T) {
+	lines := []string{"0", "5", "-1", "-5", "99", "007", "+5", "-", "", "+", "1a", "a1", " 1", "1 ",
+		"123456789012345678", "-123456789012345678", "1234567890123456789", "9223372036854775807",
+		"9223372036854775808", "-9223372036854775808", "--1", "-+1", "1-"}
+	for _, l := range lines {
+		n, ok := lineInt([]byte(l))
+		want, err := strconv.Atoi(l)
+		if ok != (err == nil) || (ok && n != want) {
+			t.Errorf("lineInt(%q) = %d, %v; strconv.Atoi: %d, %v", l, n, ok, want, err)
+		}
+	}
+}
+
+// TestLineEnd: lineEnd finds the first '\n' as bytes.IndexByte does, on
+// both sides of its 16-byte fast loop.
+func TestLineEnd(t *testing.T) {
+	for n := 0; n < 40; n++ {
+		for at := -1; at < n; at++ {
+			b := bytes.Repeat([]byte{'x'}, n)
+			if at >= 0 {
+				b[at] = '\n'
+				if at+1 < n {
+					b[n-1] = '\n' // a later one must not be taken
+				}
+			}
+			if got, want := lineEnd(b), bytes.IndexByte(b, '\n'); got != want {
+				t.Fatalf("len %d, newline at %d: %d, want %d", n, at, got, want)
+			}
 		}
 	}
 }
