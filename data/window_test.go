@@ -184,3 +184,33 @@ func BenchmarkWindowPipeline(b *testing.B) {
 		})
 	}
 }
+
+// TestWindowInBlock: a pipelined batch prefetches the window block of a
+// LOG call's key (the default mode, with or without a quantity) and not of
+// a FIXED or SLIDING call's, whose counters live in the key's entry. Fails
+// if every CL.WINDOW asks for the block prefetch (the lock and lookup it
+// costs for nothing), or if a LOG call does not.
+func TestWindowInBlock(t *testing.T) {
+	for _, c := range []struct {
+		call string
+		want bool
+	}{
+		{"CL.WINDOW k 10 1000", true},
+		{"CL.WINDOW k 10 1000 3", true},
+		{"CL.WINDOW k 10 1000 LOG", true},
+		{"CL.WINDOW k 10 1000 2 log", true},
+		{"CL.WINDOW k 10 1000 FIXED", false},
+		{"CL.WINDOW k 10 1000 sliding", false},
+		{"CL.WINDOW k 10 1000 0 Fixed", false},
+		{"CL.WINDOW k 10 1000 2 SLIDING", false},
+		{"CL.WINDOW k 10 1000 2 BOGUS", true}, // an error reply; no harm either way
+	} {
+		var args [][]byte
+		for _, f := range strings.Fields(c.call) {
+			args = append(args, []byte(f))
+		}
+		if got := windowInBlock(args); got != c.want {
+			t.Errorf("%s: %v, want %v", c.call, got, c.want)
+		}
+	}
+}
