@@ -51,40 +51,15 @@ func (s *Store) Prefetch(keys [][]byte, hs []uint64) {
 		if v == nil || len(v.table) == 0 {
 			continue
 		}
-		if slot := probeLine(v.table, h); slot >= 0 && slot < len(v.slab) {
+		w := atomic.LoadUint64(&v.table[int(h>>8)&(len(v.table)-1)])
+		if w&^0xFFFFFFFF != fingerprint(h) {
+			continue // empty, or another key: the lookup will probe on
+		}
+		if slot := int(uint32(w) - 1); slot < len(v.slab) {
 			prefetchEntry(&v.slab[slot])
 		}
 	}
 	s.prefetchObjects(keys, hs) // prefetch_obj.go
-}
-
-// probeLine returns the slot the index word of a key hashed h names, when
-// that word is on the key's probe run within the cache line of its home
-// word (the line Prefetch's first pass loads), or -1. A key is not always
-// at its home word: it sits after the keys and tombstones that held the
-// run when it was inserted, and the later a key set was inserted the more
-// of its keys are (a load's keys made after another set's, or made again
-// after expiring, as a FIXED window's are): looking only at the home word
-// left their entries to the lookup's own miss, ~25 ns per call more in a
-// CPU profile of such keys at pipeline 16. A fingerprint match may be
-// another key's (the lookup compares the key; the prefetch is wasted).
-// Atomic loads only, no lock (see view).
-func probeLine(table []uint64, h uint64) int {
-	mask := len(table) - 1
-	fp := fingerprint(h)
-	for i := int(h>>8) & mask; ; {
-		w := atomic.LoadUint64(&table[i])
-		switch {
-		case w == emptyWord:
-			return -1 // the end of the run: not in the index
-		case w != tombWord && w&^0xFFFFFFFF == fp:
-			return int(uint32(w) - 1)
-		}
-		i = (i + 1) & mask
-		if i == 0 || uintptr(unsafe.Pointer(&table[i]))&63 == 0 {
-			return -1 // the next line: not loaded, leave it to the lookup
-		}
-	}
 }
 
 // prefetchEntry starts loading both cache lines entry e may span, for
