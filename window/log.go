@@ -110,7 +110,8 @@ func scanLog(state []byte, now, w int64) (logScan, error) {
 
 // applyLog is LOG (spec "LOG").
 func (l Limit) applyLog(state []byte, now, q int64, next []byte) (Result, []byte, bool, error) {
-	r, e, write, err := l.decideLog(state, now, q)
+	var e logEdit
+	r, write, err := l.decideLog(state, now, q, &e)
 	if err != nil || !write {
 		return r, next, false, err
 	}
@@ -131,17 +132,16 @@ type logEdit struct {
 
 // decideLog decides a LOG call and, for an allowed one with q > 0
 // (write), how to write its new state (e).
-func (l Limit) decideLog(state []byte, now, q int64) (Result, logEdit, bool, error) {
-	var e logEdit
+func (l Limit) decideLog(state []byte, now, q int64, e *logEdit) (Result, bool, error) {
 	w := l.WindowMs
 	s, err := scanLog(state, now, w)
 	if err != nil {
-		return Result{}, e, false, err
+		return Result{}, false, err
 	}
 	if s.entries > 0 && s.lastT > now { // a clock step back: decide as of the newest unit
 		now = s.lastT
 		if s, err = scanLog(state, now, w); err != nil {
-			return Result{}, e, false, err
+			return Result{}, false, err
 		}
 	}
 	r := Result{Limit: l.Limit, RetryAfter: -1}
@@ -155,14 +155,14 @@ func (l Limit) decideLog(state []byte, now, q int64) (Result, logEdit, bool, err
 		if s.n > 0 {
 			r.ResetAfter = s.lastT + w - now
 		}
-		return r, e, false, nil
+		return r, false, nil
 	}
 	r.Remaining = remaining(l.Limit, s.used+q)
 	if q == 0 {
 		if s.n > 0 {
 			r.ResetAfter = s.lastT + w - now
 		}
-		return r, e, false, nil
+		return r, false, nil
 	}
 	r.ResetAfter = w
 	head, tail := e.head[:0], e.tail[:0]
@@ -193,7 +193,7 @@ func (l Limit) decideLog(state []byte, now, q int64) (Result, logEdit, bool, err
 		tail = binary.AppendUvarint(tail, uint64(q))
 	}
 	e.hn, e.tn = len(head), len(tail)
-	return r, e, true, nil
+	return r, true, nil
 }
 
 // ApplyInPlace is Apply for a caller that keeps the state in a buffer of
@@ -210,7 +210,8 @@ func (l Limit) ApplyInPlace(state []byte, nowMs, q int64, buf []byte) (r Result,
 		r, next, write, err = l.Apply(state, nowMs, q, buf)
 		return r, next, false, write, err
 	}
-	r, e, write, err := l.decideLog(state, nowMs, q)
+	var e logEdit
+	r, write, err = l.decideLog(state, nowMs, q, &e)
 	if err != nil || !write {
 		return r, buf[:0], false, false, err
 	}
