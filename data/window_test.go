@@ -184,3 +184,65 @@ func BenchmarkWindowPipeline(b *testing.B) {
 		})
 	}
 }
+
+// TestWindowInBlock: a pipelined batch prefetches the window block of a
+// LOG call's key (the default mode, with or without a quantity) and not of
+// a FIXED or SLIDING call's, whose counters live in the key's entry. Fails
+// if every CL.WINDOW asks for the block prefetch (the lock and lookup it
+// costs for nothing), or if a LOG call does not.
+func TestWindowInBlock(t *testing.T) {
+	for _, c := range []struct {
+		call string
+		want bool
+	}{
+		{"CL.WINDOW k 10 1000", true},
+		{"CL.WINDOW k 10 1000 3", true},
+		{"CL.WINDOW k 10 1000 LOG", true},
+		{"CL.WINDOW k 10 1000 2 log", true},
+		{"CL.WINDOW k 10 1000 FIXED", false},
+		{"CL.WINDOW k 10 1000 sliding", false},
+		{"CL.WINDOW k 10 1000 0 Fixed", false},
+		{"CL.WINDOW k 10 1000 2 SLIDING", false},
+		{"CL.WINDOW k 10 1000 2 BOGUS", true}, // an error reply; no harm either way
+	} {
+		var args [][]byte
+		for _, f := range strings.Fields(c.call) {
+			args = append(args, []byte(f))
+		}
+		if got := windowInBlock(args); got != c.want {
+			t.Errorf("%s: %v, want %v", c.call, got, c.want)
+		}
+	}
+}
+
+// TestWindowIntMatchesParseInt: CL.WINDOW's integer parse answers as
+// parseInt (Redis's rule) on every input: its fast path's lengths and
+// digits, signs, leading zeros, 18-20 digits around the int64 bounds,
+// junk bytes anywhere. Fails if the fast path accepts what parseInt
+// rejects or parses a value differently.
+func TestWindowIntMatchesParseInt(t *testing.T) {
+	ins := []string{"", "0", "00", "01", "1", "9", "-0", "-1", "+1", " 1", "1 ", "1a", "a1",
+		"100", "1000", "999999999999999999", "100000000000000000", "9223372036854775807",
+		"9223372036854775808", "-9223372036854775808", "-9223372036854775809",
+		"18446744073709551615", "99999999999999999999", "1234567890123456789", "12345678901234567/"}
+	rng := uint64(1)
+	next := func() uint64 { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return rng }
+	for range 20000 {
+		n := int(next()%21) + 1
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = '0' + byte(next()%10)
+			if next()%50 == 0 {
+				b[i] = byte(next() % 256)
+			}
+		}
+		ins = append(ins, string(b))
+	}
+	for _, in := range ins {
+		gv, gok := windowInt([]byte(in))
+		wv, wok := parseInt([]byte(in))
+		if gv != wv || gok != wok {
+			t.Fatalf("%q: windowInt %d %v, parseInt %d %v", in, gv, gok, wv, wok)
+		}
+	}
+}

@@ -95,9 +95,9 @@ type cmdMeta struct {
 	// intIsValue: an integer reply is a value, not a count of changes
 	// (Command.IntIsValue), so :0 does not mean "nothing written".
 	intIsValue bool
-	// prefetchWindow: the command's first key is a CL.WINDOW key
-	// (Command.PrefetchWindow), whose window block a batch prefetches.
-	prefetchWindow bool
+	// prefetchWindow: which calls' first key is a CL.WINDOW key whose
+	// window block a batch prefetches (Command.PrefetchWindow), or nil.
+	prefetchWindow func(args [][]byte) bool
 }
 
 // replyKind tells how a read command's reply shows a keyspace hit or miss.

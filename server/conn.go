@@ -82,9 +82,9 @@ type connState struct {
 	cmds   []parsedCmd
 	keys   [][]byte
 	hashes []uint64
-	// winKeys are the keys of the batch's commands that decide a window
-	// (command.meta.prefetchWindow), a subset of keys, for
-	// Store.PrefetchWindows.
+	// winKeys are the keys of the batch's calls that decide a window
+	// held in a block (command.meta.prefetchWindow said so), a subset of
+	// keys, for Store.PrefetchWindows.
 	winKeys [][]byte
 	// memo is the last command name parseBatch looked up, as sent, and
 	// its entry (see lookup).
@@ -181,7 +181,7 @@ func (st *connState) parseBatch() error {
 			// (at most maxPrefetchKeys in all, the size of the
 			// hashes' scratch: appendOtherKeys stops there too)
 			st.keys = append(st.keys, argv[cmd.firstKey])
-			if cmd.meta.prefetchWindow {
+			if pw := cmd.meta.prefetchWindow; pw != nil && pw(argv) {
 				st.winKeys = append(st.winKeys, argv[cmd.firstKey])
 			}
 			if cmd.lastKey != cmd.firstKey {

@@ -56,11 +56,14 @@ type Command struct {
 	// its keys (a denied limiter call does not); without it every reply
 	// but an error or :0 counts as a write.
 	Modified func(args [][]byte, reply []byte) bool
-	// PrefetchWindow says the command decides a CL.WINDOW key (its first
-	// key): a pipelined batch prefetches that key's window block along
-	// with its entry (store.Store.PrefetchWindows), at the cost of one
-	// shard lock and lookup per such key.
-	PrefetchWindow bool
+	// PrefetchWindow, when set, says which calls of the command decide a
+	// CL.WINDOW key (its first key) whose state lives in a window block:
+	// for a call (its arguments, the name first) it reports true, a
+	// pipelined batch prefetches that key's block along with its entry
+	// (store.Store.PrefetchWindows), at the cost of one shard lock and
+	// lookup per such key. It runs in the parser for every such command
+	// read, so it must be cheap, not allocate, and keep nothing.
+	PrefetchWindow func(args [][]byte) bool
 }
 
 // KeySpec is one key specification of COMMAND INFO: the key found at

@@ -440,24 +440,29 @@ func TestParseBatchArgumentsInPlace(t *testing.T) {
 }
 
 // x.wintest is a registered command that decides a window key
-// (Command.PrefetchWindow), for TestParseBatchWindowKeys.
+// (Command.PrefetchWindow) held in a block unless its second argument is
+// "inline", for TestParseBatchWindowKeys.
 func init() {
 	Register(Command{
-		Name: "x.wintest", Arity: 2, Flags: "write fast", FirstKey: 1, LastKey: 1, Step: 1,
+		Name: "x.wintest", Arity: -2, Flags: "write fast", FirstKey: 1, LastKey: 1, Step: 1,
 		ACL: "write fast", Group: "generic", Since: "1.0.0", Summary: "Test of PrefetchWindow.",
-		Run: func(x *Ctx) { x.OK() }, PrefetchWindow: true,
+		Run: func(x *Ctx) { x.OK() },
+		PrefetchWindow: func(args [][]byte) bool {
+			return len(args) < 3 || string(args[2]) != "inline"
+		},
 	})
 }
 
-// TestParseBatchWindowKeys: parseBatch lists the first key of every command
-// registered with PrefetchWindow in winKeys (for Store.PrefetchWindows),
-// and only those, besides listing every command's keys in keys; the next
-// batch starts both lists afresh.
+// TestParseBatchWindowKeys: parseBatch lists in winKeys (for
+// Store.PrefetchWindows) the first key of every call of a command
+// registered with PrefetchWindow for which it reports true, and only
+// those, besides listing every command's keys in keys; the next batch
+// starts both lists afresh.
 func TestParseBatchWindowKeys(t *testing.T) {
 	st := &connState{flat: make([][]byte, 0, 8)}
-	in := []byte("X.WINTEST a\r\nSET b v\r\nx.wintest c\r\nX.APITEST d\r\nPING\r\n")
+	in := []byte("X.WINTEST a\r\nSET b v\r\nx.wintest c\r\nX.APITEST d\r\nx.wintest e inline\r\nPING\r\n")
 	st.buf, st.start, st.end = in, 0, len(in)
-	if err := st.parseBatch(); err != nil || len(st.cmds) != 5 {
+	if err := st.parseBatch(); err != nil || len(st.cmds) != 6 {
 		t.Fatalf("parsed %d commands, err %v", len(st.cmds), err)
 	}
 	str := func(bs [][]byte) (out []string) {
@@ -466,7 +471,7 @@ func TestParseBatchWindowKeys(t *testing.T) {
 		}
 		return out
 	}
-	if got, want := str(st.keys), []string{"a", "b", "c", "d"}; !slices.Equal(got, want) {
+	if got, want := str(st.keys), []string{"a", "b", "c", "d", "e"}; !slices.Equal(got, want) {
 		t.Errorf("keys %q, want %q", got, want)
 	}
 	if got, want := str(st.winKeys), []string{"a", "c"}; !slices.Equal(got, want) {

@@ -345,7 +345,7 @@ func (s *Store) DrainShards(nowMs int64, first, limit int, block []byte, fn func
 // DrainShardsView is DrainShards for a receiver that uses each change at
 // once (persistence encodes it into the change log's buffer): nothing is
 // copied for it. fn's Change views the store's own bytes (the key, a
-// verbatim text) or scratch (a formatted text, a window state, an object
+// verbatim text, a window block) or scratch (a formatted text, an object
 // image), valid only during the call; a window key whose counters are
 // inline comes as those numbers (Change.WinMode), not as bytes. fn runs
 // under the shard's lock and must only record the change. scratch is
@@ -426,6 +426,15 @@ func (s *Store) DrainShardsViewTAT(nowMs int64, first, limit int, scratch []byte
 				// Inline counters go as numbers (Change.WinMode): no
 				// bytes to encode here and decode again in persist.
 				c = wc
+				fn(&c)
+				continue
+			}
+			if e.flags&kindMask != 0 && e.kind() == KindWindow && e.tat != 0 {
+				// A window block (a LOG state) is viewed where it is,
+				// as a verbatim text is: fn uses it under the lock,
+				// and the copy to scratch was one more pass over it
+				// per LOG write.
+				c = Change{Key: sh.keyOf(e), Text: sh.winState(slot), Kind: KindWindow, ExpireAtMs: e.exp}
 				fn(&c)
 				continue
 			}

@@ -129,6 +129,21 @@ func winUnpack(tat uint64, off uint32) (window.Mode, window.Counters) {
 // winCost is what a window block of size bytes adds to its key's charge.
 func winCost(size int) int64 { return int64(size) + int64(size)/2 }
 
+// winBlock is winState with the block's whole size as its capacity, for
+// a state rewritten in place (window.Limit.ApplyInPlace). Requires sh.mu.
+func (sh *shard) winBlock(slot uint32) []byte {
+	off, n, size := winUnref(sh.slab[slot].tat)
+	return sh.win.heap[off : off+n : off+size]
+}
+
+// setWinLenLocked records a write of slot's state that was made in its
+// block (winBlock): its new length n, expiring at exp, as
+// putWindowLocked's write (version, dirty mark, LRU clock). Requires sh.mu.
+func (sh *shard) setWinLenLocked(slot uint32, n int, exp, nowMs int64) {
+	ref := sh.slab[slot].tat
+	sh.writeLocked(slot, winRef(int(ref>>32), n, int(ref&0xFF)), exp, kindFlags(KindWindow)|lruFlags(nowMs), "")
+}
+
 // winState returns slot's state bytes (a KindWindow entry with a heap
 // block). Valid until the heap changes. Requires sh.mu.
 func (sh *shard) winState(slot uint32) []byte {
@@ -192,11 +207,13 @@ func (s *Store) Window(key []byte, l window.Limit, q int64, nowMs int64) (window
 		pos = -1
 	}
 	var (
-		r     window.Result
-		next  []byte          // the new state as bytes (a LOG, or a state in a block)
-		nc    window.Counters // the new state as numbers (FIXED, SLIDING)
-		write bool
-		err   error
+		r    window.Result
+		next []byte          // the new state as bytes (a LOG, or a state in a block)
+		nc   window.Counters // the new state as numbers (FIXED, SLIDING)
+		// inPlace: next is already in slot's block (its length to set)
+		inPlace bool
+		write   bool
+		err     error
 	)
 	counters := l.Mode == window.Fixed || l.Mode == window.Sliding
 	switch {
@@ -210,9 +227,14 @@ func (s *Store) Window(key []byte, l window.Limit, q int64, nowMs int64) (window
 		}
 		r, nc, write, err = l.ApplyCounters(c, true, nowMs, q)
 	case ok:
+		// A LOG state is rewritten in its block when the new one fits
+		// (window.Limit.ApplyInPlace): no copy of the log to scratch
+		// and back.
 		counters = false
-		r, next, write, err = l.Apply(sh.winState(slot), nowMs, q, sh.win.scratch)
-		sh.win.scratch = next[:0]
+		r, next, inPlace, write, err = l.ApplyInPlace(sh.winBlock(slot), nowMs, q, sh.win.scratch)
+		if !inPlace {
+			sh.win.scratch = next[:0]
+		}
 	case counters:
 		r, nc, write, err = l.ApplyCounters(window.Counters{}, false, nowMs, q)
 	default:
@@ -241,9 +263,12 @@ func (s *Store) Window(key []byte, l window.Limit, q int64, nowMs int64) (window
 		sh.slab[slot].flags |= kindFlags(KindWindow) // a new slot: no other kind's state to release
 	}
 	exp := satAddMs(nowMs, r.ResetAfter)
-	if counters {
+	switch {
+	case inPlace:
+		sh.setWinLenLocked(slot, len(next), exp, nowMs)
+	case counters:
 		err = sh.putCountersLocked(slot, l.Mode, nc, exp, nowMs)
-	} else {
+	default:
 		err = sh.putWindowLocked(slot, next, exp, nowMs)
 	}
 	if err != nil {

@@ -36,3 +36,45 @@ func BenchmarkApply(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLogSteady is a LOG key in its steady state at limit 100 per
+// second and a call every 83 ms (a dozen entries; each call drops the
+// oldest and adds one), as the store runs it: "copy" decides with Apply
+// into scratch and copies the new state back into the block, as the
+// store did before ApplyInPlace; "inplace" rewrites the block itself.
+func BenchmarkLogSteady(b *testing.B) {
+	l := Limit{Mode: Log, Limit: 100, WindowMs: 1000}
+	for _, inPlace := range []bool{false, true} {
+		name := "copy"
+		if inPlace {
+			name = "inplace"
+		}
+		b.Run(name, func(b *testing.B) {
+			block := make([]byte, 0, 64)
+			scratch := make([]byte, 0, 64)
+			now := base
+			for range 20 {
+				now += 83
+				_, next, _, _ := l.Apply(block, now, 1, scratch)
+				block = append(block[:0], next...)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				now += 83
+				if inPlace {
+					_, next, ok, _, _ := l.ApplyInPlace(block, now, 1, scratch)
+					if !ok {
+						b.Fatal("not in place")
+					}
+					block = next
+				} else {
+					_, next, _, _ := l.Apply(block, now, 1, scratch)
+					block = block[:len(next)]
+					copy(block, next)
+					scratch = next[:0]
+				}
+			}
+		})
+	}
+}

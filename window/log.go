@@ -110,15 +110,38 @@ func scanLog(state []byte, now, w int64) (logScan, error) {
 
 // applyLog is LOG (spec "LOG").
 func (l Limit) applyLog(state []byte, now, q int64, next []byte) (Result, []byte, bool, error) {
+	var e logEdit
+	r, write, err := l.decideLog(state, now, q, &e)
+	if err != nil || !write {
+		return r, next, false, err
+	}
+	next = append(next, byte(Log))
+	next = append(next, e.head[:e.hn]...)
+	next = append(next, state[e.src:e.end]...)
+	return r, append(next, e.tail[:e.tn]...), true, nil
+}
+
+// logEdit is how an allowed LOG call's new state is made from the old
+// one: the mode byte, head, the old state's bytes [src, end) unchanged
+// (entries whose deltas stay as they were), then tail.
+type logEdit struct {
+	head, tail [2 * binary.MaxVarintLen64]byte
+	hn, tn     int
+	src, end   int
+}
+
+// decideLog decides a LOG call and, for an allowed one with q > 0
+// (write), how to write its new state (e).
+func (l Limit) decideLog(state []byte, now, q int64, e *logEdit) (Result, bool, error) {
 	w := l.WindowMs
 	s, err := scanLog(state, now, w)
 	if err != nil {
-		return Result{}, next, false, err
+		return Result{}, false, err
 	}
 	if s.entries > 0 && s.lastT > now { // a clock step back: decide as of the newest unit
 		now = s.lastT
 		if s, err = scanLog(state, now, w); err != nil {
-			return Result{}, next, false, err
+			return Result{}, false, err
 		}
 	}
 	r := Result{Limit: l.Limit, RetryAfter: -1}
@@ -132,41 +155,91 @@ func (l Limit) applyLog(state []byte, now, q int64, next []byte) (Result, []byte
 		if s.n > 0 {
 			r.ResetAfter = s.lastT + w - now
 		}
-		return r, next, false, nil
+		return r, false, nil
 	}
 	r.Remaining = remaining(l.Limit, s.used+q)
 	if q == 0 {
 		if s.n > 0 {
 			r.ResetAfter = s.lastT + w - now
 		}
-		return r, next, false, nil
+		return r, false, nil
 	}
 	r.ResetAfter = w
-	next = append(next, byte(Log))
+	head, tail := e.head[:0], e.tail[:0]
 	switch {
 	case s.n == 0: // the window was empty
-		next = binary.AppendVarint(next, now)
-		next = binary.AppendUvarint(next, uint64(q))
+		head = binary.AppendVarint(head, now)
+		head = binary.AppendUvarint(head, uint64(q))
+	case s.lastT == now && s.n == 1: // the newest entry is now's and the only one: add to it
+		head = binary.AppendVarint(head, now)
+		head = binary.AppendUvarint(head, uint64(s.lastCount+q))
 	case s.lastT == now: // the newest entry is now's: add to it
-		next = appendLogFrom(next, state, s.first, s.firstT, s.last, s.n == 1)
-		if s.n > 1 { // (else the newest is the first, whose time is t₀)
-			next = binary.AppendUvarint(next, uint64(now-prevTime(state, s)))
-		}
-		next = binary.AppendUvarint(next, uint64(s.lastCount+q))
+		head = binary.AppendVarint(head, s.firstT)
+		e.src, e.end = s.first+timeLen(state, s.first), s.last
+		tail = binary.AppendUvarint(tail, uint64(now-prevTime(state, s)))
+		tail = binary.AppendUvarint(tail, uint64(s.lastCount+q))
 	case s.n < MaxLogEntries:
-		next = appendLogFrom(next, state, s.first, s.firstT, len(state), false)
-		next = binary.AppendUvarint(next, uint64(now-s.lastT))
-		next = binary.AppendUvarint(next, uint64(q))
+		head = binary.AppendVarint(head, s.firstT)
+		e.src, e.end = s.first+timeLen(state, s.first), len(state)
+		tail = binary.AppendUvarint(tail, uint64(now-s.lastT))
+		tail = binary.AppendUvarint(tail, uint64(q))
 	default: // full: the two oldest become one, at the younger's time
 		_, c1 := entryAt(state, s.first)
 		c2off, c2 := entryAt(state, s.second)
-		next = binary.AppendVarint(next, s.secondT)
-		next = binary.AppendUvarint(next, uint64(satAdd(c1, c2)))
-		next = append(next, state[c2off:]...)
-		next = binary.AppendUvarint(next, uint64(now-s.lastT))
-		next = binary.AppendUvarint(next, uint64(q))
+		head = binary.AppendVarint(head, s.secondT)
+		head = binary.AppendUvarint(head, uint64(satAdd(c1, c2)))
+		e.src, e.end = c2off, len(state)
+		tail = binary.AppendUvarint(tail, uint64(now-s.lastT))
+		tail = binary.AppendUvarint(tail, uint64(q))
 	}
-	return r, next, true, nil
+	e.hn, e.tn = len(head), len(tail)
+	return r, true, nil
+}
+
+// ApplyInPlace is Apply for a caller that keeps the state in a buffer of
+// cap(state) bytes of its own (the store's window block) and can take the
+// new state there: when an allowed LOG call's new state fits in
+// cap(state), it is written over the old one, and next is state[:its
+// length] with inPlace set; no copy of the log is made (the entries that
+// stay move down by the bytes the dropped ones took, one memmove). Else
+// everything is as Apply: next is built in buf, inPlace is false. A state
+// is only ever changed when write is true (never on an error or a denial).
+// FIXED and SLIDING, and a state of another mode, go to Apply as they are.
+func (l Limit) ApplyInPlace(state []byte, nowMs, q int64, buf []byte) (r Result, next []byte, inPlace, write bool, err error) {
+	if l.Mode != Log || len(state) == 0 || Mode(state[0]) != Log {
+		r, next, write, err = l.Apply(state, nowMs, q, buf)
+		return r, next, false, write, err
+	}
+	var e logEdit
+	r, write, err = l.decideLog(state, nowMs, q, &e)
+	if err != nil || !write {
+		return r, buf[:0], false, false, err
+	}
+	kept := e.end - e.src
+	n := 1 + e.hn + kept + e.tn
+	if n > cap(state) {
+		next = append(buf[:0], byte(Log))
+		next = append(next, e.head[:e.hn]...)
+		next = append(next, state[e.src:e.end]...)
+		return r, append(next, e.tail[:e.tn]...), false, true, nil
+	}
+	out := state[:n]
+	copy(out[1+e.hn:], state[e.src:e.end]) // first: the head may cover these bytes
+	out[0] = byte(Log)
+	copy(out[1:], e.head[:e.hn])
+	copy(out[1+e.hn+kept:], e.tail[:e.tn])
+	return r, out, true, true, nil
+}
+
+// timeLen is the length of the time field (t₀'s varint or a delta) of the
+// entry at off (validated by scanLog).
+func timeLen(state []byte, off int) int {
+	if off == 1 {
+		_, n := binary.Varint(state[off:])
+		return n
+	}
+	_, n := binary.Uvarint(state[off:])
+	return n
 }
 
 // entryAt decodes the entry whose time field starts at off (already
@@ -182,22 +255,6 @@ func entryAt(state []byte, off int) (end int, count int64) {
 	}
 	c, n := binary.Uvarint(state[off:])
 	return off + n, int64(c)
-}
-
-// appendLogFrom appends the entries from the one at first (time firstT) up
-// to the byte offset end, re-encoding the first one's time as t₀ (the later
-// deltas are unchanged). With only the first's time wanted (timeOnly), its
-// count is left for the caller to write.
-func appendLogFrom(next, state []byte, first int, firstT int64, end int, timeOnly bool) []byte {
-	next = binary.AppendVarint(next, firstT)
-	if timeOnly {
-		return next
-	}
-	_, n := binary.Uvarint(state[first:])
-	if first == 1 {
-		_, n = binary.Varint(state[first:])
-	}
-	return append(next, state[first+n:end]...)
 }
 
 // prevTime is the time of the entry before the newest one (n ≥ 2): the

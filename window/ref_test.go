@@ -202,6 +202,8 @@ func play(t *testing.T, mode Mode, limit, w int64, calls []event) {
 		}
 		if mode != Log {
 			checkCounters(t, l, state, c.t, c.q, got, next, write)
+		} else {
+			checkInPlace(t, l, state, c.t, c.q, got, next, write)
 		}
 		if got.Remaining < 0 || got.Remaining > limit {
 			t.Fatalf("call %d: remaining %d outside [0, %d]", i, got.Remaining, limit)
@@ -238,6 +240,38 @@ func checkCounters(t *testing.T, l Limit, state []byte, now, q int64, r Result, 
 	if write {
 		if enc := AppendCounters(nil, l.Mode, cn); !bytes.Equal(enc, next) {
 			t.Fatalf("ApplyCounters wrote %x, Apply %x", enc, next)
+		}
+	}
+}
+
+// checkInPlace checks that ApplyInPlace on state held in a buffer of
+// its own decides as Apply did (r, next, write) and leaves that buffer
+// holding Apply's bytes: in place when they fit the buffer's capacity
+// (tried at the state's own length, so that a growing log cannot fit,
+// and at room to spare), else built in the scratch buffer, with the state
+// untouched; and untouched when nothing is written.
+func checkInPlace(t *testing.T, l Limit, state []byte, now, q int64, r Result, next []byte, write bool) {
+	t.Helper()
+	for _, room := range []int{0, 1, 3, 64} {
+		blk := make([]byte, len(state), len(state)+room)
+		copy(blk, state)
+		scratch := make([]byte, 0, 16)
+		ir, inext, inPlace, iw, err := l.ApplyInPlace(blk, now, q, scratch)
+		if err != nil || ir != r || iw != write {
+			t.Fatalf("ApplyInPlace(room %d) = %v, %v, %v; Apply = %v, %v", room, reply(ir), iw, err, reply(r), write)
+		}
+		if !bytes.Equal(inext, next) {
+			t.Fatalf("ApplyInPlace(room %d) wrote %x, Apply %x (state %x)", room, inext, next, state)
+		}
+		fits := write && len(next) <= cap(blk) && len(state) > 0
+		if inPlace != fits {
+			t.Fatalf("ApplyInPlace(room %d): in place %v, want %v (state %d bytes, new %d)", room, inPlace, fits, len(state), len(next))
+		}
+		if inPlace && &inext[0] != &blk[:1][0] {
+			t.Fatalf("ApplyInPlace(room %d): in place, but not in the state's buffer", room)
+		}
+		if !inPlace && !bytes.Equal(blk, state) {
+			t.Fatalf("ApplyInPlace(room %d) changed the state without writing in place: %x, was %x", room, blk, state)
 		}
 	}
 }
