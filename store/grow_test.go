@@ -1,0 +1,175 @@
+package store
+
+import (
+	"math/rand/v2"
+	"runtime"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+// TestShardSizeClass: a shard stays in the 768-byte allocation class that
+// shardCost charges (the grown map took the place of 8 bytes of padding).
+func TestShardSizeClass(t *testing.T) {
+	if n := unsafe.Sizeof(shard{}); n > 768 {
+		t.Errorf("shard is %d bytes, want at most 768 (the size class; shardCost %d)", n, shardCost)
+	}
+}
+
+// editRef is the reference for EditString: the string after writing val
+// at off (off < 0: at the end), zero-padded, as Redis's APPEND/SETRANGE.
+func editRef(cur []byte, off int, val []byte) []byte {
+	if off < 0 {
+		off = len(cur)
+	}
+	out := append([]byte(nil), cur...)
+	if n := off + len(val); n > len(out) {
+		out = append(out, make([]byte, n-len(out))...)
+	}
+	copy(out[off:], val)
+	return out
+}
+
+// TestEditStringMatchesReference: random APPENDs and SETRANGEs (inside and
+// past the end) on a long text give the bytes the copying path gives, a
+// text handed out by Get (a view) never changes afterwards, however the
+// key is then written in place, and the memory charged is exactly what a
+// fresh store holding the same bytes is charged plus the slack, back to
+// the empty store's figure once the key goes.
+func TestEditStringMatchesReference(t *testing.T) {
+	s := New(Options{TrackDirty: true})
+	empty := s.UsedMemory()
+	key := []byte("k")
+	ref := []byte(strings.Repeat("ab", 50)) // 100 bytes, not a number
+	if _, err := s.Put(key, StringValue(ref), 1, PutAlways, false); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	type view struct{ got, want string }
+	var views []view
+	handled := 0
+	for i := 0; i < 3000; i++ {
+		val := []byte(strings.Repeat(string(rune('a'+rng.IntN(26))), 1+rng.IntN(40)))
+		off := -1
+		switch rng.IntN(3) {
+		case 1:
+			off = rng.IntN(len(ref)) // inside
+		case 2:
+			off = len(ref) + rng.IntN(50) // past the end: a zero gap
+		}
+		n, ok := s.EditString(key, 1, int64(off), len(val), 1<<20, func(r []byte) { copy(r, val) })
+		if !ok {
+			t.Fatalf("write %d: not handled on a %d-byte text", i, len(ref))
+		}
+		handled++
+		ref = editRef(ref, off, val)
+		if n != int64(len(ref)) {
+			t.Fatalf("write %d: length %d, want %d", i, n, len(ref))
+		}
+		switch rng.IntN(8) {
+		case 0:
+			v, _ := s.Get(key, 1)
+			views = append(views, view{v.Raw, string(ref)})
+		case 1:
+			s.Drain(1, nil) // persistence views the text too
+		}
+	}
+	v, ok := s.Get(key, 1)
+	if !ok || !v.Invalid || v.Raw != string(ref) {
+		t.Fatalf("after %d writes: got %d bytes (invalid %v), want %d", handled, len(v.Raw), v.Invalid, len(ref))
+	}
+	for j, w := range views {
+		if w.got != w.want {
+			t.Fatalf("view %d (%d bytes) changed after it was handed out", j, len(w.want))
+		}
+	}
+	// Charge: the text's bytes rounded up to its buffer, no more than
+	// twice the length (the slack bound below 1 MiB).
+	km, _ := s.KeyMemory(key, 1)
+	fresh := New(Options{})
+	fresh.Put(key, StringValue(ref), 1, PutAlways, false)
+	exact, _ := fresh.KeyMemory(key, 1)
+	if km < exact || km > exact+int64(len(ref))+8 {
+		t.Errorf("grown text charged %d, exact %d (length %d): the slack must be counted and at most the length", km, exact, len(ref))
+	}
+	if s.UsedMemory() <= empty {
+		t.Error("the grown text is not charged")
+	}
+	// Deleted, the key leaves what a key that was never grown leaves
+	// (the shard's fixed cost, the deletion queued for persistence).
+	s.Delete(key, 1)
+	control := New(Options{TrackDirty: true})
+	control.Put(key, StringValue(ref), 1, PutAlways, false)
+	control.Delete(key, 1)
+	if got, want := s.UsedMemory(), control.UsedMemory(); got != want {
+		t.Errorf("used memory %d after the delete, %d for a key never grown (%d empty): the grown buffer's charge leaked", got, want, empty)
+	}
+}
+
+// TestEditStringCostIsTheChange: 200 writes of 10 bytes to a 4 MiB text
+// allocate (bytes, not time) far less than one copy of it: APPEND into the
+// buffer's slack, SETRANGE and SETBIT inside it in place. Before, every
+// call copied the whole value (4 MiB a call, 8 for SETRANGE).
+func TestEditStringCostIsTheChange(t *testing.T) {
+	const size = 4 << 20
+	s := New(Options{})
+	key := []byte("big")
+	s.Put(key, StringValue([]byte(strings.Repeat("x", size))), 1, PutAlways, false)
+	val := []byte("0123456789")
+	for _, op := range []struct {
+		name string
+		off  func(i int) int64
+	}{
+		{"append", func(int) int64 { return -1 }},
+		{"setrange", func(i int) int64 { return int64(i * 997 % size) }},
+	} {
+		s.EditString(key, 1, op.off(0), len(val), 1<<30, func(r []byte) { copy(r, val) }) // the one growth / copy
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for i := 1; i <= 200; i++ {
+			if _, ok := s.EditString(key, 1, op.off(i), len(val), 1<<30, func(r []byte) { copy(r, val) }); !ok {
+				t.Fatalf("%s %d: not handled", op.name, i)
+			}
+		}
+		runtime.ReadMemStats(&after)
+		if per := (after.TotalAlloc - before.TotalAlloc) / 200; per > size/64 {
+			t.Errorf("%s of 10 bytes on a %d-byte text allocated %d bytes per call (a copy is %d)", op.name, size, per, size)
+		}
+	}
+	// A hand-out makes the next in-place write copy, once.
+	s.Get(key, 1)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := 0; i < 10; i++ {
+		s.EditString(key, 1, int64(i), 1, 1<<30, func(r []byte) { r[0] = 'y' })
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got < size || got > 3*size {
+		t.Errorf("10 writes after a GET allocated %d bytes, want one copy of the %d-byte text", got, size)
+	}
+}
+
+// TestEditStringKeepsNumbersAndShortValuesOut: a value that reads as a
+// number, a short one, another kind and a missing key are left to the
+// general path; a long text that a write turns into a number is flagged
+// as one (CL.THROTTLE and INCR read it).
+func TestEditStringKeepsNumbersAndShortValuesOut(t *testing.T) {
+	s := New(Options{})
+	w := func(k string, off int64, val string) bool {
+		_, ok := s.EditString([]byte(k), 1, off, len(val), 1<<20, func(r []byte) { copy(r, val) })
+		return ok
+	}
+	s.Put([]byte("short"), StringValue([]byte("abc")), 1, PutAlways, false)
+	s.Put([]byte("num"), StringValue([]byte(strings.Repeat("0", 80)+"7")), 1, PutAlways, false)
+	if w("short", -1, "d") || w("num", -1, "1") || w("missing", -1, "x") {
+		t.Error("handled a short, numeric or missing value")
+	}
+	s.Put([]byte("t"), StringValue([]byte("x"+strings.Repeat("0", 80))), 1, PutAlways, false)
+	if !w("t", -1, "5") || !w("t", 0, "0") {
+		t.Fatal("not handled")
+	}
+	v, _ := s.Get([]byte("t"), 1)
+	if v.Invalid || v.TAT != 5 {
+		t.Errorf("text of zeros then 5: invalid %v, number %d; want the number 5", v.Invalid, v.TAT)
+	}
+}
