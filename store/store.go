@@ -434,13 +434,22 @@ func (sh *shard) writeLocked(slot uint32, tat uint64, exp int64, flags uint32, r
 	case raw != "":
 		tat, flags = sh.newRawLocked(raw), flags|flagRaw
 	}
-	e.tat, e.exp = tat, exp
+	sh.seq++
+	e.tat, e.exp, e.ver = tat, exp, sh.seq
 	e.flags = flagUsed | flags | e.flags&flagDirty
-	sh.noteWrittenLocked(slot)
+	if sh.track && e.flags&flagDirty == 0 {
+		e.flags |= flagDirty
+		sh.dirty = append(sh.dirty, slot)
+	}
+	if sh.rl != nil {
+		sh.rl.noteWrite(slot, e, sh.keyOf(e))
+	}
 }
 
-// noteWrittenLocked records a write of slot: a new version (WATCH), the
-// dirty mark for persistence, the replication log. Requires sh.mu.
+// noteWrittenLocked records a write of slot made in place (EditString): a
+// new version (WATCH), the dirty mark for persistence, the replication
+// log, as writeLocked does (which keeps its own copy of these lines: it
+// is CL.THROTTLE's path, and this call is not inlined). Requires sh.mu.
 func (sh *shard) noteWrittenLocked(slot uint32) {
 	e := &sh.slab[slot]
 	sh.seq++
