@@ -194,3 +194,26 @@ func (s *Store) PeekString(key []byte, nowMs int64, fn func(v Value)) (kind Kind
 	fn(v)
 	return KindString, true
 }
+
+// handGrownLocked gives dslot of ds, just written with a view of sslot's
+// text (RENAME, MOVE: sslot is deleted next), sslot's grown buffer: the
+// text keeps its room to grow and is charged its capacity where it now
+// lives (the source's charge goes with the source's deletion). The buffer
+// is not owned (the source's view went out). Requires both shards' locks.
+func handGrownLocked(ds *shard, dslot uint32, ss *shard, sslot uint32) {
+	se, de := &ss.slab[sslot], &ds.slab[dslot]
+	if len(ss.grown) == 0 || se.flags&flagRaw == 0 || de.flags&flagRaw == 0 {
+		return
+	}
+	si, _ := rawRefOf(se.tat)
+	g, ok := ss.grown[si]
+	if !ok {
+		return
+	}
+	di, n := rawRefOf(de.tat)
+	if ds.grown == nil {
+		ds.grown = make(map[uint32]grownText)
+	}
+	ds.addMemLocked(rawCost(cap(g.buf)) - ds.dropGrownLocked(di, n))
+	ds.grown[di] = grownText{buf: g.buf}
+}

@@ -228,3 +228,42 @@ func TestEditStringConcurrentReaders(t *testing.T) {
 	default:
 	}
 }
+
+// TestRenameKeepsTheGrownBuffer: RENAME of a grown text moves its buffer
+// and its charge: used memory is the same before and after (the slack is
+// still counted), and appends under the new name go on into the slack
+// without copying the text.
+func TestRenameKeepsTheGrownBuffer(t *testing.T) {
+	s := New(Options{})
+	s.Put([]byte("a"), StringValue([]byte(strings.Repeat("x", 1<<20))), 1, PutAlways, false)
+	s.EditString([]byte("a"), 1, -1, 1, 1<<30, func(r []byte) { r[0] = 'y' }) // grows: 1 MiB + an eighth
+	for _, k := range []string{"b", "a-much-longer-name-in-another-shard", "c"} {
+		s.Put([]byte(k), StringValue([]byte("v")), 1, PutAlways, false) // makes its shard (a fixed cost)
+		s.Delete([]byte(k), 1)
+	}
+	before := s.UsedMemory()
+	for _, dst := range []string{"b", "a-much-longer-name-in-another-shard", "c"} {
+		src := map[string]string{"b": "a", "a-much-longer-name-in-another-shard": "b", "c": "a-much-longer-name-in-another-shard"}[dst]
+		if _, err := s.Rename([]byte(src), []byte(dst), 1, false); err != nil {
+			t.Fatal(err)
+		}
+		before += keyCost(uint32(len(dst))) - keyCost(uint32(len(src))) // the names differ
+		if got := s.UsedMemory(); got != before {
+			t.Fatalf("RENAME %s %s: used memory %d, want %d", src, dst, got, before)
+		}
+	}
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	for i := 0; i < 100; i++ {
+		if _, ok := s.EditString([]byte("c"), 1, -1, 10, 1<<30, func(r []byte) { copy(r, "0123456789") }); !ok {
+			t.Fatal("not handled")
+		}
+	}
+	runtime.ReadMemStats(&m1)
+	if got := m1.TotalAlloc - m0.TotalAlloc; got > 1<<18 {
+		t.Errorf("100 appends after RENAME allocated %d bytes: the text was copied", got)
+	}
+	if v, _ := s.Get([]byte("c"), 1); len(v.Raw) != 1<<20+1+1000 || v.Raw[1<<20] != 'y' || v.Raw[len(v.Raw)-1] != '9' {
+		t.Errorf("after RENAME and appends: %d bytes", len(v.Raw))
+	}
+}
