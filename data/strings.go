@@ -11,7 +11,6 @@ package data
 import (
 	"math"
 	"strconv"
-	"strings"
 
 	"github.com/celld/celld/kinds"
 	"github.com/celld/celld/server"
@@ -497,27 +496,25 @@ func cmdGetRange(x *server.Ctx) {
 		x.Error(errNotInt)
 		return
 	}
-	// Peeked, not got: the range is copied under the lock, so a grown
-	// string is not handed out (it stays writable in place).
-	var part string
+	// Peeked, not got: the range is copied into the reply under the lock
+	// (as MGET's replies are), so a grown string is not handed out (it
+	// stays writable in place).
 	kind, ok := x.Store().PeekString(a[1], x.NowMs(), func(v store.Value) {
 		if v.Raw != "" || v.Invalid {
 			lo, hi := kinds.GetRange(start, end, len(v.Raw))
-			part = strings.Clone(v.Raw[lo:hi])
+			x.BulkString(v.Raw[lo:hi])
 			return
 		}
 		var buf [20]byte
 		t := strconv.AppendUint(buf[:0], v.TAT, 10)
 		lo, hi := kinds.GetRange(start, end, len(t))
-		part = string(t[lo:hi])
+		x.Bulk(t[lo:hi])
 	})
 	switch {
 	case !ok:
 		x.BulkString("")
 	case kind != store.KindString:
 		x.WrongType()
-	default:
-		x.BulkString(part)
 	}
 }
 
