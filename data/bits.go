@@ -1,6 +1,8 @@
 package data
 
 import (
+	"strconv"
+
 	"github.com/celld/celld/kinds"
 	"github.com/celld/celld/server"
 	"github.com/celld/celld/store"
@@ -50,6 +52,21 @@ func cmdSetBit(x *server.Ctx) {
 	}
 	byteIdx, mask := int(off>>3), byte(1)<<(7-uint(off&7))
 	var old int64
+	// In place on a long text (store.EditString: O(1) amortized), else
+	// the general path below.
+	if _, done := x.Store().EditString(a[1], x.NowMs(), int64(byteIdx), 1, x.MaxBulk(), func(r []byte) {
+		if r[0]&mask != 0 {
+			old = 1
+		}
+		if on == 1 {
+			r[0] |= mask
+		} else {
+			r[0] &^= mask
+		}
+	}); done {
+		x.Int(old)
+		return
+	}
 	var wrong bool
 	err := x.Store().Update(a[1], x.NowMs(), func(o store.Value, exists bool) (store.Value, store.Action) {
 		var cur []byte
@@ -93,18 +110,35 @@ func cmdGetBit(x *server.Ctx) {
 	if !ok {
 		return
 	}
-	v, found := x.Store().Get(a[1], x.NowMs())
+	// Peeked: one byte read under the lock, no copy of the value, and a
+	// grown string is not handed out.
+	var bit int64
+	kind, found := x.Store().PeekString(a[1], x.NowMs(), func(v store.Value) {
+		i := int(off >> 3)
+		var c byte
+		if v.Raw != "" || v.Invalid {
+			if i >= len(v.Raw) {
+				return
+			}
+			c = v.Raw[i]
+		} else {
+			var buf [20]byte
+			t := strconv.AppendUint(buf[:0], v.TAT, 10)
+			if i >= len(t) {
+				return
+			}
+			c = t[i]
+		}
+		if c&(byte(1)<<(7-uint(off&7))) != 0 {
+			bit = 1
+		}
+	})
 	switch {
 	case !found:
 		x.Int(0)
-	case v.Kind != store.KindString:
+	case kind != store.KindString:
 		x.WrongType()
 	default:
-		t := text(v)
-		if i := int(off >> 3); i < len(t) && t[i]&(byte(1)<<(7-uint(off&7))) != 0 {
-			x.Int(1)
-			return
-		}
-		x.Int(0)
+		x.Int(bit)
 	}
 }

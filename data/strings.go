@@ -373,15 +373,18 @@ func cmdGetEx(x *server.Ctx) {
 	}
 }
 
+// cmdStrlen peeks (store.PeekString): reading a length does not hand the
+// text out, so a grown string stays writable in place.
 func cmdStrlen(x *server.Ctx) {
-	v, ok := x.Store().Get(x.Args()[1], x.NowMs())
+	var n int
+	kind, ok := x.Store().PeekString(x.Args()[1], x.NowMs(), func(v store.Value) { n = v.TextLen() })
 	switch {
 	case !ok:
 		x.Int(0)
-	case v.Kind != store.KindString:
+	case kind != store.KindString:
 		x.WrongType()
 	default:
-		x.Int(int64(v.TextLen()))
+		x.Int(int64(n))
 	}
 }
 
@@ -445,10 +448,16 @@ func text(v store.Value) []byte {
 	return strconv.AppendUint(nil, v.TAT, 10)
 }
 
-// cmdAppend builds the new string from the old and the argument; strings
-// are immutable in the store, so an APPEND copies the value (O(length)).
+// cmdAppend writes the argument at the end of a long text in place
+// (store.EditString: O(argument) amortized); a short or numeric value, a
+// missing key, another kind or an over-long result take the general path,
+// which builds the new string from the old and the argument.
 func cmdAppend(x *server.Ctx) {
 	a := x.Args()
+	if n, done := x.Store().EditString(a[1], x.NowMs(), -1, len(a[2]), x.MaxBulk(), func(r []byte) { copy(r, a[2]) }); done {
+		x.Int(n)
+		return
+	}
 	var n int64
 	var errText string
 	err := x.Store().Update(a[1], x.NowMs(), func(o store.Value, exists bool) (store.Value, store.Action) {
@@ -487,20 +496,25 @@ func cmdGetRange(x *server.Ctx) {
 		x.Error(errNotInt)
 		return
 	}
-	v, ok := x.Store().Get(a[1], x.NowMs())
-	switch {
-	case !ok:
-		x.BulkString("")
-	case v.Kind != store.KindString:
-		x.WrongType()
-	case v.Raw != "" || v.Invalid:
-		lo, hi := kinds.GetRange(start, end, len(v.Raw))
-		x.BulkString(v.Raw[lo:hi])
-	default:
+	// Peeked, not got: the range is copied into the reply under the lock
+	// (as MGET's replies are), so a grown string is not handed out (it
+	// stays writable in place).
+	kind, ok := x.Store().PeekString(a[1], x.NowMs(), func(v store.Value) {
+		if v.Raw != "" || v.Invalid {
+			lo, hi := kinds.GetRange(start, end, len(v.Raw))
+			x.BulkString(v.Raw[lo:hi])
+			return
+		}
 		var buf [20]byte
 		t := strconv.AppendUint(buf[:0], v.TAT, 10)
 		lo, hi := kinds.GetRange(start, end, len(t))
 		x.Bulk(t[lo:hi])
+	})
+	switch {
+	case !ok:
+		x.BulkString("")
+	case kind != store.KindString:
+		x.WrongType()
 	}
 }
 
@@ -516,6 +530,12 @@ func cmdSetRange(x *server.Ctx) {
 		return
 	}
 	val := a[3]
+	if off <= x.MaxBulk() { // in place on a long text (store.EditString), else below
+		if n, done := x.Store().EditString(a[1], x.NowMs(), off, len(val), x.MaxBulk(), func(r []byte) { copy(r, val) }); done {
+			x.Int(n)
+			return
+		}
+	}
 	var n int64
 	var errText string
 	err := x.Store().Update(a[1], x.NowMs(), func(o store.Value, exists bool) (store.Value, store.Action) {

@@ -42,6 +42,7 @@ func Move(src, dst *Store, key []byte, nowMs int64) (bool, error) {
 		raw = ss.rawLocked(slot)
 	}
 	ds.writeLocked(dslot, e.tat, e.exp, e.flags&(flagInvalid|kindMask)|lruFlags(nowMs), raw)
+	handGrownLocked(ds, dslot, ss, slot) // grow.go
 	if e.flags&kindMask != 0 {
 		ds.copyKindLocked(dslot, ss, slot, true, nowMs) // move.go: hands the state over
 	}

@@ -108,6 +108,9 @@ func (s *Store) copyEntryLocked(ss *shard, sslot uint32, ds *shard, dst []byte, 
 	kind := e.flags & kindMask
 	ds.slab[dslot].flags |= kind // so writeLocked sees no change of kind
 	ds.writeLocked(dslot, e.tat, e.exp, e.flags&(flagInvalid|kindMask)|lruFlags(nowMs), raw)
+	if move {
+		handGrownLocked(ds, dslot, ss, sslot) // grow.go
+	}
 	if kind != 0 {
 		ds.copyKindLocked(dslot, ss, sslot, move, nowMs)
 	}

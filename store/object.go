@@ -323,7 +323,8 @@ func (s *Store) KeyMemory(key []byte, nowMs int64) (int64, bool) {
 	e := &sh.slab[slot]
 	n := keyCost(e.klen)
 	if e.flags&flagRaw != 0 {
-		n += rawCost(len(sh.rawLocked(slot)))
+		i, tn := rawRefOf(e.tat)
+		n += sh.rawChargeLocked(i, tn)
 	}
 	if o := sh.objLocked(slot); o != nil {
 		n += objCharge(o)

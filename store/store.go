@@ -119,6 +119,10 @@ type shard struct {
 	// and rawv's free indexes, reused LIFO.
 	rawv    []string
 	rawFree []uint32
+	// grown: the texts given room to grow (EditString), by rawv index;
+	// empty (nil) in a shard that never had one, so the paths that
+	// replace or free a text pay one length test for it.
+	grown map[uint32]grownText
 
 	// Memory accounting (memory.go): mem is this shard's keys' charge,
 	// memPending the part not yet added to *memUsed (Store.used), which
@@ -128,7 +132,10 @@ type shard struct {
 	ownUsed                   *atomic.Int64 // the store's own share (Store.own), for eviction's choice of database
 
 	win windowHeap // window keys' states (window.go); guarded by mu
-	_   [64]byte   // keep neighbouring shards' locks off one cache line
+	// Keep neighbouring shards' locks off one cache line: 56 bytes keep
+	// the struct at 768 (its size class, 12 cache lines, so every shard
+	// starts a line; TestShardSizeClass), not 776 (the 896 class).
+	_ [56]byte
 }
 
 // Options configures a Store. The zero value is a memory-only store.
@@ -211,7 +218,7 @@ func (sh *shard) reset() {
 	sh.table, sh.used, sh.tombs = nil, 0, 0
 	sh.arena, sh.garbage, sh.afree = nil, 0, nil
 	sh.slab, sh.free = nil, nil
-	sh.rawv, sh.rawFree = nil, nil
+	sh.rawv, sh.rawFree, sh.grown = nil, nil, nil
 	sh.win = windowHeap{}
 	sh.objs, sh.ofree, sh.sealed = nil, nil, nil
 	sh.liveObjs.Store(0)
@@ -419,7 +426,7 @@ func (sh *shard) writeLocked(slot uint32, tat uint64, exp int64, flags uint32, r
 	switch {
 	case e.flags&flagRaw != 0 && raw != "": // one text for another, in its place
 		i, n := rawRefOf(e.tat)
-		sh.addMemLocked(rawCost(len(raw)) - rawCost(n))
+		sh.addMemLocked(rawCost(len(raw)) - sh.dropGrownLocked(i, n))
 		sh.rawv[i] = raw // a store: the old text's header is never loaded
 		tat, flags = rawRef(i, len(raw)), flags|flagRaw
 	case e.flags&flagRaw != 0:
@@ -430,6 +437,23 @@ func (sh *shard) writeLocked(slot uint32, tat uint64, exp int64, flags uint32, r
 	sh.seq++
 	e.tat, e.exp, e.ver = tat, exp, sh.seq
 	e.flags = flagUsed | flags | e.flags&flagDirty
+	if sh.track && e.flags&flagDirty == 0 {
+		e.flags |= flagDirty
+		sh.dirty = append(sh.dirty, slot)
+	}
+	if sh.rl != nil {
+		sh.rl.noteWrite(slot, e, sh.keyOf(e))
+	}
+}
+
+// noteWrittenLocked records a write of slot made in place (EditString): a
+// new version (WATCH), the dirty mark for persistence, the replication
+// log, as writeLocked does (which keeps its own copy of these lines: it
+// is CL.THROTTLE's path, and this call is not inlined). Requires sh.mu.
+func (sh *shard) noteWrittenLocked(slot uint32) {
+	e := &sh.slab[slot]
+	sh.seq++
+	e.ver = sh.seq
 	if sh.track && e.flags&flagDirty == 0 {
 		e.flags |= flagDirty
 		sh.dirty = append(sh.dirty, slot)

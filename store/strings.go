@@ -132,7 +132,19 @@ func rawNumber(raw string) uint64 {
 }
 
 // rawLocked is the verbatim text of a flagRaw slot. Requires sh.mu.
-func (sh *shard) rawLocked(slot uint32) string { return sh.rawv[uint32(sh.slab[slot].tat)] }
+// The text leaves the store's sole hands (it may be viewed after the lock
+// is released), so a grown text stops being rewritten in place below its
+// length (EditString copies it first).
+func (sh *shard) rawLocked(slot uint32) string {
+	i := uint32(sh.slab[slot].tat)
+	if len(sh.grown) != 0 {
+		if g, ok := sh.grown[i]; ok && g.owned {
+			g.owned = false
+			sh.grown[i] = g
+		}
+	}
+	return sh.rawv[i]
+}
 
 // tatLocked is the number a live, readable (neither invalid nor of another
 // kind) string slot holds: its entry's TAT, or its verbatim text's number.
@@ -164,7 +176,7 @@ func (sh *shard) newRawLocked(raw string) uint64 {
 // memory for them. Requires sh.mu.
 func (sh *shard) freeRawLocked(e *entry) {
 	i, n := rawRefOf(e.tat)
-	sh.addMemLocked(-rawCost(n))
+	sh.addMemLocked(-sh.dropGrownLocked(i, n))
 	sh.rawv[i] = ""
 	sh.rawFree = append(sh.rawFree, i)
 	if len(sh.rawFree) == len(sh.rawv) {
