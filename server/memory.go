@@ -10,8 +10,11 @@ import (
 
 // The memory bound as the protocol shows it: the OOM reply, CONFIG GET/SET
 // of maxmemory and maxmemory-policy, and INFO's fields. The bound itself,
-// the accounting and the eviction choice are the store's (store/evict.go);
-// handlers only turn store.ErrOOM into Redis's reply.
+// the accounting and the eviction choice are the store's (store/evict.go).
+// dispatch refuses a denyoom command over the bound before it runs (as
+// Redis's processCommand), scriptHost.Call a script's denyoom command (as
+// scriptVerifyOOM); handlers turn store.ErrOOM (a CL.THROTTLE that would
+// create a key) into Redis's reply.
 
 // errOOM is Redis's reply to a command refused at the memory bound.
 const errOOM = "OOM command not allowed when used memory > 'maxmemory'."
