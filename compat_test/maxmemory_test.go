@@ -109,11 +109,12 @@ func fillToOOM(t *testing.T, rdb *redis.Client) int {
 	return 0
 }
 
-// TestOOMReplyEveryClient: under noeviction at the bound, CL.THROTTLE and
-// SET that would create a key get Redis's OOM error, read the same way by
-// go-redis (RESP2 and 3), rueidis and redigo; existing keys, reads,
-// deletes and admin commands still work; an eviction policy set at run
-// time makes room again.
+// TestOOMReplyEveryClient: under noeviction at the bound, CL.THROTTLE
+// that would create a key and every denyoom command (SET, a new key or an
+// existing one, as in Redis) get Redis's OOM error, read the same way by
+// go-redis (RESP2 and 3), rueidis and redigo; CL.THROTTLE on existing
+// keys, reads, deletes and admin commands still work; an eviction policy
+// set at run time makes room again.
 func TestOOMReplyEveryClient(t *testing.T) {
 	ts := startServer(t)
 	rdb := newGoRedis(t, ts)
@@ -122,6 +123,10 @@ func TestOOMReplyEveryClient(t *testing.T) {
 		t.Fatalf("only %d keys fit in 1 MB", n)
 	}
 	want := errText(oomText)
+	fill2, err := rdb.Get(ctx, "fill:2").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
 	clients := map[string]do{
 		"go-redis resp3": goRedisDo(rdb),
 		"go-redis resp2": goRedisDo(newGoRedis(t, ts, resp2)),
@@ -142,8 +147,8 @@ func TestOOMReplyEveryClient(t *testing.T) {
 		}{
 			{c("CL.THROTTLE fill:1 10 10 3600 1"), th(0, 11, 9, -1, 720)},
 			{c("CL.THROTTLE new:key 10 10 60 100"), th(1, 11, 0, -1, 0)}, // denied: creates nothing
-			{c("SET fill:2 7"), "OK"},
-			{c("GET fill:2"), "7"},
+			{c("SET fill:2 7"), want},                                    // denyoom: refused over the bound, key or no key (Redis)
+			{c("GET fill:2"), fill2},                                     // unchanged
 			{c("EXISTS new:key"), int64(0)},
 			{c("PING"), "PONG"},
 		}

@@ -52,8 +52,11 @@ func compile(body string) (*compiled, error) {
 				if !shebangFlags[f] {
 					return nil, &LoadError{Msg: "Unexpected flag in script shebang: " + f}
 				}
-				if f == "no-writes" {
+				switch f {
+				case "no-writes":
 					s.noWrites = true
+				case "allow-oom":
+					s.allowOOM = true
 				}
 			}
 		}

@@ -175,10 +175,7 @@ func (v *vm) runDirect(dst []byte, s *compiled, keys, args [][]byte, opt Options
 			v.args = append(v.args, args[a.idx])
 		}
 	}
-	var flags CallFlags
-	if opt.ReadOnly || (!s.compat && s.noWrites) {
-		flags |= ReadOnly
-	}
+	flags := callFlags(s, opt)
 	reply := v.host.Call(v.args, flags)
 	clear(v.args)
 	v.scriptRESP3, v.callerRESP3 = false, opt.RESP3

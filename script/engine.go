@@ -39,7 +39,25 @@ const (
 	// RESP3: the script switched to RESP3 with redis.setresp(3); the host
 	// must encode the reply in RESP3.
 	RESP3
+	// AllowOOM: the script's shebang says allow-oom (or no-writes, which
+	// implies it, as in Redis): the host must not refuse its denyoom
+	// commands over the memory bound. Without it (a script without a
+	// shebang included) the host refuses a denyoom command over the bound
+	// with Redis's OOM error until the script has written something.
+	AllowOOM
 )
+
+// callFlags are the flags every command of a run of s starts with.
+func callFlags(s *compiled, opt Options) CallFlags {
+	var f CallFlags
+	if opt.ReadOnly || (!s.compat && s.noWrites) {
+		f |= ReadOnly
+	}
+	if !s.compat && (s.allowOOM || s.noWrites) {
+		f |= AllowOOM
+	}
+	return f
+}
 
 // Host runs commands for scripts (redis.call and redis.pcall).
 //
@@ -101,6 +119,10 @@ var (
 	// ErrWriteScriptRO: EVAL_RO/EVALSHA_RO of a script whose shebang does
 	// not say no-writes.
 	ErrWriteScriptRO = errors.New("script: write script run with a read-only command")
+	// ErrOOM: a script whose shebang says neither allow-oom nor no-writes,
+	// run while Options.OverMemory reports the memory bound reached (Redis
+	// refuses such an EVAL whole, as a denyoom command).
+	ErrOOM = errors.New("script: over the memory bound")
 )
 
 // LoadError is a script that cannot be created: a compile error or a bad
@@ -126,6 +148,10 @@ type Options struct {
 	// result never sits whole in memory, or dropped once the caller's
 	// connection is gone). It is called on the EVAL's goroutine.
 	Flush func(dst []byte) []byte
+	// OverMemory, when set, is asked before a script with a shebang that
+	// says neither allow-oom nor no-writes runs; true refuses the run with
+	// ErrOOM. nil: no memory bound.
+	OverMemory func() bool
 }
 
 // FlushAt is the output length past which the result's encoder calls
@@ -142,6 +168,7 @@ type compiled struct {
 	// compatibility mode": writes are checked per command).
 	compat   bool
 	noWrites bool
+	allowOOM bool // "allow-oom": may write over the memory bound
 	// oneCommand: the script runs at most one command (atMostOneCommand).
 	oneCommand bool
 	// direct: the script is a single redis.call the engine runs without
@@ -355,6 +382,9 @@ func (e *Engine) touchLocked(s *compiled, pin bool) {
 func (e *Engine) run(dst []byte, s *compiled, keys, args [][]byte, opt Options) ([]byte, error) {
 	if opt.ReadOnly && !s.compat && !s.noWrites {
 		return dst, ErrWriteScriptRO
+	}
+	if !s.compat && !s.allowOOM && !s.noWrites && opt.OverMemory != nil && opt.OverMemory() {
+		return dst, ErrOOM
 	}
 	v := e.getVM()
 	ch, _ := v.host.(CallerHost)

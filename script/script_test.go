@@ -330,6 +330,45 @@ func TestReadOnly(t *testing.T) {
 	}
 }
 
+// TestAllowOOM: the host is told a script may write over the memory bound
+// (AllowOOM) exactly when its shebang says allow-oom or no-writes, and a
+// shebang that says neither is refused with ErrOOM before it runs when
+// Options.OverMemory says so (Redis's scriptVerifyOOM and its refusal of
+// such an EVAL at processCommand); a script without a shebang runs (its
+// host refuses its denyoom commands one by one).
+func TestAllowOOM(t *testing.T) {
+	e, h := newTestEngine(t)
+	over := func() bool { return true }
+	for _, c := range []struct {
+		body  string
+		allow bool
+	}{
+		{"return redis.call('ping')", false},
+		{"#!lua flags=allow-oom\nreturn redis.call('ping')", true},
+		{"#!lua flags=no-writes\nreturn redis.call('ping')", true},
+		{"#!lua flags=allow-stale,allow-oom\nlocal x = 1\nreturn redis.call('ping')", true},
+	} {
+		h.flags = nil
+		out, err := e.Eval(nil, []byte(c.body), nil, nil, Options{OverMemory: over})
+		if err != nil || string(out) != "+PONG\r\n" {
+			t.Fatalf("%q: %q, %v", c.body, out, err)
+		}
+		if len(h.flags) != 1 || (h.flags[0]&AllowOOM != 0) != c.allow {
+			t.Errorf("%q: host flags %v, want AllowOOM %v", c.body, h.flags, c.allow)
+		}
+	}
+	h.calls = nil
+	if _, err := e.Eval(nil, []byte("#!lua flags=\nreturn redis.call('ping')"), nil, nil, Options{OverMemory: over}); err != ErrOOM {
+		t.Errorf("shebang without allow-oom over the bound: %v, want ErrOOM", err)
+	}
+	if len(h.calls) != 0 {
+		t.Errorf("a refused script ran %v", h.calls)
+	}
+	if out, err := e.Eval(nil, []byte("#!lua flags=\nreturn 1"), nil, nil, Options{OverMemory: func() bool { return false }}); err != nil || string(out) != ":1\r\n" {
+		t.Errorf("under the bound: %q, %v", out, err)
+	}
+}
+
 func TestLoadErrors(t *testing.T) {
 	e, _ := newTestEngine(t)
 	for body, want := range map[string]string{

@@ -580,10 +580,7 @@ func (v *vm) onError(L *lua.LState) int {
 func (v *vm) run(dst []byte, s *compiled, keys, args [][]byte, opt Options) []byte {
 	L := v.L
 	L.Env = v.env // setfenv(0, t) in the previous run must not leak
-	v.flags = 0
-	if opt.ReadOnly || (!s.compat && s.noWrites) {
-		v.flags |= ReadOnly
-	}
+	v.flags = callFlags(s, opt)
 	v.scriptRESP3, v.callerRESP3 = false, opt.RESP3
 	v.flush = opt.Flush
 	defer func() { v.flush = nil }()

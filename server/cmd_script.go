@@ -23,6 +23,9 @@ import (
 type scripting struct {
 	once   sync.Once
 	engine *script.Engine
+	// overMemory is s.overMemory as a func value, made once with the
+	// engine (a method value per EVAL would allocate).
+	overMemory func() bool
 }
 
 func (s *Server) scriptEngine() *script.Engine {
@@ -33,6 +36,7 @@ func (s *Server) scriptEngine() *script.Engine {
 			Logger:       s.log,
 			RedisVersion: RedisVersion,
 		})
+		s.scripts.overMemory = s.overMemory
 	})
 	return s.scripts.engine
 }
@@ -62,6 +66,7 @@ const (
 	replyScriptNoScript = "-ERR This Redis command is not allowed from script\r\n"
 	replyScriptRO       = "-ERR Write commands are not allowed from read-only scripts.\r\n"
 	replyScriptPanic    = "-ERR internal error\r\n"
+	replyScriptOOM      = "-" + errOOM + "\r\n"
 )
 
 // scriptHost runs redis.call's commands for one Lua state, on a client of
@@ -75,12 +80,17 @@ type scriptHost struct {
 	// keysTracked: its keys were remembered for its tracking already.
 	caller      *client
 	keysTracked bool
+	// wrote: a write command of this run has succeeded, so the memory
+	// bound no longer stops the script's denyoom commands (Redis's
+	// SCRIPT_WRITE_DIRTY). Reset by SetCaller at each run's start and end.
+	wrote bool
 }
 
 // SetCaller implements script.CallerHost.
 func (h *scriptHost) SetCaller(caller any) {
 	h.caller, _ = caller.(*client)
 	h.keysTracked = false
+	h.wrote = false
 	if h.caller != nil {
 		// The script runs in its caller's database; a SELECT inside it
 		// changes this scratch client's only, as in Redis 7.
@@ -128,6 +138,11 @@ func (h *scriptHost) Call(args [][]byte, flags script.CallFlags) (reply []byte) 
 		return h.refuse(cmd, replyScriptNoScript)
 	case flags&script.ReadOnly != 0 && has(cmd.flags, "write"):
 		return h.refuse(cmd, replyScriptRO)
+	case cmd.meta.denyOOM && flags&script.AllowOOM == 0 && !h.wrote && h.s.overMemory():
+		// Redis's scriptVerifyOOM: over the bound, a denyoom command is
+		// refused until the script has written (then it may not stop
+		// half-way), unless the shebang says allow-oom.
+		return h.refuse(cmd, replyScriptOOM)
 	}
 	if h.s.clusterOn() {
 		// Each command's keys must be served here and share one slot. (The
@@ -158,6 +173,8 @@ func (h *scriptHost) Call(args [][]byte, flags script.CallFlags) (reply []byte) 
 	}
 	if c.out[0] == '-' {
 		h.s.scriptErrs.note(c.out) // counted by call; see scripterr.go
+	} else if cmd.meta.write {
+		h.wrote = true
 	}
 	return c.out
 }
@@ -218,6 +235,10 @@ func (s *Server) eval(c *client, args [][]byte, bySHA, ro bool) {
 		c.flushFn = c.flushScript // once: a method value per EVAL would allocate
 	}
 	opt := script.Options{ReadOnly: ro, RESP3: c.resp3, Caller: c, Flush: c.flushFn}
+	if s.store.MaxMemory() != 0 {
+		s.scriptEngine() // makes s.scripts.overMemory
+		opt.OverMemory = s.scripts.overMemory
+	}
 	if c.trk != nil {
 		c.evalKeys = keys // for scriptHost.Call's tracking; valid during the run
 		defer func() { c.evalKeys = nil }()
@@ -248,6 +269,8 @@ func scriptErrorText(err error) string {
 		return errNoScript
 	case errors.Is(err, script.ErrWriteScriptRO):
 		return errWriteScriptRO
+	case errors.Is(err, script.ErrOOM):
+		return errOOM
 	case errors.As(err, &le):
 		return "ERR " + le.Msg
 	}

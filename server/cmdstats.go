@@ -90,7 +90,7 @@ type cmdMeta struct {
 	flush    bool // FLUSHDB/FLUSHALL
 	noMulti  bool // flagged no_multi (SAVE, SHUTDOWN): refused inside MULTI
 	exec     bool // EXEC: a refused EXEC aborts the transaction
-	denyOOM  bool // flagged denyoom: refused over the memory bound when queued
+	denyOOM  bool // flagged denyoom: refused over the memory bound (dispatch, scripts)
 	keyRead  replyKind
 	// intIsValue: an integer reply is a value, not a count of changes
 	// (Command.IntIsValue), so :0 does not mean "nothing written".

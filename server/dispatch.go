@@ -126,10 +126,22 @@ func (s *Server) dispatch(c *client, cmd *command, args [][]byte) {
 		c.reject(errNoMulti) // SAVE, SHUTDOWN: dooms the transaction
 		return
 	}
-	// Over the memory bound, Redis refuses every command queued in MULTI
-	// (queuing itself takes memory) and an EXEC whose queue holds a
-	// denyoom command (c.queueOOM). processCommand in Redis does the same.
-	if c.inMulti && (!cmd.immediate || cmd.meta.exec && c.queueOOM) && s.overMemory() {
+	// The memory bound, as Redis's processCommand applies it: over the
+	// bound, once one chunk of evictions by the policy frees nothing
+	// (overMemory), a command flagged denyoom (SET, APPEND, HSET, RPUSH,
+	// ZADD, ...: one that may grow memory, whether it creates a key or
+	// grows one that exists) is refused with -OOM before it runs, as is
+	// every command queued in MULTI (queuing itself takes memory) and an
+	// EXEC whose queue holds a denyoom command (c.queueOOM). Commands that
+	// do not grow memory (GET, DEL, HDEL, LPOP, ...) always run. A command
+	// is checked once, before it runs: one HSET of many fields under the
+	// bound is allowed whole, as in Redis. CL.THROTTLE and its family are
+	// not denyoom (as redis-cell registers them): a call on a live key
+	// costs nothing, and a call that would create a key meets the bound in
+	// the store (store.ErrOOM). Hot path: two bool tests for a command
+	// that is neither denyoom nor in MULTI; one atomic load more for a
+	// denyoom command when no bound is set.
+	if (cmd.meta.denyOOM || c.inMulti && (!cmd.immediate || cmd.meta.exec && c.queueOOM)) && s.overMemory() {
 		s.rejectCmd(c, cmd, errOOM)
 		return
 	}

@@ -10,8 +10,11 @@ import (
 
 // The memory bound as the protocol shows it: the OOM reply, CONFIG GET/SET
 // of maxmemory and maxmemory-policy, and INFO's fields. The bound itself,
-// the accounting and the eviction choice are the store's (store/evict.go);
-// handlers only turn store.ErrOOM into Redis's reply.
+// the accounting and the eviction choice are the store's (store/evict.go).
+// dispatch refuses a denyoom command over the bound before it runs (as
+// Redis's processCommand), scriptHost.Call a script's denyoom command (as
+// scriptVerifyOOM); handlers turn store.ErrOOM (a CL.THROTTLE that would
+// create a key) into Redis's reply.
 
 // errOOM is Redis's reply to a command refused at the memory bound.
 const errOOM = "OOM command not allowed when used memory > 'maxmemory'."
@@ -19,9 +22,10 @@ const errOOM = "OOM command not allowed when used memory > 'maxmemory'."
 // overMemory reports whether used memory is over the bound and one chunk
 // of evictions by the policy freed nothing (store.MakeRoom: the refusal
 // Redis's processCommand gives a command queued in MULTI on EVICT_FAIL).
-// One atomic load when no bound is set.
+// One atomic load when no bound is set, six under the bound (the clock is
+// read only when over it).
 func (s *Server) overMemory() bool {
-	if s.store.MaxMemory() == 0 {
+	if !s.store.OverLimit() {
 		return false
 	}
 	return s.store.MakeRoom(s.nowMs()) != nil

@@ -181,6 +181,12 @@ func (s *Store) overLimit() bool {
 	return m > 0 && s.usedApprox() > m
 }
 
+// OverLimit reports whether a bound is set and used memory, as the
+// inserts see it (within the batches' lag), is over it: what a caller
+// checks before asking MakeRoom, which needs the time. Safe for
+// concurrent use; one atomic load when no bound is set, six when one is.
+func (s *Store) OverLimit() bool { return s.overLimit() }
+
 // evictable reports whether used memory less the backlog
 // (SetBacklogMemory) and the memory clients hold (AddHeldMemory) is over
 // the bound: whether evicting keys can bring used memory down (evicting
