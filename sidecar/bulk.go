@@ -37,43 +37,86 @@ var bulkNames = [...]string{
 	"sort", "sort_ro", "dump", "keys",
 }
 
-// bulkFirst has a bit per lower-case first letter of a bulk name: a
-// command whose first letter has none (c for every CL.* command) is known
-// not to be bulk after one load, without a string comparison.
+// valueNames are the value reads, lower case: commands that return a
+// stored value as it is (a string of up to 512 MB, a field, an element).
+// The owner has nothing to compute, so their first byte keeps the decision
+// timeout (a paused owner is still noticed within it); but the reply may
+// take long to cross a slow link, so they travel on the bulk lane, where
+// a reply that keeps arriving is waited for (replyLeft) while the
+// decision lane counts the age of a reply, not its silence.
+var valueNames = [...]string{
+	"get", "mget", "getrange", "substr", "hget", "hmget", "lindex",
+}
+
+// bulkFirst has a bit per lower-case first letter of a bulk or value
+// read: a command whose first letter has none (c for every CL.* command)
+// is known to be neither after one load, without a string comparison.
 var bulkFirst = func() (m uint32) {
 	for _, n := range bulkNames {
+		m |= 1 << (n[0] - 'a')
+	}
+	for _, n := range valueNames {
 		m |= 1 << (n[0] - 'a')
 	}
 	return m
 }()
 
-// isBulkName reports whether name (any case) is a bulk read.
-func isBulkName(name []byte) bool {
-	if len(name) < 4 {
-		return false
+// Kinds of command for the lanes (laneKind).
+const (
+	laneDecision = iota // the decision lane: answered within Timeout
+	laneValue           // a value read: bulk lane, first byte within Timeout
+	laneBulk            // a bulk read: bulk lane, first byte within BulkTimeout
+)
+
+// laneKind reports which lane name (any case) travels on, and with which
+// first-byte allowance.
+func laneKind(name []byte) int {
+	if len(name) < 3 {
+		return laneDecision
 	}
 	c := name[0] | 0x20
 	if c < 'a' || c > 'z' || bulkFirst&(1<<(c-'a')) == 0 {
-		return false
+		return laneDecision
 	}
 	for _, n := range bulkNames {
 		if len(n) == len(name) && bytes.EqualFold(name, []byte(n)) {
-			return true
+			return laneBulk
 		}
 	}
-	return false
+	for _, n := range valueNames {
+		if len(n) == len(name) && bytes.EqualFold(name, []byte(n)) {
+			return laneValue
+		}
+	}
+	return laneDecision
 }
 
-// isBulk reports whether req is a bulk read, or a transaction with one.
-// Cheap for the common case: one byte test for CL.THROTTLE.
-func isBulk(req *server.ForwardReq) bool {
+// isBulkName reports whether name (any case) is a bulk read (BulkTimeout
+// before its first byte).
+func isBulkName(name []byte) bool { return laneKind(name) == laneBulk }
+
+// reqKind is laneKind of req; for a transaction the highest of its
+// commands'. Cheap for the common case: one byte test for CL.THROTTLE.
+func reqKind(req *server.ForwardReq) int {
 	if req.Unit == nil {
-		return len(req.Args) > 0 && isBulkName(req.Args[0])
+		if len(req.Args) == 0 {
+			return laneDecision
+		}
+		return laneKind(req.Args[0])
 	}
+	k := laneDecision
 	for _, q := range req.Unit {
-		if len(q) > 0 && isBulkName(q[0]) {
-			return true
+		if len(q) > 0 {
+			k = max(k, laneKind(q[0]))
 		}
 	}
-	return false
+	return k
 }
+
+// isBulk reports whether req goes on the bulk lane: a bulk or value read,
+// or a transaction with one.
+func isBulk(req *server.ForwardReq) bool { return reqKind(req) != laneDecision }
+
+// slowFirst reports whether req's first reply byte may take BulkTimeout
+// (a bulk read, or a transaction with one); others get Timeout.
+func slowFirst(req *server.ForwardReq) bool { return reqKind(req) == laneBulk }
