@@ -1,8 +1,6 @@
 package sidecar
 
 import (
-	"bytes"
-
 	"github.com/celld/celld/server"
 )
 
@@ -69,27 +67,39 @@ const (
 )
 
 // laneKind reports which lane name (any case) travels on, and with which
-// first-byte allowance.
+// first-byte allowance. Cheap: a command whose first letter starts no bulk
+// or value read (CL.THROTTLE) costs one bit test; others are lower-cased
+// on the stack and looked up in kinds.
 func laneKind(name []byte) int {
-	if len(name) < 3 {
+	if len(name) < 3 || len(name) > len(lowerBuf{}) {
 		return laneDecision
 	}
 	c := name[0] | 0x20
 	if c < 'a' || c > 'z' || bulkFirst&(1<<(c-'a')) == 0 {
 		return laneDecision
 	}
-	for _, n := range bulkNames {
-		if len(n) == len(name) && bytes.EqualFold(name, []byte(n)) {
-			return laneBulk
+	var b lowerBuf
+	for i, ch := range name {
+		if 'A' <= ch && ch <= 'Z' {
+			ch += 'a' - 'A'
 		}
+		b[i] = ch
 	}
-	for _, n := range valueNames {
-		if len(n) == len(name) && bytes.EqualFold(name, []byte(n)) {
-			return laneValue
-		}
+	switch string(b[:len(name)]) { // no allocation; TestIsBulk checks it against the lists
+	case "hgetall", "hkeys", "hvals", "lrange",
+		"smembers", "sunion", "sinter", "sdiff", "sunionstore", "sinterstore", "sdiffstore",
+		"zrange", "zrangebyscore", "zrangebylex", "zrevrange", "zrevrangebyscore", "zrevrangebylex",
+		"zrangestore", "zunion", "zinter", "zdiff", "zunionstore", "zinterstore", "zdiffstore",
+		"sort", "sort_ro", "dump", "keys":
+		return laneBulk
+	case "get", "mget", "getrange", "substr", "hget", "hmget", "lindex":
+		return laneValue
 	}
 	return laneDecision
 }
+
+// lowerBuf holds the longest bulk or value read's name.
+type lowerBuf [16]byte
 
 // isBulkName reports whether name (any case) is a bulk read (BulkTimeout
 // before its first byte).

@@ -99,6 +99,16 @@ func TestIsBulk(t *testing.T) {
 			t.Errorf("laneKind(%q) = %d, want %d", name, got, want)
 		}
 	}
+	for _, n := range bulkNames {
+		if laneKind([]byte(n)) != laneBulk {
+			t.Errorf("bulk read %q is not in laneKind's switch", n)
+		}
+	}
+	for _, n := range valueNames {
+		if laneKind([]byte(n)) != laneValue {
+			t.Errorf("value read %q is not in laneKind's switch", n)
+		}
+	}
 	get := &server.ForwardReq{Args: [][]byte{[]byte("GET"), []byte("k")}}
 	if !isBulk(get) || slowFirst(get) {
 		t.Error("GET goes on the bulk lane with the decision timeout for its first byte")

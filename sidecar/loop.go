@@ -49,8 +49,9 @@ type loopState struct {
 	l     server.ForwardLoop
 	conns map[connKey]*upConn
 	// plain are the live conns of database 0 in RESP2 (the common
-	// case) by owner.id: the same as in conns, without hashing a key.
-	plain []*upConn
+	// case) by lane (1: bulk) and owner.id: the same as in conns,
+	// without hashing a key.
+	plain [2][]*upConn
 	dirty []*upConn // written by flush after this wake's events
 	// awaited counts the replies awaited on all conns; flush publishes
 	// whether it is 0 to waiting, so that the timeout ticker does not
@@ -155,14 +156,22 @@ func (s *loopSession) Start(reqs []server.ForwardReq, done func()) bool {
 	}
 	s.route, s.replies, s.errs = s.route[:len(reqs)], s.replies[:len(reqs)], s.errs[:len(reqs)]
 	s.bulk = s.bulk[:len(reqs)]
-	lanes := false // a bulk read in the run: some owners' shares go on their bulk lane
+	// lanes: a bulk or value read in the run, so some owners' shares go
+	// on their bulk lane; slow: a bulk read among them (BulkTimeout
+	// before a first byte there).
+	lanes, slow, all := false, false, true
 	for i := range reqs {
-		if isBulk(&reqs[i]) {
-			lanes = true
-			break
+		if k := reqKind(&reqs[i]); k != laneDecision {
+			lanes, slow = true, slow || k == laneBulk
+		} else {
+			all = false
 		}
 	}
-	if lanes {
+	if lanes && all { // every request on its owner's bulk lane
+		for i := range reqs {
+			s.bulk[i] = true
+		}
+	} else if lanes {
 		for i := range reqs {
 			s.route[i], s.bulk[i] = t.owner(reqs[i].Slot), false
 		}
@@ -195,7 +204,7 @@ func (s *loopSession) Start(reqs []server.ForwardReq, done func()) bool {
 		}
 		s.route[i] = o
 		s.left++
-		u.queue(s, i, r, now)
+		u.queue(s, i, r, now, slow && s.bulk[i] && slowFirst(r))
 	}
 	s.left--
 	if s.left == 0 { // nothing awaited: owners down, or failed already
@@ -334,10 +343,12 @@ func (s *loopSession) Close() {
 // be streaming in on it when a decision's timeout took the owner down: a
 // dead owner's socket fails by itself, a silent one by BulkTimeout).
 func (ls *loopState) conn(o *owner, db int, resp3, bulk bool) *upConn {
-	if db == 0 && !resp3 && !bulk && o.id < len(ls.plain) {
-		if u := ls.plain[o.id]; u != nil && !u.dead && u.gen == o.gen.Load() &&
-			len(u.pending)-u.head < ls.sc.cfg.MaxInFlight {
-			return u
+	if db == 0 && !resp3 {
+		if plain := ls.plain[b2i(bulk)]; o.id < len(plain) {
+			if u := plain[o.id]; u != nil && !u.dead && (bulk || u.gen == o.gen.Load()) &&
+				len(u.pending)-u.head < ls.sc.cfg.MaxInFlight {
+				return u
+			}
 		}
 	}
 	k := connKey{o, db, resp3, bulk}
@@ -355,16 +366,24 @@ func (ls *loopState) conn(o *owner, db int, resp3, bulk bool) *upConn {
 	return u
 }
 
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // dial starts a connection for k: the hand-shake runs on a goroutine, and
 // requests queue meanwhile; attach (posted back) starts the writing.
 func (ls *loopState) dial(k connKey) *upConn {
 	u := &upConn{ls: ls, key: k, gen: k.o.gen.Load(), fd: -1}
 	ls.conns[k] = u
-	if k.db == 0 && !k.resp3 && !k.bulk {
-		if k.o.id >= len(ls.plain) {
-			ls.plain = append(ls.plain, make([]*upConn, k.o.id+1-len(ls.plain))...)
+	if k.db == 0 && !k.resp3 {
+		plain := &ls.plain[b2i(k.bulk)]
+		if k.o.id >= len(*plain) {
+			*plain = append(*plain, make([]*upConn, k.o.id+1-len(*plain))...)
 		}
-		ls.plain[k.o.id] = u
+		(*plain)[k.o.id] = u
 	}
 	opts := ls.sc.dialOpts(k.resp3)
 	opts.db = k.db
@@ -438,8 +457,9 @@ func (u *upConn) attach(fd int, rest []byte, err error) {
 }
 
 // queue appends request i of s to the write buffer; flush writes it.
-func (u *upConn) queue(s *loopSession, i int, r *server.ForwardReq, now int64) {
-	p := pend{s: s, idx: int32(i), sent: now, slow: u.key.bulk && slowFirst(r)}
+// slow: a bulk read on a bulk lane.
+func (u *upConn) queue(s *loopSession, i int, r *server.ForwardReq, now int64, slow bool) {
+	p := pend{s: s, idx: int32(i), sent: now, slow: slow}
 	if r.Unit == nil {
 		u.wbuf = appendForward(u.wbuf, r)
 	} else {
@@ -626,8 +646,8 @@ func (u *upConn) fail(err error) {
 	if u.ls.conns[u.key] == u {
 		delete(u.ls.conns, u.key)
 	}
-	if id := u.key.o.id; id < len(u.ls.plain) && u.ls.plain[id] == u {
-		u.ls.plain[id] = nil
+	if plain, id := u.ls.plain[b2i(u.key.bulk)], u.key.o.id; id < len(plain) && plain[id] == u {
+		plain[id] = nil
 	}
 	pending := u.pending[u.head:]
 	u.pending, u.head, u.wbuf, u.rbuf = nil, 0, nil, nil

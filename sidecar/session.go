@@ -184,13 +184,14 @@ func (s *session) Do(reqs []server.ForwardReq) {
 // client's order on one connection. Cheap when there is no bulk read:
 // one byte test per request.
 func bulkLanes(reqs []server.ForwardReq, route []*owner, bulk []bool) {
-	var owners []*owner
+	var buf [4]*owner // the common case on the stack
+	owners := buf[:0]
 	for i := range reqs {
 		if route[i] != nil && isBulk(&reqs[i]) && !slices.Contains(owners, route[i]) {
 			owners = append(owners, route[i])
 		}
 	}
-	if owners == nil {
+	if len(owners) == 0 {
 		return
 	}
 	for i := range reqs {
