@@ -20,8 +20,11 @@ import (
 // event loop, the bulk pools of owner.conns on the blocking path): a
 // decision (CL.THROTTLE and everything not listed here) never queues behind
 // a bulk reply, and keeps its 250 ms bound, so a silent owner is still
-// noticed within the decision timeout. A bulk connection that stays silent
-// for the whole allowance takes its owner down like any other.
+// noticed within the decision timeout. Value reads (GET, ...: valueNames)
+// share the bulk lane with the decision timeout for their first byte. On
+// the bulk lane a reply that keeps arriving is waited for; one that stalls
+// or trickles below minBulkRate takes its owner down like any other
+// timeout (deadline.go).
 
 // bulkNames are the bulk reads, lower case: whole-value reads, whole- or
 // multi-value set algebra (and its STORE forms, whose work grows with the
