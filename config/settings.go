@@ -280,7 +280,7 @@ var table = []setting{
 		Usage: "while a key's owner cannot be reached: local (decide with this sidecar's own state), open (CL.THROTTLE allowed, other commands an error), closed (an error naming the owner)",
 		bind:  func(c *Config) value { return enumValue{&c.UpstreamFallback, []string{"local", "open", "closed"}} }},
 	{Name: "upstream-timeout", Group: Cluster, Default: "250ms",
-		Usage: "how long a forwarded command waits for its owner before the owner is taken as down and the fallback answers (a dead owner is known at once from a refused or reset connection; this bounds a silent one)",
+		Usage: "how long a forwarded command waits for its owner before the owner is taken as down and the fallback answers (a dead owner is known at once from a refused or reset connection; this bounds a silent or trickling one: a request not fully answered within it counts as the owner down; value and bulk reads are waited for while their reply arrives, docs/sidecar.md)",
 		bind: func(c *Config) value {
 			return durationValue{p: &c.UpstreamTimeout, min: time.Millisecond, max: time.Minute}
 		}},

@@ -1,8 +1,6 @@
 package sidecar
 
 import (
-	"bytes"
-
 	"github.com/celld/celld/server"
 )
 
@@ -22,8 +20,11 @@ import (
 // event loop, the bulk pools of owner.conns on the blocking path): a
 // decision (CL.THROTTLE and everything not listed here) never queues behind
 // a bulk reply, and keeps its 250 ms bound, so a silent owner is still
-// noticed within the decision timeout. A bulk connection that stays silent
-// for the whole allowance takes its owner down like any other.
+// noticed within the decision timeout. Value reads (GET, ...: valueNames)
+// share the bulk lane with the decision timeout for their first byte. On
+// the bulk lane a reply that keeps arriving is waited for; one that stalls
+// or trickles below minBulkRate takes its owner down like any other
+// timeout (deadline.go).
 
 // bulkNames are the bulk reads, lower case: whole-value reads, whole- or
 // multi-value set algebra (and its STORE forms, whose work grows with the
@@ -37,43 +38,98 @@ var bulkNames = [...]string{
 	"sort", "sort_ro", "dump", "keys",
 }
 
-// bulkFirst has a bit per lower-case first letter of a bulk name: a
-// command whose first letter has none (c for every CL.* command) is known
-// not to be bulk after one load, without a string comparison.
+// valueNames are the value reads, lower case: commands that return a
+// stored value as it is (a string of up to 512 MB, a field, an element).
+// The owner has nothing to compute, so their first byte keeps the decision
+// timeout (a paused owner is still noticed within it); but the reply may
+// take long to cross a slow link, so they travel on the bulk lane, where
+// a reply that keeps arriving is waited for (replyLeft) while the
+// decision lane counts the age of a reply, not its silence.
+var valueNames = [...]string{
+	"get", "mget", "getrange", "substr", "hget", "hmget", "lindex",
+}
+
+// bulkFirst has a bit per lower-case first letter of a bulk or value
+// read: a command whose first letter has none (c for every CL.* command)
+// is known to be neither after one load, without a string comparison.
 var bulkFirst = func() (m uint32) {
 	for _, n := range bulkNames {
+		m |= 1 << (n[0] - 'a')
+	}
+	for _, n := range valueNames {
 		m |= 1 << (n[0] - 'a')
 	}
 	return m
 }()
 
-// isBulkName reports whether name (any case) is a bulk read.
-func isBulkName(name []byte) bool {
-	if len(name) < 4 {
-		return false
+// Kinds of command for the lanes (laneKind).
+const (
+	laneDecision = iota // the decision lane: answered within Timeout
+	laneValue           // a value read: bulk lane, first byte within Timeout
+	laneBulk            // a bulk read: bulk lane, first byte within BulkTimeout
+)
+
+// laneKind reports which lane name (any case) travels on, and with which
+// first-byte allowance. Cheap: a command whose first letter starts no bulk
+// or value read (CL.THROTTLE) costs one bit test; others are lower-cased
+// on the stack and looked up in kinds.
+func laneKind(name []byte) int {
+	if len(name) < 3 || len(name) > len(lowerBuf{}) {
+		return laneDecision
 	}
 	c := name[0] | 0x20
 	if c < 'a' || c > 'z' || bulkFirst&(1<<(c-'a')) == 0 {
-		return false
+		return laneDecision
 	}
-	for _, n := range bulkNames {
-		if len(n) == len(name) && bytes.EqualFold(name, []byte(n)) {
-			return true
+	var b lowerBuf
+	for i, ch := range name {
+		if 'A' <= ch && ch <= 'Z' {
+			ch += 'a' - 'A'
 		}
+		b[i] = ch
 	}
-	return false
+	switch string(b[:len(name)]) { // no allocation; TestIsBulk checks it against the lists
+	case "hgetall", "hkeys", "hvals", "lrange",
+		"smembers", "sunion", "sinter", "sdiff", "sunionstore", "sinterstore", "sdiffstore",
+		"zrange", "zrangebyscore", "zrangebylex", "zrevrange", "zrevrangebyscore", "zrevrangebylex",
+		"zrangestore", "zunion", "zinter", "zdiff", "zunionstore", "zinterstore", "zdiffstore",
+		"sort", "sort_ro", "dump", "keys":
+		return laneBulk
+	case "get", "mget", "getrange", "substr", "hget", "hmget", "lindex":
+		return laneValue
+	}
+	return laneDecision
 }
 
-// isBulk reports whether req is a bulk read, or a transaction with one.
-// Cheap for the common case: one byte test for CL.THROTTLE.
-func isBulk(req *server.ForwardReq) bool {
+// lowerBuf holds the longest bulk or value read's name.
+type lowerBuf [16]byte
+
+// isBulkName reports whether name (any case) is a bulk read (BulkTimeout
+// before its first byte).
+func isBulkName(name []byte) bool { return laneKind(name) == laneBulk }
+
+// reqKind is laneKind of req; for a transaction the highest of its
+// commands'. Cheap for the common case: one byte test for CL.THROTTLE.
+func reqKind(req *server.ForwardReq) int {
 	if req.Unit == nil {
-		return len(req.Args) > 0 && isBulkName(req.Args[0])
+		if len(req.Args) == 0 {
+			return laneDecision
+		}
+		return laneKind(req.Args[0])
 	}
+	k := laneDecision
 	for _, q := range req.Unit {
-		if len(q) > 0 && isBulkName(q[0]) {
-			return true
+		if len(q) > 0 {
+			k = max(k, laneKind(q[0]))
 		}
 	}
-	return false
+	return k
 }
+
+// isBulk reports whether req goes on the bulk lane: a bulk or value read,
+// or a transaction with one.
+func isBulk(req *server.ForwardReq) bool { return reqKind(req) != laneDecision }
+
+// slowFirst reports whether req's first reply byte may take BulkTimeout
+// (a bulk read, or a transaction with one); others get Timeout.
+func slowFirst(req *server.ForwardReq) bool { return reqKind(req) == laneBulk }

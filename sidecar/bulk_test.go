@@ -90,6 +90,29 @@ func TestIsBulk(t *testing.T) {
 			t.Errorf("isBulkName(%q) = %v, want %v", name, got, want)
 		}
 	}
+	for name, want := range map[string]int{
+		"GET": laneValue, "get": laneValue, "MGet": laneValue, "GETRANGE": laneValue, "HGET": laneValue,
+		"HGETALL": laneBulk, "CL.THROTTLE": laneDecision, "SET": laneDecision, "GETSET": laneDecision,
+		"ge": laneDecision, "GETX": laneDecision, "": laneDecision,
+	} {
+		if got := laneKind([]byte(name)); got != want {
+			t.Errorf("laneKind(%q) = %d, want %d", name, got, want)
+		}
+	}
+	for _, n := range bulkNames {
+		if laneKind([]byte(n)) != laneBulk {
+			t.Errorf("bulk read %q is not in laneKind's switch", n)
+		}
+	}
+	for _, n := range valueNames {
+		if laneKind([]byte(n)) != laneValue {
+			t.Errorf("value read %q is not in laneKind's switch", n)
+		}
+	}
+	get := &server.ForwardReq{Args: [][]byte{[]byte("GET"), []byte("k")}}
+	if !isBulk(get) || slowFirst(get) {
+		t.Error("GET goes on the bulk lane with the decision timeout for its first byte")
+	}
 	unit := [][][]byte{{[]byte("HSET"), []byte("h"), []byte("f"), []byte("v")}, {[]byte("hgetall"), []byte("h")}}
 	if !isBulk(&server.ForwardReq{Unit: unit}) || isBulk(&server.ForwardReq{Unit: unit[:1]}) {
 		t.Error("a transaction is bulk exactly when one of its commands is")

@@ -23,6 +23,8 @@ type request struct {
 	reply []byte
 	err   error
 	done  *batch
+	sent  int64 // when sent (unix ns), for replyLeft
+	slow  bool  // a bulk read: BulkTimeout before its first byte
 }
 
 // batch is what a session waits on: the requests of one Do, across
@@ -72,9 +74,12 @@ type muxConn struct {
 
 	dead    atomic.Bool  // err != nil, read without the lock
 	waiting atomic.Int64 // len(pending) - head, read without the lock
-	// lastRead is when the reader last got bytes (unix ns): a reply
-	// still streaming in is not silence (see silentFor).
+	// lastRead is when the reader last got bytes, headAt when it last
+	// delivered a reply (unix ns), partial how many bytes of the next
+	// reply it holds: the oldest awaited reply's progress (replyLeft).
 	lastRead atomic.Int64
+	headAt   atomic.Int64
+	partial  atomic.Int64
 }
 
 // dialOptions is how an owner is reached.
@@ -286,6 +291,7 @@ func (m *muxConn) readLoop(br *bufio.Reader, buf []byte) {
 		if off > 0 {
 			rb = rb[:copy(rb, rb[off:])]
 		}
+		m.partial.Store(int64(len(rb)))
 		if len(rb) == cap(rb) {
 			nb := make([]byte, len(rb), 2*cap(rb))
 			copy(nb, rb)
@@ -371,6 +377,7 @@ func (m *muxConn) deliver(reply []byte) bool {
 	m.pending[m.head] = nil
 	m.head++
 	m.waiting.Add(-1)
+	m.headAt.Store(m.lastRead.Load()) // its last bytes came then
 	if m.head == len(m.pending) {
 		m.pending, m.head = m.pending[:0], 0
 	} else if m.head > 1024 && m.head*2 > len(m.pending) {
@@ -382,12 +389,27 @@ func (m *muxConn) deliver(reply []byte) bool {
 	return true
 }
 
-// silentFor reports how long until the connection has been silent (no
-// bytes read) for d: 0 or less when it has, else the time left. A sender
-// whose deadline passed keeps waiting while this is positive: the owner
-// is slow (a large reply streaming in), not gone. Safe for concurrent use.
-func (m *muxConn) silentFor(d time.Duration, now time.Time) time.Duration {
-	return time.Duration(m.lastRead.Load()+int64(d)) - time.Duration(now.UnixNano())
+// replyLeft is how long the oldest reply awaited on m may still take
+// (the package's replyLeft, for a connection of the bulk lane or not); a
+// positive value when none is awaited. Safe for concurrent use; takes the
+// lock, so only for a waiter whose deadline passed.
+func (m *muxConn) replyLeft(now int64, bulk bool, timeout, bulkTimeout time.Duration) time.Duration {
+	m.mu.Lock()
+	if m.head == len(m.pending) {
+		m.mu.Unlock()
+		return timeout
+	}
+	sent, slow := m.pending[m.head].sent, false
+	if bulk { // a bulk read anywhere: see upConn.left
+		for _, r := range m.pending[m.head:] {
+			if slow = r.slow; slow {
+				break
+			}
+		}
+	}
+	m.mu.Unlock()
+	return replyLeft(now, sent, max(sent, m.headAt.Load()), m.lastRead.Load(), int(m.partial.Load()),
+		bulk, slow, timeout, bulkTimeout)
 }
 
 // owes reports whether a reply of batch b is still awaited here.

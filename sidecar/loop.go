@@ -36,11 +36,12 @@ import (
 // reuse the blocking session (session.go), unchanged.
 //
 // Timeouts: a ticker (Sidecar.Start) posts checkTimeouts to every loop
-// each Timeout/4; a connection whose oldest awaited reply is older than
-// Timeout and which has brought no bytes for Timeout either fails, taking
-// its owner down (the fallback then decides). So a silent owner is noticed
-// within 1.25 × Timeout, and a large reply streaming in for longer than
-// Timeout is waited for.
+// each Timeout/4; a connection whose oldest awaited reply has timed out
+// (replyLeft: on the decision lane, not fully answered within Timeout of
+// its send, however many bytes of it came) fails, taking its owner down
+// (the fallback then decides). So a silent or trickling owner is noticed
+// within 1.25 × Timeout, and a large reply streaming in on the bulk lane
+// is waited for.
 
 // loopState is one event loop's upstream connections. Loop goroutine only.
 type loopState struct {
@@ -48,8 +49,9 @@ type loopState struct {
 	l     server.ForwardLoop
 	conns map[connKey]*upConn
 	// plain are the live conns of database 0 in RESP2 (the common
-	// case) by owner.id: the same as in conns, without hashing a key.
-	plain []*upConn
+	// case) by lane (1: bulk) and owner.id: the same as in conns,
+	// without hashing a key.
+	plain [2][]*upConn
 	dirty []*upConn // written by flush after this wake's events
 	// awaited counts the replies awaited on all conns; flush publishes
 	// whether it is 0 to waiting, so that the timeout ticker does not
@@ -74,6 +76,7 @@ type pend struct {
 	idx  int32
 	skip int32
 	sent int64
+	slow bool // a bulk read on a bulk lane: BulkTimeout before its first byte
 }
 
 // upConn is one pipelined connection of a loop to an owner. Loop
@@ -92,12 +95,11 @@ type upConn struct {
 	head    int
 	rbuf    []byte
 	fr      framer // where the reply at rbuf[0] has been framed up to
-	// lastRead is when a read last brought bytes (unix ns): a reply
-	// still streaming in is not silence (see checkTimeouts).
+	// lastRead is when a read last brought bytes, headAt when the last
+	// reply was delivered (unix ns): the oldest awaited reply's clock on
+	// a bulk lane (replyLeft).
 	lastRead int64
-	// allow is the silence (ns) after which an awaited reply times out:
-	// Timeout, or BulkTimeout on a bulk lane.
-	allow int64
+	headAt   int64
 }
 
 // loopSession is a client connection's forwarding on an event loop
@@ -154,14 +156,22 @@ func (s *loopSession) Start(reqs []server.ForwardReq, done func()) bool {
 	}
 	s.route, s.replies, s.errs = s.route[:len(reqs)], s.replies[:len(reqs)], s.errs[:len(reqs)]
 	s.bulk = s.bulk[:len(reqs)]
-	lanes := false // a bulk read in the run: some owners' shares go on their bulk lane
+	// lanes: a bulk or value read in the run, so some owners' shares go
+	// on their bulk lane; slow: a bulk read among them (BulkTimeout
+	// before a first byte there).
+	lanes, slow, all := false, false, true
 	for i := range reqs {
-		if isBulk(&reqs[i]) {
-			lanes = true
-			break
+		if k := reqKind(&reqs[i]); k != laneDecision {
+			lanes, slow = true, slow || k == laneBulk
+		} else {
+			all = false
 		}
 	}
-	if lanes {
+	if lanes && all { // every request on its owner's bulk lane
+		for i := range reqs {
+			s.bulk[i] = true
+		}
+	} else if lanes {
 		for i := range reqs {
 			s.route[i], s.bulk[i] = t.owner(reqs[i].Slot), false
 		}
@@ -194,7 +204,7 @@ func (s *loopSession) Start(reqs []server.ForwardReq, done func()) bool {
 		}
 		s.route[i] = o
 		s.left++
-		u.queue(s, i, r, now)
+		u.queue(s, i, r, now, slow && s.bulk[i] && slowFirst(r))
 	}
 	s.left--
 	if s.left == 0 { // nothing awaited: owners down, or failed already
@@ -333,10 +343,12 @@ func (s *loopSession) Close() {
 // be streaming in on it when a decision's timeout took the owner down: a
 // dead owner's socket fails by itself, a silent one by BulkTimeout).
 func (ls *loopState) conn(o *owner, db int, resp3, bulk bool) *upConn {
-	if db == 0 && !resp3 && !bulk && o.id < len(ls.plain) {
-		if u := ls.plain[o.id]; u != nil && !u.dead && u.gen == o.gen.Load() &&
-			len(u.pending)-u.head < ls.sc.cfg.MaxInFlight {
-			return u
+	if db == 0 && !resp3 {
+		if plain := ls.plain[b2i(bulk)]; o.id < len(plain) {
+			if u := plain[o.id]; u != nil && !u.dead && (bulk || u.gen == o.gen.Load()) &&
+				len(u.pending)-u.head < ls.sc.cfg.MaxInFlight {
+				return u
+			}
 		}
 	}
 	k := connKey{o, db, resp3, bulk}
@@ -354,19 +366,24 @@ func (ls *loopState) conn(o *owner, db int, resp3, bulk bool) *upConn {
 	return u
 }
 
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // dial starts a connection for k: the hand-shake runs on a goroutine, and
 // requests queue meanwhile; attach (posted back) starts the writing.
 func (ls *loopState) dial(k connKey) *upConn {
-	u := &upConn{ls: ls, key: k, gen: k.o.gen.Load(), fd: -1, allow: int64(ls.sc.cfg.Timeout)}
-	if k.bulk {
-		u.allow = int64(ls.sc.cfg.BulkTimeout)
-	}
+	u := &upConn{ls: ls, key: k, gen: k.o.gen.Load(), fd: -1}
 	ls.conns[k] = u
-	if k.db == 0 && !k.resp3 && !k.bulk {
-		if k.o.id >= len(ls.plain) {
-			ls.plain = append(ls.plain, make([]*upConn, k.o.id+1-len(ls.plain))...)
+	if k.db == 0 && !k.resp3 {
+		plain := &ls.plain[b2i(k.bulk)]
+		if k.o.id >= len(*plain) {
+			*plain = append(*plain, make([]*upConn, k.o.id+1-len(*plain))...)
 		}
-		ls.plain[k.o.id] = u
+		(*plain)[k.o.id] = u
 	}
 	opts := ls.sc.dialOpts(k.resp3)
 	opts.db = k.db
@@ -440,8 +457,9 @@ func (u *upConn) attach(fd int, rest []byte, err error) {
 }
 
 // queue appends request i of s to the write buffer; flush writes it.
-func (u *upConn) queue(s *loopSession, i int, r *server.ForwardReq, now int64) {
-	p := pend{s: s, idx: int32(i), sent: now}
+// slow: a bulk read on a bulk lane.
+func (u *upConn) queue(s *loopSession, i int, r *server.ForwardReq, now int64, slow bool) {
+	p := pend{s: s, idx: int32(i), sent: now, slow: slow}
 	if r.Unit == nil {
 		u.wbuf = appendForward(u.wbuf, r)
 	} else {
@@ -522,8 +540,8 @@ func (u *upConn) FdEvent(readable, writable bool) {
 }
 
 // read reads once (level-triggered: the loop calls again while more
-// waits) and delivers every complete reply.
-func (u *upConn) read() {
+// waits) and delivers every complete reply. It reports whether bytes came.
+func (u *upConn) read() bool {
 	if cap(u.rbuf)-len(u.rbuf) < 4<<10 {
 		nb := make([]byte, len(u.rbuf), max(2*cap(u.rbuf), 16<<10))
 		copy(nb, u.rbuf)
@@ -532,18 +550,19 @@ func (u *upConn) read() {
 	n, err := rawIO(syscall.SYS_READ, u.fd, u.rbuf[len(u.rbuf):cap(u.rbuf)])
 	switch {
 	case err == syscall.EAGAIN || err == syscall.EINTR:
-		return
+		return false
 	case err != nil:
 		u.failOwner(err)
-		return
+		return false
 	case n == 0:
 		u.failOwner(errEOF)
-		return
+		return false
 	}
 	u.rbuf = u.rbuf[:len(u.rbuf)+n]
 	now := time.Now().UnixNano()
 	u.lastRead = now
 	u.deliverAll(now)
+	return true
 }
 
 // deliverAll hands every complete reply in rbuf to its request.
@@ -587,6 +606,7 @@ func (u *upConn) deliver(reply []byte, now int64) {
 	s, i, sent := p.s, p.idx, p.sent
 	*p = pend{}
 	u.head++
+	u.headAt = now
 	u.ls.awaited--
 	if u.head == len(u.pending) {
 		u.pending, u.head = u.pending[:0], 0
@@ -626,8 +646,8 @@ func (u *upConn) fail(err error) {
 	if u.ls.conns[u.key] == u {
 		delete(u.ls.conns, u.key)
 	}
-	if id := u.key.o.id; id < len(u.ls.plain) && u.ls.plain[id] == u {
-		u.ls.plain[id] = nil
+	if plain, id := u.ls.plain[b2i(u.key.bulk)], u.key.o.id; id < len(plain) && plain[id] == u {
+		plain[id] = nil
 	}
 	pending := u.pending[u.head:]
 	u.pending, u.head, u.wbuf, u.rbuf = nil, 0, nil, nil
@@ -638,19 +658,46 @@ func (u *upConn) fail(err error) {
 	}
 }
 
-// checkTimeouts fails every connection that has been silent for longer
-// than its timeout (Timeout, BulkTimeout on a bulk lane) while a reply is
-// awaited: its oldest awaited reply and its last read that brought bytes
-// are both older than that. A
-// large reply that is still streaming in is slow, not silent: it does not
-// take its owner down (posted by Sidecar's ticker).
+// checkTimeouts fails every connection whose oldest awaited reply has
+// timed out (replyLeft), taking its owner down (posted by Sidecar's
+// ticker). Before it judges, it reads what the socket holds: a loop that
+// was itself late (CPU starvation, a GC pause) must not take an owner
+// whose replies are waiting in the kernel for dead.
 func (ls *loopState) checkTimeouts() {
 	now := time.Now().UnixNano()
 	for _, u := range ls.conns {
-		if limit := now - u.allow; u.head < len(u.pending) && u.pending[u.head].sent < limit && u.lastRead < limit {
-			u.failOwner(errTimeout)
+		if u.dead || u.head == len(u.pending) || u.left(now) > 0 {
+			continue
+		}
+		if u.fd >= 0 {
+			for n := 0; n < 64 && u.read(); n++ {
+			}
+			if u.dead || u.head == len(u.pending) {
+				continue
+			}
+			if now = time.Now().UnixNano(); u.left(now) > 0 {
+				continue
+			}
+		}
+		u.failOwner(errTimeout)
+	}
+}
+
+// left is replyLeft for u's oldest awaited reply (one is). Its first byte
+// gets BulkTimeout when a bulk read is awaited anywhere on u: an owner
+// runs the commands it read together before it writes their replies, so
+// a GET's reply may wait for the HGETALL sent after it.
+func (u *upConn) left(now int64) time.Duration {
+	p := &u.pending[u.head]
+	cfg := &u.ls.sc.cfg
+	slow := false
+	if u.key.bulk && len(u.rbuf) == 0 && now-max(p.sent, u.headAt) > int64(cfg.Timeout) {
+		for i := u.head; i < len(u.pending) && !slow; i++ {
+			slow = u.pending[i].slow
 		}
 	}
+	return replyLeft(now, p.sent, max(p.sent, u.headAt), u.lastRead, len(u.rbuf),
+		u.key.bulk, slow, cfg.Timeout, cfg.BulkTimeout)
 }
 
 // closeAll closes every connection (Sidecar.Close).

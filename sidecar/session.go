@@ -109,6 +109,7 @@ func (s *session) Do(reqs []server.ForwardReq) {
 			continue
 		}
 		g := group{o: o, bulk: bulk, start: time.Now()}
+		sent := g.start.UnixNano()
 		s.data, s.ptrs = s.data[:0], s.ptrs[:0]
 		var pinned bool
 		for k := i; k < len(reqs); k++ {
@@ -117,6 +118,7 @@ func (s *session) Do(reqs []server.ForwardReq) {
 			}
 			r := &s.reqs[k]
 			r.reply, r.err, r.skip, r.done = r.reply[:0], nil, 0, b
+			r.sent, r.slow = sent, bulk && slowFirst(&reqs[k])
 			s.encode(&reqs[k], r, o)
 			pinned = pinned || s.usesPin(&reqs[k], o)
 			s.ptrs = append(s.ptrs, r)
@@ -182,13 +184,14 @@ func (s *session) Do(reqs []server.ForwardReq) {
 // client's order on one connection. Cheap when there is no bulk read:
 // one byte test per request.
 func bulkLanes(reqs []server.ForwardReq, route []*owner, bulk []bool) {
-	var owners []*owner
+	var buf [4]*owner // the common case on the stack
+	owners := buf[:0]
 	for i := range reqs {
 		if route[i] != nil && isBulk(&reqs[i]) && !slices.Contains(owners, route[i]) {
 			owners = append(owners, route[i])
 		}
 	}
-	if owners == nil {
+	if len(owners) == 0 {
 		return
 	}
 	for i := range reqs {
@@ -268,11 +271,11 @@ func (s *session) pinned(o *owner, resp3 bool, db int) (*muxConn, error) {
 }
 
 // wait waits for b until deadline; past it, the connections still owing
-// replies that have also been silent for their lane's timeout since the
-// send are closed (their owners are taken as down), which finishes b. A
-// connection still bringing bytes (a large reply streaming in), or a bulk
-// lane's within its longer first-byte allowance, is waited for, until it
-// too falls silent for its timeout.
+// replies whose oldest awaited reply has timed out (replyLeft: on the
+// decision lane, not answered within Timeout however many bytes of it
+// came) are closed (their owners are taken as down), which finishes b. A
+// bulk lane's reply that is still arriving, or within its first-byte
+// allowance, is waited for, until it times out.
 func (s *session) wait(b *batch, deadline time.Time) {
 	for {
 		s.timer.Reset(time.Until(deadline))
@@ -283,12 +286,12 @@ func (s *session) wait(b *batch, deadline time.Time) {
 		case <-s.timer.C:
 		}
 		now := time.Now()
-		var next time.Duration // the soonest a streaming connection may fall silent
+		var next time.Duration // the soonest a connection's oldest reply may time out
 		for _, g := range s.groups {
 			if g.m == nil || !g.m.owes(b) {
 				continue
 			}
-			if left := s.sc.silentLeft(g.m, g.bulk, g.start, now); left > 0 {
+			if left := s.sc.replyLeft(g.m, g.bulk, now); left > 0 {
 				if next == 0 || left < next {
 					next = left
 				}
@@ -305,15 +308,9 @@ func (s *session) wait(b *batch, deadline time.Time) {
 	<-b.ch // a closed connection has failed (finished) every request it held
 }
 
-// silentLeft is how long m may stay silent before a request of the lane
-// (bulk or not) sent on it at start times out: its lane's timeout counted
-// from the later of start and m's last read; 0 or less when it has.
-func (sc *Sidecar) silentLeft(m *muxConn, bulk bool, start, now time.Time) time.Duration {
-	d := sc.cfg.Timeout
-	if bulk {
-		d = sc.cfg.BulkTimeout
-	}
-	return max(m.silentFor(d, now), start.Add(d).Sub(now))
+// replyLeft is m.replyLeft with the sidecar's timeouts.
+func (sc *Sidecar) replyLeft(m *muxConn, bulk bool, now time.Time) time.Duration {
+	return m.replyLeft(now.UnixNano(), bulk, sc.cfg.Timeout, sc.cfg.BulkTimeout)
 }
 
 // errTimeout is an owner that did not answer within the timeout.
@@ -339,7 +336,7 @@ func (s *session) follow(req *server.ForwardReq, r *request, o *owner, ask bool)
 		return
 	}
 	b := newBatch(1)
-	nr := &request{done: b}
+	nr := &request{done: b, sent: start.UnixNano(), slow: bulk && slowFirst(req)}
 	var data []byte
 	if ask {
 		data = appendCommand(data, cmdAsking)
@@ -358,8 +355,8 @@ func (s *session) follow(req *server.ForwardReq, r *request, o *owner, ask bool)
 			t.Stop()
 			done = true
 		case <-t.C:
-			if left := s.sc.silentLeft(m, bulk, start, time.Now()); left > 0 {
-				t.Reset(left) // slow, not silent: a reply is streaming in
+			if left := s.sc.replyLeft(m, bulk, time.Now()); left > 0 {
+				t.Reset(left) // a bulk reply still arriving, or another's ahead of it
 				continue
 			}
 			m.close()

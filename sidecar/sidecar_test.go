@@ -544,4 +544,8 @@ func TestSidecarBlockingPath(t *testing.T) {
 	t.Run("SelectPlainUpstream", TestSidecarSelectPlainUpstream)
 	t.Run("LargeReplyNotTimeout", TestSidecarLargeReplyNotTimeout)
 	t.Run("BulkReadAllowance", TestSidecarBulkReadAllowance)
+	t.Run("DecisionNotBehindSlowReply", TestSidecarDecisionNotBehindSlowReply)
+	t.Run("TricklingDecisionTimesOut", TestSidecarTricklingDecisionTimesOut)
+	t.Run("SlowValueReadNotTimeout", TestSidecarSlowValueReadNotTimeout)
+	t.Run("EndlessTrickleOnBulkLane", TestSidecarEndlessTrickleOnBulkLane)
 }
