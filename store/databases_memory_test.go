@@ -90,3 +90,38 @@ func TestMakeShardAgainstSetReplAndBound(t *testing.T) {
 		}
 	}
 }
+
+// TestReadsMakeNoShards: looking up keys that are not there (GET, WATCH's
+// Version, DEL, OBJECT, MEMORY USAGE, a kind's read) makes no shard, so a
+// client probing random names in every database does not bring back the
+// ~197 KB per database that lazy shards saved. A write makes its shard.
+func TestReadsMakeNoShards(t *testing.T) {
+	s := New(Options{})
+	now := int64(1_700_000_000_000)
+	before := s.UsedMemory()
+	for i := range 4096 {
+		k := []byte("missing:" + string(rune('a'+i%26)) + string(rune(i)))
+		s.Get(k, now)
+		s.Version(k, now)
+		s.Delete(k, now)
+		s.Inspect(k, now)
+		s.KeyMemory(k, now)
+		s.PeekString(k, now, func(Value) {})
+		s.PeekObject(k, now, func(Object) {})
+		if _, err := s.ReadObject(k, KindHash, now, func(Object) {}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if made := s.made.Load(); made != 0 {
+		t.Fatalf("reads of 4096 missing keys made %d shards (used_memory %d -> %d)", made, before, s.UsedMemory())
+	}
+	if _, err := s.Put([]byte("k"), Value{TAT: 1}, now, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	if made := s.made.Load(); made != 1 {
+		t.Fatalf("one write made %d shards, want 1", made)
+	}
+	if v, ok := s.Get([]byte("k"), now); !ok || v.TAT != 1 {
+		t.Fatalf("Get after Put: %+v %v", v, ok)
+	}
+}

@@ -597,7 +597,10 @@ func zeroTTLExpiry(nowMs int64) int64 { return max(nowMs, 1) }
 // Get returns key's live value.
 func (s *Store) Get(key []byte, nowMs int64) (Value, bool) {
 	h := s.hashKey(key)
-	sh := s.shardFor(h)
+	sh := s.shards[h>>56].Load() // a read makes no shard: none made, no key
+	if sh == nil {
+		return Value{}, false
+	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	slot, ok := sh.lookupLocked(key, h, nowMs)
@@ -612,7 +615,10 @@ func (s *Store) Get(key []byte, nowMs int64) (Value, bool) {
 // and whether the key is live. WATCH compares two readings.
 func (s *Store) Version(key []byte, nowMs int64) (uint32, bool) {
 	h := s.hashKey(key)
-	sh := s.shardFor(h)
+	sh := s.shards[h>>56].Load() // a read makes no shard: none made, no key
+	if sh == nil {
+		return 0, false
+	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	slot, ok := sh.lookupLocked(key, h, nowMs)
@@ -706,7 +712,10 @@ func (s *Store) roomFor(sh *shard, key []byte, h uint64, nowMs int64) (slot uint
 // Delete removes key and reports whether it was live.
 func (s *Store) Delete(key []byte, nowMs int64) bool {
 	h := s.hashKey(key)
-	sh := s.shardFor(h)
+	sh := s.shards[h>>56].Load() // a read makes no shard: none made, no key
+	if sh == nil {
+		return false
+	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	slot, ok := sh.lookupLocked(key, h, nowMs)

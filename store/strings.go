@@ -36,7 +36,10 @@ func StringValueOf(s string) Value {
 // is removed as on every lookup.
 func (s *Store) Inspect(key []byte, nowMs int64) (v Value, idleSec int64, ok bool) {
 	h := s.hashKey(key)
-	sh := s.shardFor(h)
+	sh := s.shards[h>>56].Load() // a read makes no shard: none made, no key
+	if sh == nil {
+		return Value{}, 0, false
+	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	slot, ok := sh.lookupLocked(key, h, nowMs)
