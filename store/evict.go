@@ -221,6 +221,9 @@ func (s *Store) makeRoom(nowMs int64) error {
 			return nil
 		}
 		if !s.evictable() {
+			if !s.overLimit() {
+				return nil // another writer freed room since the check above
+			}
 			return ErrOOM // over by the backlog alone: evicting cannot help
 		}
 		var empty bool
