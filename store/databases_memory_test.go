@@ -1,6 +1,7 @@
 package store
 
 import (
+	"github.com/celld/celld/gcra"
 	"runtime"
 	"testing"
 )
@@ -92,13 +93,14 @@ func TestMakeShardAgainstSetReplAndBound(t *testing.T) {
 }
 
 // TestReadsMakeNoShards: looking up keys that are not there (GET, WATCH's
-// Version, DEL, OBJECT, MEMORY USAGE, a kind's read) makes no shard, so a
+// Version, DEL, OBJECT, MEMORY USAGE, a kind's read, CL.THROTTLE_RO's Peek) makes no shard, so a
 // client probing random names in every database does not bring back the
 // ~197 KB per database that lazy shards saved. A write makes its shard.
 func TestReadsMakeNoShards(t *testing.T) {
 	s := New(Options{})
 	now := int64(1_700_000_000_000)
 	before := s.UsedMemory()
+	peekLim := mustLimit(t, 5, 1, 10)
 	for i := range 4096 {
 		k := []byte("missing:" + string(rune('a'+i%26)) + string(rune(i)))
 		s.Get(k, now)
@@ -110,6 +112,9 @@ func TestReadsMakeNoShards(t *testing.T) {
 		s.PeekObject(k, now, func(Object) {})
 		if _, err := s.ReadObject(k, KindHash, now, func(Object) {}); err != nil {
 			t.Fatal(err)
+		}
+		if r, err := s.Peek(gcra.UnitSeconds, k, peekLim, 1, now*1e6); err != nil || r.Limited || r.Max != 6 {
+			t.Fatalf("Peek of a missing key: %+v %v", r, err)
 		}
 	}
 	if made := s.made.Load(); made != 0 {

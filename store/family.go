@@ -84,23 +84,28 @@ func (s *Store) ThrottleIn(u gcra.Unit, key []byte, lim gcra.Limit, q int64, now
 // No allocation.
 func (s *Store) Peek(u gcra.Unit, key []byte, lim gcra.Limit, q int64, nowNs int64) (gcra.Result, error) {
 	h := s.hashKey(key)
-	sh := s.shardFor(h)
-	sh.mu.Lock()
-	slot, _, ok := sh.findLocked(key, h)
 	var tat uint64
-	if ok {
-		e := &sh.slab[slot]
-		switch {
-		case !e.alive(nowNs / 1e6):
-			ok = false
-		case e.flags&(flagInvalid|kindMask) != 0:
-			sh.mu.Unlock()
-			return gcra.Result{}, e.unreadableErr()
-		default:
-			tat = sh.tatLocked(e)
+	ok := false
+	// A shard never made holds no key: the peek decides for a missing key
+	// without making it (a read makes no shard).
+	if sh := s.shards[h>>56].Load(); sh != nil {
+		sh.mu.Lock()
+		var slot uint32
+		slot, _, ok = sh.findLocked(key, h)
+		if ok {
+			e := &sh.slab[slot]
+			switch {
+			case !e.alive(nowNs / 1e6):
+				ok = false
+			case e.flags&(flagInvalid|kindMask) != 0:
+				sh.mu.Unlock()
+				return gcra.Result{}, e.unreadableErr()
+			default:
+				tat = sh.tatLocked(e)
+			}
 		}
+		sh.mu.Unlock()
 	}
-	sh.mu.Unlock()
 	if u == gcra.UnitMillis {
 		return lim.ApplyMs(nowNs, tat, ok, q), nil
 	}
