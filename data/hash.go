@@ -423,45 +423,23 @@ func hrandfieldCmd(x *server.Ctx) {
 			}
 			return
 		}
-		if n > kinds.CompactMaxHashEntries && int(count)*3 < n {
-			// Few distinct fields of a big (full) hash: random picks,
-			// repeats rejected, O(count) as Redis's case 4.
-			picked := make(map[int]struct{}, count)
-			x.Array(size(int(count)))
-			for len(picked) < int(count) {
-				i := rand.IntN(n)
-				if _, dup := picked[i]; dup {
-					continue
-				}
-				picked[i] = struct{}{}
-				emit(h.At(i))
-			}
-			return
-		}
 		if int(count) >= n {
 			x.Array(size(n))
 			h.Each(func(f, v string) bool { emit(kinds.HashField{Field: f, Value: v}); return true })
 			return
 		}
-		// count distinct fields: a partial Fisher-Yates over indexes. A
-		// hash of up to CompactMaxHashEntries fields (maybe compact, whose
-		// At walks from its first field) is read once first: O(n + count).
+		// count distinct fields (pickDistinct: O(count) picks below a third
+		// of n). A hash of up to CompactMaxHashEntries fields (maybe
+		// compact, whose At walks from its first field) is read once
+		// first: O(n + count); a full hash's At is O(1).
 		at := h.At
 		if n <= kinds.CompactMaxHashEntries {
 			all := make([]kinds.HashField, 0, n)
 			h.Each(func(f, v string) bool { all = append(all, kinds.HashField{Field: f, Value: v}); return true })
 			at = func(i int) kinds.HashField { return all[i] }
 		}
-		perm := make([]int32, n)
-		for i := range perm {
-			perm[i] = int32(i)
-		}
 		x.Array(size(int(count)))
-		for i := 0; i < int(count); i++ {
-			j := i + rand.IntN(n-i)
-			perm[i], perm[j] = perm[j], perm[i]
-			emit(at(int(perm[i])))
-		}
+		pickDistinct(n, int(count), func(i int) { emit(at(i)) })
 	})
 	if ok && !found {
 		x.Array(0)

@@ -182,30 +182,17 @@ func zrandmemberCmd(x *server.Ctx) {
 			// The whole set, in order (Redis's case 2).
 			x.Array(size(n))
 			z.Each(func(m string, s float64) bool { emit(kinds.Element{Member: m, Score: s}); return true })
-		case int(count)*3 < n:
-			// Few distinct members: random ranks, repeats rejected,
-			// O(count log n) as Redis's case 4.
-			picked := make(map[int]struct{}, count)
-			x.Array(size(int(count)))
-			for len(picked) < int(count) {
-				i := rand.IntN(n)
-				if _, dup := picked[i]; dup {
-					continue
-				}
-				picked[i] = struct{}{}
-				emit(at(i))
-			}
 		default:
-			// count is at least a third of the set: a partial Fisher-Yates
-			// over ranks, walked in order once (O(n), as Redis's case 3).
-			all := make([]kinds.Element, 0, n)
-			z.Each(func(m string, s float64) bool { all = append(all, kinds.Element{Member: m, Score: s}); return true })
-			x.Array(size(int(count)))
-			for i := 0; i < int(count); i++ {
-				j := i + rand.IntN(n-i)
-				all[i], all[j] = all[j], all[i]
-				emit(all[i])
+			// count distinct members (pickDistinct: O(count log n) below
+			// a third of n, as Redis's case 4; else case 3, where a big
+			// set is read once so each pick is O(1): O(n)).
+			if int(count)*3 >= n && n > kinds.CompactMaxEntries {
+				all := make([]kinds.Element, 0, n)
+				z.Each(func(m string, s float64) bool { all = append(all, kinds.Element{Member: m, Score: s}); return true })
+				at = func(i int) kinds.Element { return all[i] }
 			}
+			x.Array(size(int(count)))
+			pickDistinct(n, int(count), func(i int) { emit(at(i)) })
 		}
 	})
 	if ok && !found {
