@@ -88,7 +88,7 @@ func (s *Store) Peek(u gcra.Unit, key []byte, lim gcra.Limit, q int64, nowNs int
 	ok := false
 	// A shard never made holds no key: the peek decides for a missing key
 	// without making it (a read makes no shard).
-	if sh := s.shards[h>>56].Load(); sh != nil {
+	if sh := s.madeShard(h); sh != nil {
 		sh.mu.Lock()
 		var slot uint32
 		slot, _, ok = sh.findLocked(key, h)

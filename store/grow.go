@@ -171,7 +171,7 @@ func (s *Store) EditString(key []byte, nowMs int64, off int64, n int, maxLen int
 // access (LRU clock). O(1) plus fn.
 func (s *Store) PeekString(key []byte, nowMs int64, fn func(v Value)) (kind Kind, ok bool) {
 	h := s.hashKey(key)
-	sh := s.shards[h>>56].Load() // a read makes no shard: none made, no key
+	sh := s.madeShard(h)
 	if sh == nil {
 		return 0, false
 	}

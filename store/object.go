@@ -149,7 +149,7 @@ func (sh *shard) rechargeLocked(obj Object, before int64) {
 // ErrWrongType and fn is not called. A read refreshes the key's LRU clock.
 func (s *Store) ReadObject(key []byte, kind Kind, nowMs int64, fn func(obj Object)) (bool, error) {
 	h := s.hashKey(key)
-	sh := s.shards[h>>56].Load() // a read makes no shard: none made, no key
+	sh := s.madeShard(h)
 	if sh == nil {
 		return false, nil
 	}
@@ -173,7 +173,7 @@ func (s *Store) ReadObject(key []byte, kind Kind, nowMs int64, fn func(obj Objec
 // key's LRU clock alone (OBJECT's lookups do not count as accesses).
 func (s *Store) PeekObject(key []byte, nowMs int64, fn func(obj Object)) bool {
 	h := s.hashKey(key)
-	sh := s.shards[h>>56].Load() // a read makes no shard: none made, no key
+	sh := s.madeShard(h)
 	if sh == nil {
 		return false
 	}
@@ -319,7 +319,7 @@ func (s *Store) ScanKind(cursor uint64, count int, nowMs int64, fn func(key []by
 // its text when kept verbatim, its object. O(1).
 func (s *Store) KeyMemory(key []byte, nowMs int64) (int64, bool) {
 	h := s.hashKey(key)
-	sh := s.shards[h>>56].Load() // a read makes no shard: none made, no key
+	sh := s.madeShard(h)
 	if sh == nil {
 		return 0, false
 	}

@@ -45,14 +45,14 @@ func (s *Store) Prefetch(keys [][]byte, hs []uint64) {
 	for i, k := range keys {
 		h := s.hashKey(k)
 		hs[i] = h
-		if sh := s.shards[h>>56].Load(); sh == nil {
+		if sh := s.madeShard(h); sh == nil {
 			continue // never used: nothing to load
 		} else if v := sh.view.Load(); v != nil && len(v.table) > 0 {
 			prefetch(uintptr(unsafe.Pointer(&v.table[int(h>>8)&(len(v.table)-1)])))
 		}
 	}
 	for _, h := range hs {
-		sh := s.shards[h>>56].Load()
+		sh := s.madeShard(h)
 		if sh == nil {
 			continue // no key ever went to this shard: nothing to bring in
 		}

@@ -30,7 +30,7 @@ func (s *Store) prefetchObjects(keys [][]byte, hs []uint64) {
 	// byte, as in a hash) and the slot + 1 (low 32 bits), or 0.
 	any := false
 	for i, h := range hs {
-		sh := s.shards[h>>56].Load()
+		sh := s.madeShard(h)
 		if sh == nil || sh.liveObjs.Load() == 0 {
 			hs[i] = 0
 			continue
@@ -100,7 +100,7 @@ func (s *Store) prefetchObjects(keys [][]byte, hs []uint64) {
 func (s *Store) PrefetchWindows(keys [][]byte) {
 	for _, k := range keys {
 		h := s.hashKey(k)
-		sh := s.shards[h>>56].Load()
+		sh := s.madeShard(h)
 		if sh == nil {
 			continue // never used: no key
 		}

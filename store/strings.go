@@ -36,7 +36,7 @@ func StringValueOf(s string) Value {
 // is removed as on every lookup.
 func (s *Store) Inspect(key []byte, nowMs int64) (v Value, idleSec int64, ok bool) {
 	h := s.hashKey(key)
-	sh := s.shards[h>>56].Load() // a read makes no shard: none made, no key
+	sh := s.madeShard(h)
 	if sh == nil {
 		return Value{}, 0, false
 	}
