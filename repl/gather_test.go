@@ -84,6 +84,7 @@ func TestBatchOriginIsTheEffectsStamp(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // half a gather after that round's start
 	before := time.Now()
 	write("late")
+	after := time.Now()
 	var p pend
 	eventually(t, "the write's batch is pending", func() bool {
 		l.mu.Lock()
@@ -97,8 +98,8 @@ func TestBatchOriginIsTheEffectsStamp(t *testing.T) {
 	if early := before.Sub(p.origin); early > 40*time.Millisecond {
 		t.Fatalf("batch origin %v before the write: counted from the round before, not the effect", early)
 	}
-	if p.origin.After(before) {
-		t.Fatalf("batch origin %v after the write began: lag understated", p.origin.Sub(before))
+	if p.origin.After(after) {
+		t.Fatalf("batch origin %v after the write returned: lag understated", p.origin.Sub(after))
 	}
 }
 
@@ -107,13 +108,13 @@ func TestBatchOriginIsTheEffectsStamp(t *testing.T) {
 // is never under a tick.
 func TestGatherShrinksWithRoundTrip(t *testing.T) {
 	n := New(newDBs(t), Options{MaxLag: 10 * time.Millisecond})
-	if g := n.opts.Gather; g != 2500*time.Microsecond {
+	if g := n.opts.Gather; g != 2*time.Millisecond {
 		t.Fatalf("default gather for a 10ms lag bound: %v", g)
 	}
 	l := newLeader(n, 1)
 	for _, c := range []struct{ rtt, want time.Duration }{
-		{0, 2500 * time.Microsecond},
-		{time.Millisecond, 2500 * time.Microsecond},
+		{0, 2 * time.Millisecond},
+		{time.Millisecond, 2 * time.Millisecond},
 		{2500 * time.Microsecond, 1500 * time.Microsecond},
 		{4 * time.Millisecond, time.Millisecond},
 		{time.Second, time.Millisecond},

@@ -25,8 +25,10 @@ type leader struct {
 
 	round atomic.Uint64 // rounds started (a round's number is its batch's seq)
 	bytes atomic.Int64  // bytes queued to followers
-	// rtt is the last acknowledged batch's time from queued to
-	// acknowledged (ns); the sender shortens its gathering by it.
+	// rtt is a decaying maximum of the acknowledged batches' times from
+	// queued to acknowledged (ns): a slower one raises it at once, each
+	// later ack takes an eighth off. The sender shortens its gathering
+	// by it. Written by onAck under mu.
 	rtt atomic.Int64
 
 	mu        sync.Mutex
@@ -279,7 +281,8 @@ func (l *leader) onAck(seq uint64) {
 	}
 	i := 0
 	for i < len(l.pending) && l.pending[i].seq <= seq {
-		l.rtt.Store(int64(now.Sub(l.pending[i].sent)))
+		r := l.rtt.Load()
+		l.rtt.Store(max(int64(now.Sub(l.pending[i].sent)), r-r/8))
 		l.n.lags.observe(now.Sub(l.pending[i].origin))
 		l.lags[l.nlags%len(l.lags)] = now.Sub(l.pending[i].origin)
 		l.nlags++

@@ -60,7 +60,7 @@ type Options struct {
 	// round at once): fewer, larger batches cost both sides fewer
 	// wake-ups, system calls and shard visits per effect, and add up to
 	// Gather to async's lag, which the MaxLag bound still caps. Default
-	// MaxLag/4, at most 4ms; never under Tick.
+	// MaxLag/5 (2ms for the default 10ms), at most 4ms; never under Tick.
 	Gather time.Duration
 	// BarrierTimeout bounds Barrier's wait (then the client's connection
 	// is closed unanswered). Default 1s.
@@ -138,7 +138,7 @@ func New(dbs *store.Databases, opts Options) *Node {
 		opts.Tick = time.Millisecond
 	}
 	if opts.Gather <= 0 {
-		opts.Gather = min(opts.MaxLag/4, 4*time.Millisecond)
+		opts.Gather = min(opts.MaxLag/5, 4*time.Millisecond)
 	}
 	opts.Gather = max(opts.Gather, opts.Tick)
 	if opts.BarrierTimeout <= 0 {
