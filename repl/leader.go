@@ -27,8 +27,9 @@ type leader struct {
 	bytes atomic.Int64  // bytes queued to followers
 	// rtt is a decaying maximum of the acknowledged batches' times from
 	// queued to acknowledged (ns): a slower one raises it at once, each
-	// later ack takes an eighth off. The sender shortens its gathering
-	// by it. Written by onAck under mu.
+	// later ack takes 1/32 off (a stall keeps rounds short for ~100 ms
+	// after it). The sender shortens its gathering by it. Written by
+	// onAck under mu.
 	rtt atomic.Int64
 
 	mu        sync.Mutex
@@ -282,7 +283,7 @@ func (l *leader) onAck(seq uint64) {
 	i := 0
 	for i < len(l.pending) && l.pending[i].seq <= seq {
 		r := l.rtt.Load()
-		l.rtt.Store(max(int64(now.Sub(l.pending[i].sent)), r-r/8))
+		l.rtt.Store(max(int64(now.Sub(l.pending[i].sent)), r-r/32))
 		l.n.lags.observe(now.Sub(l.pending[i].origin))
 		l.lags[l.nlags%len(l.lags)] = now.Sub(l.pending[i].origin)
 		l.nlags++
