@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/celld/celld/store"
 )
 
 // newGatherNode is a node whose sender gathers effects for gather.
@@ -129,5 +131,21 @@ func TestGatherShrinksWithRoundTrip(t *testing.T) {
 	}
 	if g := New(newDBs(t), Options{MaxLag: 2 * time.Millisecond}).opts.Gather; g != time.Millisecond {
 		t.Fatalf("gather is never under the tick: %v", g)
+	}
+}
+
+// TestAppendTATIsAppendEntry: the drain's plain-TAT encoder writes what
+// appendEntry writes for the same change.
+func TestAppendTATIsAppendEntry(t *testing.T) {
+	for _, c := range []struct {
+		db  int
+		key string
+		tat uint64
+		exp int64
+	}{{0, "k", 1, 0}, {3, "a key longer than sixteen bytes", 1 << 62, 1_700_000_000_000}, {15, "", 0, -1}} {
+		want := appendEntry(nil, c.db, store.Change{Key: []byte(c.key), TAT: c.tat, IsTAT: true, ExpireAtMs: c.exp})
+		if got := appendTAT(nil, c.db, []byte(c.key), c.tat, c.exp); string(got) != string(want) {
+			t.Fatalf("%+v: appendTAT %x, appendEntry %x", c, got, want)
+		}
 	}
 }

@@ -136,7 +136,8 @@ func (l *leader) run() {
 		// origin is the later of those two bounds.
 		oldest, known := int64(math.MaxInt64), true
 		l.n.dbs.Each(func(db int, st *store.Store) {
-			k, o := st.DrainReplSince(func(c store.Change) { buf = appendEntry(buf, db, c) })
+			k, o := st.DrainReplSince(func(c store.Change) { buf = appendEntry(buf, db, c) },
+				func(key []byte, tat uint64, exp int64) { buf = appendTAT(buf, db, key, tat, exp) })
 			n += k
 			if k > 0 {
 				known = known && o > 0

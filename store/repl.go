@@ -174,7 +174,7 @@ func (d *Databases) SetRepl(on bool) {
 // comes from its record (no read of its entry); other kinds are read from
 // the slab.
 func (s *Store) DrainRepl(fn func(Change)) int {
-	n, _ := s.DrainReplSince(fn)
+	n, _ := s.DrainReplSince(fn, nil)
 	return n
 }
 
@@ -190,7 +190,10 @@ func (s *Store) SetReplStamp(v int64) { s.replStamp.Store(v) }
 // replStamp a drained shard copied at its first effect since the
 // previous drain (a lower bound of when the oldest effect passed was
 // made), or 0 when it passed nothing or a shard's stamp is unknown.
-func (s *Store) DrainReplSince(fn func(Change)) (n int, oldest int64) {
+// When tat is not nil, a plain TAT's state goes to it instead of fn
+// (Change{Key: key, TAT: v, IsTAT: true, ExpireAtMs: exp}, without
+// building and copying the Change); it is called under the same rules.
+func (s *Store) DrainReplSince(fn func(Change), tat func(key []byte, v uint64, exp int64)) (n int, oldest int64) {
 	var scratch []byte
 	oldest = math.MaxInt64
 	for i := range s.shards {
@@ -225,7 +228,7 @@ func (s *Store) DrainReplSince(fn func(Change)) (n int, oldest int64) {
 		l.dels = l.dels[:0]
 		recs := l.recs
 		l.recs = l.spareRecs[:0]
-		n += l.drainRecsLocked(sh, recs, fn, &scratch)
+		n += l.drainRecsLocked(sh, recs, fn, tat, &scratch)
 		l.kblock = l.kblock[:0]
 		l.spareRecs = recs[:0]
 		if cap(l.spareRecs) > 1<<12 {
@@ -239,10 +242,18 @@ func (s *Store) DrainReplSince(fn func(Change)) (n int, oldest int64) {
 	return n, oldest
 }
 
-// drainRecsLocked passes each slot's last record of recs to fn, newest
-// first, and returns how many it passed. Requires sh.mu.
-func (l *replLog) drainRecsLocked(sh *shard, recs []replRec, fn func(Change), scratch *[]byte) int {
+// smallDrain is the most records a drain of one shard dedups by
+// comparing slots pairwise instead of with the seen bitmap: at a few
+// records per shard and round (a busy leader's usual), the bitmap's
+// words are a cache miss each and the comparisons are not.
+const smallDrain = 8
+
+// drainRecsLocked passes each slot's last record of recs to fn (a plain
+// TAT's to tat when not nil), newest first, and returns how many it
+// passed. Requires sh.mu.
+func (l *replLog) drainRecsLocked(sh *shard, recs []replRec, fn func(Change), tat func([]byte, uint64, int64), scratch *[]byte) int {
 	n := 0
+	small := len(recs) <= smallDrain
 	for j := len(recs) - 1; j >= 0; j-- {
 		r := &recs[j]
 		if j >= drainAhead && recs[j-drainAhead].klen == recRef {
@@ -250,14 +261,24 @@ func (l *replLog) drainRecsLocked(sh *shard, recs []replRec, fn func(Change), sc
 			// miss of an entry a few ahead (as DrainFunc does).
 			sh.prefetchEntryLocked(recs[j-drainAhead].slot)
 		}
-		w, bit := int(r.slot>>6), uint64(1)<<(r.slot&63)
-		if w >= len(l.seen) {
-			l.seen = append(l.seen, make([]uint64, w+1-len(l.seen))...)
+		if small {
+			later := false
+			for k := j + 1; k < len(recs) && !later; k++ {
+				later = recs[k].slot == r.slot
+			}
+			if later {
+				continue // a later record of this slot was taken
+			}
+		} else {
+			w, bit := int(r.slot>>6), uint64(1)<<(r.slot&63)
+			if w >= len(l.seen) {
+				l.seen = append(l.seen, make([]uint64, w+1-len(l.seen))...)
+			}
+			if l.seen[w]&bit != 0 {
+				continue // a later record of this slot was taken
+			}
+			l.seen[w] |= bit
 		}
-		if l.seen[w]&bit != 0 {
-			continue // a later record of this slot was taken
-		}
-		l.seen[w] |= bit
 		switch r.klen {
 		case recGone:
 		case recRef:
@@ -279,12 +300,18 @@ func (l *replLog) drainRecsLocked(sh *shard, recs []replRec, fn func(Change), sc
 			} else {
 				key = l.kblock[r.koff : r.koff+r.klen : r.koff+r.klen]
 			}
-			fn(Change{Key: key, TAT: r.tat, IsTAT: true, ExpireAtMs: r.exp})
+			if tat != nil {
+				tat(key, r.tat, r.exp)
+			} else {
+				fn(Change{Key: key, TAT: r.tat, IsTAT: true, ExpireAtMs: r.exp})
+			}
 			n++
 		}
 	}
-	for j := range recs {
-		l.seen[recs[j].slot>>6] = 0
+	if !small {
+		for j := range recs {
+			l.seen[recs[j].slot>>6] = 0
+		}
 	}
 	return n
 }

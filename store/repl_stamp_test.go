@@ -20,7 +20,7 @@ func TestReplDrainSince(t *testing.T) {
 		b = []byte(fmt.Sprint("b", i))
 	}
 	drain := func() (int, int64) {
-		return s.DrainReplSince(func(Change) {})
+		return s.DrainReplSince(func(Change) {}, nil)
 	}
 	if n, o := drain(); n != 0 || o != 0 {
 		t.Fatalf("empty drain: %d effects, oldest %d", n, o)
@@ -71,6 +71,36 @@ func TestApplyTATIsApplyChange(t *testing.T) {
 			vy, oky := y.Get(key, now)
 			if okx != oky || vx != vy {
 				t.Fatalf("%q step %d %+v: ApplyChange gives %+v %v, ApplyTAT %+v %v", k, i, st, vx, okx, vy, oky)
+			}
+		}
+	}
+}
+
+// TestReplDrainDedupSmallAndLarge: a key written k times in a round is
+// passed once with its latest state, whether its shard's records are
+// deduplicated pairwise (k <= smallDrain) or with the bitmap, and whether
+// plain TATs go to fn or to the tat callback.
+func TestReplDrainDedupSmallAndLarge(t *testing.T) {
+	lim, _ := gcra.NewLimit(1000, 1000, 1)
+	const now = int64(1_700_000_000_000)
+	for _, viaTAT := range []bool{false, true} {
+		for k := 1; k <= 2*smallDrain+1; k++ {
+			s := New(Options{})
+			s.SetRepl(true)
+			for i := 0; i < k; i++ {
+				s.Throttle([]byte("h"), lim, 1, (now+int64(i))*1e6)
+			}
+			got := map[string][]uint64{}
+			fn := func(c Change) { got[string(c.Key)] = append(got[string(c.Key)], c.TAT) }
+			var tat func([]byte, uint64, int64)
+			if viaTAT {
+				tat = func(key []byte, v uint64, _ int64) { got[string(key)] = append(got[string(key)], v) }
+				fn = func(c Change) { t.Fatalf("a plain TAT went to fn: %+v", c) }
+			}
+			n, _ := s.DrainReplSince(fn, tat)
+			v, _ := s.Get([]byte("h"), now+int64(k))
+			if n != 1 || len(got) != 1 || len(got["h"]) != 1 || got["h"][0] != v.TAT {
+				t.Fatalf("viaTAT %v, %d writes: %d effects %v, want one with TAT %d", viaTAT, k, n, got, v.TAT)
 			}
 		}
 	}
