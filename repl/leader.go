@@ -14,8 +14,9 @@ import (
 )
 
 // leader is one term of leading: the sender goroutine that drains the
-// store's effects every tick into a batch per round, the followers it
-// sends them to, and the bookkeeping of what is not acknowledged yet.
+// store's effects every Gather (or at a kick) into a batch per round,
+// the followers it sends them to, and the bookkeeping of what is not
+// acknowledged yet.
 type leader struct {
 	n     *Node
 	epoch uint64

@@ -9,7 +9,7 @@ import (
 // Replication's effect feed. A leader's store logs, per shard, every change
 // to a key (a TAT, a string, a window, an object, a TTL change, a delete, an
 // expiry, a flush) in a second list beside persistence's dirty list, and
-// the replication sender collects them every millisecond or so with
+// the replication sender collects them every few milliseconds with
 // DrainRepl, which hands over the keys' CURRENT states (state-based, as
 // persistence's drain: the stream carries (key, value, expiry), not
 // commands), deletions first. Followers apply them with ApplyChange.
