@@ -27,7 +27,12 @@
 #
 # BEFORE=REV adds an async leader (and its follower) built from git
 # revision REV to the rotation, row "async@REV": a before/after of a
-# replication change in one run. ROWS="P16" runs only that row.
+# replication change in one run. BASE_BIN=PATH adds a whole second set
+# (off, async, sync, with their followers) run from a built binary, rows
+# "off@base" ...: the same before/after for every mode. ROWS="P16" runs
+# only that row; N1 is the requests per P1 run (default N). "f-cpu" is
+# the follower's (Redis's replica's) CPU µs per leader call over the same
+# run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -42,11 +47,17 @@ ROUNDS=${ROUNDS:-3}
 KEYS=${KEYS:-100000}
 BASE=${BASE:-$((20000 + RANDOM % 2000))} # ports BASE..BASE+7, repl ports +10000
 OFF=$BASE ASYNC=$((BASE + 1)) ASYNCF=$((BASE + 2)) SYNC=$((BASE + 3)) SYNCF=$((BASE + 4)) REDIS=$((BASE + 5)) REDISR=$((BASE + 6)) REDIS0=$((BASE + 7))
+BOFF=$((BASE + 11)) BASYNC=$((BASE + 12)) BASYNCF=$((BASE + 13)) BSYNC=$((BASE + 14)) BSYNCF=$((BASE + 15))
+N1=${N1:-$N}
+BASE_BIN=${BASE_BIN:-}
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; for p in $REDIS $REDISR $REDIS0; do redis-cli -p $p shutdown nosave >/dev/null 2>&1 || true; done; rm -rf "$work"' EXIT
 
-go build -o "$work/celld" .
-go build -o "$work/replload" ./bench/replload
+# CELLD_BIN / REPLLOAD_BIN: use these builds instead of building here
+# (build before taking the bench lock).
+if [ -n "${CELLD_BIN:-}" ]; then cp "$CELLD_BIN" "$work/celld"; else go build -o "$work/celld" .; fi
+if [ -n "${REPLLOAD_BIN:-}" ]; then cp "$REPLLOAD_BIN" "$work/replload"; else go build -o "$work/replload" ./bench/replload; fi
+unset CELLD_BIN
 BEFORE=${BEFORE:-}
 ROWS=${ROWS:-P1 P16}
 BEF=$((BASE + 8)) BEFF=$((BASE + 9))
@@ -75,10 +86,20 @@ if [ -n "$BEFORE" ]; then
   CELLD_BIN="$work/celld-before" celld $BEFF beff --replicate-from 127.0.0.1:$((BEF + 10000)) --replica-ack async
   SERVERS="$SERVERS $BEF $BEFF"
 fi
+if [ -n "$BASE_BIN" ]; then
+  CELLD_BIN="$BASE_BIN" celld $BOFF boff
+  CELLD_BIN="$BASE_BIN" celld $BASYNC basync --replication yes --replica-ack async --max-replica-lag "$LAG"
+  CELLD_BIN="$BASE_BIN" celld $BSYNC bsync --replication yes --replica-ack sync --max-replica-lag "$LAG"
+  sleep 0.3
+  CELLD_BIN="$BASE_BIN" celld $BASYNCF basyncf --replicate-from 127.0.0.1:$((BASYNC + 10000)) --replica-ack async
+  CELLD_BIN="$BASE_BIN" celld $BSYNCF bsyncf --replicate-from 127.0.0.1:$((BSYNC + 10000)) --replica-ack sync
+  SERVERS="$SERVERS $BOFF $BASYNC $BASYNCF $BSYNC $BSYNCF"
+fi
 mkdir -p "$work/r" "$work/rr" "$work/r0" # a full sync writes dump.rdb into --dir
 redis-server --port $REDIS --dir "$work/r" --save '' --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
 PID[$REDIS]=$!
 redis-server --port $REDISR --dir "$work/rr" --save '' --appendonly no --daemonize no --replicaof 127.0.0.1 $REDIS >"$work/redisr.log" 2>&1 &
+PID[$REDISR]=$!
 redis-server --port $REDIS0 --dir "$work/r0" --save '' --appendonly no --daemonize no >"$work/redis0.log" 2>&1 &
 PID[$REDIS0]=$!
 for p in $SERVERS $REDIS $REDISR $REDIS0; do
@@ -86,18 +107,23 @@ for p in $SERVERS $REDIS $REDISR $REDIS0; do
   redis-cli -p $p ping 2>/dev/null | grep -q PONG ||
     { echo "no server answering on port $p (see $work/*.log)" >&2; tail -3 "$work"/*.log >&2; exit 1; }
 done
-for p in $ASYNCF $SYNCF $([ -n "$BEFORE" ] && echo $BEFF); do
+for p in $ASYNCF $SYNCF $([ -n "$BEFORE" ] && echo $BEFF) $([ -n "$BASE_BIN" ] && echo $BASYNCF $BSYNCF); do
   for _ in $(seq 100); do redis-cli -p $p celld.repl status | grep -q 'synced:true' && break; sleep 0.1; done
 done
 for _ in $(seq 100); do redis-cli -p $REDISR info replication | grep -q 'master_link_status:up' && break; sleep 0.1; done
 
-# bench PORT CLIENTS PIPELINE ARGS... -> "rps p50 p99 errors cpu-us-per-call"
+# bench PORT FOLLOWER-PORT|- CLIENTS PIPELINE ARGS...
+#   -> "rps p50 p99 errors cpu-us-per-call follower-cpu-us-per-call"
 bench() {
-  local port=$1 c=$2 p=$3 t0 t1 out; shift 3
+  local port=$1 fport=$2 c=$3 p=$4 t0 t1 f0=0 f1=0 out n=$N; shift 4
+  [ "$p" = 1 ] && n=$N1
   t0=$(cputicks "${PID[$port]}")
-  out=$("$work/replload" -addr 127.0.0.1:"$port" -c "$c" -P "$p" -n "$N" -r "$KEYS" "$@" 2>/dev/null || true)
+  [ "$fport" != - ] && f0=$(cputicks "${PID[$fport]}")
+  out=$("$work/replload" -addr 127.0.0.1:"$port" -c "$c" -P "$p" -n "$n" -r "$KEYS" "$@" 2>/dev/null || true)
   t1=$(cputicks "${PID[$port]}")
-  [ -n "$out" ] && printf '%s %.2f\n' "$out" "$(echo "($t1 - $t0) * 1000000 / $(getconf CLK_TCK) / $N" | bc -l)"
+  [ "$fport" != - ] && f1=$(cputicks "${PID[$fport]}")
+  [ -n "$out" ] && printf '%s %.2f %.2f\n' "$out" "$(echo "($t1 - $t0) * 1000000 / $(getconf CLK_TCK) / $n" | bc -l)" \
+    "$(echo "($f1 - $f0) * 1000000 / $(getconf CLK_TCK) / $n" | bc -l)"
   return 0
 }
 refused() { redis-cli -p "$1" celld.repl status | tr -d '\r' | awk -F: '$1 == "refused_writes" { print $2 }'; }
@@ -106,33 +132,42 @@ lagline() { redis-cli -p "$1" celld.repl status | tr -d '\r' | awk -F: '$1 ~ /la
 THR=(CL.THROTTLE ok:__rand_int__ 1000000 1 1)
 SET=(SET key:__rand_int__ 1796012296590996844)
 # Warm every server with the key set (then every row overwrites).
-for p in $OFF $ASYNC $SYNC $([ -n "$BEFORE" ] && echo $BEF); do "$work/replload" -addr 127.0.0.1:$p -c 50 -P 16 -n $((KEYS * 2)) -r "$KEYS" "${THR[@]}" >/dev/null 2>&1 || true; done
+for p in $OFF $ASYNC $SYNC $([ -n "$BEFORE" ] && echo $BEF) $([ -n "$BASE_BIN" ] && echo $BOFF $BASYNC $BSYNC); do "$work/replload" -addr 127.0.0.1:$p -c 50 -P 16 -n $((KEYS * 2)) -r "$KEYS" "${THR[@]}" >/dev/null 2>&1 || true; done
 for p in $REDIS $REDIS0; do "$work/replload" -addr 127.0.0.1:$p -c 50 -P 16 -n $((KEYS * 2)) -r "$KEYS" "${SET[@]}" >/dev/null 2>&1; done
 
-printf '%-8s %-9s %12s %8s %8s %8s %7s %9s %8s\n' row server "req/s" "p50 ms" "p99 ms" errors "cpu us" refused failed
+printf '%-8s %-10s %12s %8s %8s %8s %7s %7s %9s %8s\n' row server "req/s" "p50 ms" "p99 ms" errors "cpu us" "f-cpu" refused failed
 row() { # label clients pipeline
-  local label=$1 c=$2 p=$3 off="" asy="" bef="" syn="" red="" red0="" r0a r0s r0b=0 l
+  local label=$1 c=$2 p=$3 off="" asy="" bef="" syn="" red="" red0="" boff="" basy="" bsyn="" r0a r0s r0b=0 r0ba=0 r0bs=0 l
   r0a=$(refused $ASYNC) r0s=$(refused $SYNC)
   [ -n "$BEFORE" ] && r0b=$(refused $BEF)
+  [ -n "$BASE_BIN" ] && r0ba=$(refused $BASYNC) r0bs=$(refused $BSYNC)
   for _ in $(seq "$ROUNDS"); do
-    l=$(bench $OFF "$c" "$p" "${THR[@]}"); [ -n "$l" ] && off+="$l"$'\n'
-    l=$(bench $ASYNC "$c" "$p" "${THR[@]}"); [ -n "$l" ] && asy+="$l"$'\n'
-    if [ -n "$BEFORE" ]; then l=$(bench $BEF "$c" "$p" "${THR[@]}"); [ -n "$l" ] && bef+="$l"$'\n'; fi
-    l=$(bench $SYNC "$c" "$p" "${THR[@]}"); [ -n "$l" ] && syn+="$l"$'\n'
-    l=$(bench $REDIS "$c" "$p" "${SET[@]}"); [ -n "$l" ] && red+="$l"$'\n'
-    l=$(bench $REDIS0 "$c" "$p" "${SET[@]}"); [ -n "$l" ] && red0+="$l"$'\n'
+    # mine and base alternate within each mode
+    l=$(bench $OFF - "$c" "$p" "${THR[@]}"); [ -n "$l" ] && off+="$l"$'\n'
+    if [ -n "$BASE_BIN" ]; then l=$(bench $BOFF - "$c" "$p" "${THR[@]}"); [ -n "$l" ] && boff+="$l"$'\n'; fi
+    l=$(bench $ASYNC $ASYNCF "$c" "$p" "${THR[@]}"); [ -n "$l" ] && asy+="$l"$'\n'
+    if [ -n "$BASE_BIN" ]; then l=$(bench $BASYNC $BASYNCF "$c" "$p" "${THR[@]}"); [ -n "$l" ] && basy+="$l"$'\n'; fi
+    if [ -n "$BEFORE" ]; then l=$(bench $BEF $BEFF "$c" "$p" "${THR[@]}"); [ -n "$l" ] && bef+="$l"$'\n'; fi
+    l=$(bench $SYNC $SYNCF "$c" "$p" "${THR[@]}"); [ -n "$l" ] && syn+="$l"$'\n'
+    if [ -n "$BASE_BIN" ]; then l=$(bench $BSYNC $BSYNCF "$c" "$p" "${THR[@]}"); [ -n "$l" ] && bsyn+="$l"$'\n'; fi
+    l=$(bench $REDIS $REDISR "$c" "$p" "${SET[@]}"); [ -n "$l" ] && red+="$l"$'\n'
+    l=$(bench $REDIS0 - "$c" "$p" "${SET[@]}"); [ -n "$l" ] && red0+="$l"$'\n'
   done
   line() { # server lines refused
     local n
     n=$(printf '%s' "$2" | grep -c . || true)
-    printf '%-8s %-9s %12s %8s %8s %8s %7s %9s %8s\n' "$label" "$1" $( ([ "$n" -gt 0 ] && printf '%s' "$2" | medians) || echo "- - - - -") "$3" $((ROUNDS - n))
+    printf '%-8s %-10s %12s %8s %8s %8s %7s %7s %9s %8s\n' "$label" "$1" $( ([ "$n" -gt 0 ] && printf '%s' "$2" | medians) || echo "- - - - - -") "$3" $((ROUNDS - n))
   }
   line off "$off" -
+  [ -n "$BASE_BIN" ] && line off@base "$boff" -
   line async "$asy" $(($(refused $ASYNC) - r0a))
+  [ -n "$BASE_BIN" ] && line async@base "$basy" $(($(refused $BASYNC) - r0ba))
   [ -n "$BEFORE" ] && line "async@$BEFORE" "$bef" $(($(refused $BEF) - r0b))
   line sync "$syn" $(($(refused $SYNC) - r0s))
+  [ -n "$BASE_BIN" ] && line sync@base "$bsyn" $(($(refused $BSYNC) - r0bs))
   line redis+rep "$red" -
   line redis "$red0" -
+  return 0
 }
 for r in $ROWS; do
   case $r in
@@ -142,4 +177,5 @@ for r in $ROWS; do
 done
 echo "async leader: $(lagline $ASYNC)"
 echo "sync leader:  $(lagline $SYNC)"
+[ -n "$BASE_BIN" ] && echo "async@base:   $(lagline $BASYNC)" && echo "sync@base:    $(lagline $BSYNC)"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"

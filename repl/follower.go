@@ -169,14 +169,24 @@ func (f *follower) session(c net.Conn) error {
 		})
 	}
 	synced := false
+	var ackBuf [2 + binary.MaxVarintLen64]byte
+	// The read deadline is pushed back at most every linkTimeout/4 (a
+	// deadline change is a runtime timer's), so a silent leader is
+	// noticed after between 3/4 and 1 linkTimeout.
+	var deadline, wdeadline time.Time // (and the write deadline likewise)
 	for {
-		c.SetReadDeadline(time.Now().Add(linkTimeout))
+		now := time.Now()
+		if deadline.Sub(now) < linkTimeout*3/4 {
+			deadline = now.Add(linkTimeout)
+			c.SetReadDeadline(deadline)
+		}
 		t, p, buf, err = readFrame(r, buf)
 		if err != nil {
 			return err
 		}
 		f.recv.Add(int64(len(p)) + 2)
-		f.lastIO.Store(time.Now().UnixNano())
+		now = time.Now()
+		f.lastIO.Store(now.UnixNano())
 		var ack uint64
 		switch t {
 		case frameSnapshot:
@@ -236,9 +246,14 @@ func (f *follower) session(c net.Conn) error {
 		if !synced {
 			continue
 		}
-		w.Write(frame(nil, frameAck, binary.AppendUvarint(nil, ack)))
+		k := binary.PutUvarint(ackBuf[2:], ack) // an ack frame: 'A', length (< 128), seq
+		ackBuf[0], ackBuf[1] = frameAck, byte(k)
+		w.Write(ackBuf[:2+k])
 		if r.Buffered() == 0 { // group the acks of what arrived together
-			c.SetWriteDeadline(time.Now().Add(linkTimeout))
+			if wdeadline.Sub(now) < linkTimeout*3/4 {
+				wdeadline = now.Add(linkTimeout)
+				c.SetWriteDeadline(wdeadline)
+			}
 			if err := w.Flush(); err != nil {
 				return err
 			}
@@ -277,7 +292,15 @@ func (f *follower) apply(p []byte, maxTAT bool, left []map[string]struct{}) erro
 			}
 		}
 		f.n.dbs.DB(part[0].db).Prefetch(f.keys, f.hs[:len(f.keys)])
-		for _, e := range part {
+		for j := range part {
+			e := &part[j]
+			if c := &e.c; c.IsTAT && !c.Deleted {
+				f.n.dbs.DB(e.db).ApplyTAT(c.Key, c.TAT, c.ExpireAtMs, maxTAT, nowMs)
+				if left != nil && left[e.db] != nil {
+					delete(left[e.db], string(c.Key))
+				}
+				continue
+			}
 			c := e.c
 			var obj store.Object
 			if !c.Deleted && c.Kind != store.KindString && c.Kind != store.KindWindow {

@@ -3,6 +3,7 @@ package repl
 import (
 	"bufio"
 	"encoding/binary"
+	"math"
 	"net"
 	"slices"
 	"sync"
@@ -13,8 +14,9 @@ import (
 )
 
 // leader is one term of leading: the sender goroutine that drains the
-// store's effects every tick into a batch per round, the followers it
-// sends them to, and the bookkeeping of what is not acknowledged yet.
+// store's effects every Gather (or at a kick) into a batch per round,
+// the followers it sends them to, and the bookkeeping of what is not
+// acknowledged yet.
 type leader struct {
 	n     *Node
 	epoch uint64
@@ -24,6 +26,12 @@ type leader struct {
 
 	round atomic.Uint64 // rounds started (a round's number is its batch's seq)
 	bytes atomic.Int64  // bytes queued to followers
+	// rtt is a decaying maximum of the acknowledged batches' times from
+	// queued to acknowledged (ns): a slower one raises it at once, each
+	// later ack takes 1/32 off (a stall keeps rounds short for ~100 ms
+	// after it). The sender shortens its gathering by it. Written by
+	// onAck under mu.
+	rtt atomic.Int64
 
 	mu        sync.Mutex
 	followers map[*peer]struct{}
@@ -38,11 +46,13 @@ type leader struct {
 	rate      rateMeter
 }
 
-// pend is a batch not yet acknowledged: its seq and the earliest time one
-// of its effects can have been made (the start of the round before).
+// pend is a batch not yet acknowledged: its seq, the earliest time one
+// of its effects can have been made (the later of the round before's
+// start and the oldest stamp its shards took), and when it was queued.
 type pend struct {
 	seq    uint64
 	origin time.Time
+	sent   time.Time
 }
 
 func newLeader(n *Node, epoch uint64) *leader {
@@ -69,22 +79,35 @@ func (l *leader) stop() {
 // lag is never under-stated.
 const maxPending = 4096
 
-// run is the sender: a round per tick (or per kick), until stop.
+// run is the sender, until stop: every tick it advances the effect log's
+// clock (Store.SetReplStamp) and checks the lag bound; a round — drain,
+// send — runs once Gather has passed since the last one, or at once on a
+// kick (a Barrier, a slot move's seal).
 func (l *leader) run() {
 	t := time.NewTicker(l.n.opts.Tick)
 	defer t.Stop()
 	ping := time.NewTicker(100 * time.Millisecond)
 	defer ping.Stop()
-	prev := time.Now()
+	// base is the zero of the stamps (stamp = time since base + 1, so
+	// that 0 means unknown).
+	base := time.Now()
+	stamp := func(now time.Time) {
+		v := int64(now.Sub(base)) + 1
+		l.n.dbs.Each(func(_ int, st *store.Store) { st.SetReplStamp(v) })
+	}
+	stamp(base)
+	prev := base // the last round's start
 	swaps := l.n.dbs.Swaps()
 	var buf []byte
 	var rb *refBuf // the round's buffer, from batchPool; handed to the followers when sent
 	for {
+		kicked := false
 		select {
 		case <-l.done:
 			return
 		case <-t.C:
 		case <-l.kick:
+			kicked = true
 		case <-ping.C:
 			l.broadcast(frame(nil, framePing, nil))
 			l.mu.Lock()
@@ -93,6 +116,13 @@ func (l *leader) run() {
 			continue
 		}
 		start := time.Now()
+		stamp(start)
+		if !kicked && start.Sub(prev) < l.gather()-l.n.opts.Tick/2 { // (ticks jitter)
+			l.mu.Lock()
+			l.updateGateLocked(start)
+			l.mu.Unlock()
+			continue
+		}
 		seq := l.round.Add(1)
 		if rb == nil {
 			rb = batchPool.Get().(*refBuf)
@@ -102,9 +132,23 @@ func (l *leader) run() {
 		buf = binary.AppendUvarint(buf, seq)
 		entries := len(buf)
 		n := 0
+		// origin: no effect of this round was made before the previous
+		// round started, nor before the oldest stamp a shard took.
+		// origin is the later of those two bounds.
+		oldest, known := int64(math.MaxInt64), true
 		l.n.dbs.Each(func(db int, st *store.Store) {
-			n += st.DrainRepl(func(c store.Change) { buf = appendEntry(buf, db, c) })
+			k, o := st.DrainReplSince(func(c store.Change) { buf = appendEntry(buf, db, c) },
+				func(key []byte, tat uint64, exp int64) { buf = appendTAT(buf, db, key, tat, exp) })
+			n += k
+			if k > 0 {
+				known = known && o > 0
+				oldest = min(oldest, o)
+			}
 		})
+		origin := prev
+		if o := base.Add(time.Duration(oldest - 1)); n > 0 && known && o.After(prev) {
+			origin = o
+		}
 		if sw := l.n.dbs.Swaps(); sw != swaps {
 			// SWAPDB moved whole databases: followers resync.
 			swaps = sw
@@ -124,7 +168,7 @@ func (l *leader) run() {
 		if n > 0 && (l.n.opts.MinReplicas > 0 || len(l.followers) > 0) {
 			buf = finishFrame(buf, at)
 			l.lastBatch = seq
-			l.pending = append(l.pending, pend{seq, prev})
+			l.pending = append(l.pending, pend{seq, origin, start})
 			if len(l.pending) > maxPending {
 				l.pending[1].origin = l.pending[0].origin
 				l.pending = l.pending[1:]
@@ -151,6 +195,16 @@ func (l *leader) run() {
 			rb.b = nil
 		}
 	}
+}
+
+// gather is how long the sender lets effects gather now: Options.Gather,
+// shortened so that an effect's wait plus the last batch's round trip
+// stays within half of MaxLag (a slow follower or a loaded machine makes
+// rounds shorter, back to one per tick, rather than the lag bound
+// refuse writes), and never under Tick.
+func (l *leader) gather() time.Duration {
+	o := &l.n.opts
+	return max(o.Tick, min(o.Gather, o.MaxLag/2-time.Duration(l.rtt.Load())-o.Tick))
 }
 
 // updateGateLocked closes the gate while fewer followers than MinReplicas
@@ -230,6 +284,8 @@ func (l *leader) onAck(seq uint64) {
 	}
 	i := 0
 	for i < len(l.pending) && l.pending[i].seq <= seq {
+		r := l.rtt.Load()
+		l.rtt.Store(max(int64(now.Sub(l.pending[i].sent)), r-r/32))
 		l.n.lags.observe(now.Sub(l.pending[i].origin))
 		l.lags[l.nlags%len(l.lags)] = now.Sub(l.pending[i].origin)
 		l.nlags++

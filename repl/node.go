@@ -52,8 +52,16 @@ type Options struct {
 	// a leader with no follower accepts writes, and the MaxLag bound
 	// applies only while a follower is connected (docs/replica-availability.md).
 	MinReplicas int
-	// Tick is how often the leader drains its effects. Default 1ms.
+	// Tick is how often the leader's sender wakes: it advances the
+	// effect log's clock and checks the lag bound every tick. Default 1ms.
 	Tick time.Duration
+	// Gather is how long the sender lets effects gather before a round
+	// drains and sends them (a Barrier or a slot move's seal starts a
+	// round at once): fewer, larger batches cost both sides fewer
+	// wake-ups, system calls and shard visits per effect, and add up to
+	// Gather to async's lag, which the MaxLag bound still caps. Default
+	// MaxLag/5 (2ms for the default 10ms), at most 4ms; never under Tick.
+	Gather time.Duration
 	// BarrierTimeout bounds Barrier's wait (then the client's connection
 	// is closed unanswered). Default 1s.
 	BarrierTimeout time.Duration
@@ -129,6 +137,10 @@ func New(dbs *store.Databases, opts Options) *Node {
 	if opts.Tick <= 0 {
 		opts.Tick = time.Millisecond
 	}
+	if opts.Gather <= 0 {
+		opts.Gather = min(opts.MaxLag/5, 4*time.Millisecond)
+	}
+	opts.Gather = max(opts.Gather, opts.Tick)
 	if opts.BarrierTimeout <= 0 {
 		opts.BarrierTimeout = time.Second
 	}

@@ -120,6 +120,17 @@ func appendEntry(b []byte, db int, c store.Change) []byte {
 	return b
 }
 
+// appendTAT encodes a plain TAT's change of database db: appendEntry of
+// Change{Key: key, TAT: tat, IsTAT: true, ExpireAtMs: exp}.
+func appendTAT(b []byte, db int, key []byte, tat uint64, exp int64) []byte {
+	b = binary.AppendUvarint(b, uint64(db))
+	b = append(b, 't')
+	b = binary.AppendUvarint(b, uint64(len(key)))
+	b = append(b, key...)
+	b = binary.AppendUvarint(b, tat)
+	return binary.AppendVarint(b, exp)
+}
+
 // decoder reads entries from a payload.
 type decoder struct {
 	b   []byte

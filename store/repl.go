@@ -2,13 +2,14 @@ package store
 
 import (
 	"errors"
+	"math"
 	"sync/atomic"
 )
 
 // Replication's effect feed. A leader's store logs, per shard, every change
 // to a key (a TAT, a string, a window, an object, a TTL change, a delete, an
 // expiry, a flush) in a second list beside persistence's dirty list, and
-// the replication sender collects them every millisecond or so with
+// the replication sender collects them every few milliseconds with
 // DrainRepl, which hands over the keys' CURRENT states (state-based, as
 // persistence's drain: the stream carries (key, value, expiry), not
 // commands), deletions first. Followers apply them with ApplyChange.
@@ -61,11 +62,22 @@ type replLog struct {
 	// drain pays one atomic store, the others a bool test.
 	pending *atomic.Uint32
 	marked  bool
+	// stamp is the store's replStamp; since is its value when this log
+	// was marked (its oldest effect since the last drain was made no
+	// earlier than that).
+	stamp *atomic.Int64
+	since int64
+}
+
+// newReplLog is shard i's empty effect log.
+func (s *Store) newReplLog(i int) *replLog {
+	return &replLog{pending: &s.replPending[i], stamp: &s.replStamp}
 }
 
 func (l *replLog) mark() {
 	if !l.marked {
 		l.marked = true
+		l.since = l.stamp.Load()
 		l.pending.Store(1)
 	}
 }
@@ -133,7 +145,7 @@ func (s *Store) SetRepl(on bool) {
 		}
 		sh.mu.Lock()
 		if on && sh.rl == nil {
-			sh.rl = &replLog{pending: &s.replPending[i]}
+			sh.rl = s.newReplLog(i)
 		} else if !on {
 			sh.rl = nil
 		}
@@ -162,8 +174,28 @@ func (d *Databases) SetRepl(on bool) {
 // comes from its record (no read of its entry); other kinds are read from
 // the slab.
 func (s *Store) DrainRepl(fn func(Change)) int {
-	n := 0
+	n, _ := s.DrainReplSince(fn, nil)
+	return n
+}
+
+// SetReplStamp sets the clock the effect log stamps its shards with: the
+// first effect a shard logs after a drain copies the value current then,
+// and DrainReplSince reports the smallest such copy among the shards it
+// drained. The caller (the replication sender) sets it to a reading of
+// its own clock taken before the call, so a stamp never postdates the
+// effect it marks. Safe for concurrent use; one atomic store.
+func (s *Store) SetReplStamp(v int64) { s.replStamp.Store(v) }
+
+// DrainReplSince is DrainRepl, and also reports oldest: the smallest
+// replStamp a drained shard copied at its first effect since the
+// previous drain (a lower bound of when the oldest effect passed was
+// made), or 0 when it passed nothing or a shard's stamp is unknown.
+// When tat is not nil, a plain TAT's state goes to it instead of fn
+// (Change{Key: key, TAT: v, IsTAT: true, ExpireAtMs: exp}, without
+// building and copying the Change); it is called under the same rules.
+func (s *Store) DrainReplSince(fn func(Change), tat func(key []byte, v uint64, exp int64)) (n int, oldest int64) {
 	var scratch []byte
+	oldest = math.MaxInt64
 	for i := range s.shards {
 		// A shard whose log is empty is skipped without its lock: a
 		// write that a caller finished before this call set the word
@@ -176,13 +208,19 @@ func (s *Store) DrainRepl(fn func(Change)) int {
 		sh.mu.Lock()
 		s.replPending[i].Store(0)
 		l := sh.rl
+		marked, since := false, int64(0)
 		if l != nil {
+			marked, since = l.marked, l.since
 			l.marked = false
 		}
 		if l == nil || len(l.recs) == 0 && len(l.dels) == 0 {
 			sh.mu.Unlock()
 			continue
 		}
+		if !marked {
+			since = 0 // cannot happen (every effect marks): unknown
+		}
+		oldest = min(oldest, since)
 		for _, k := range l.dels {
 			fn(Change{Key: k, Deleted: true})
 			n++
@@ -190,7 +228,7 @@ func (s *Store) DrainRepl(fn func(Change)) int {
 		l.dels = l.dels[:0]
 		recs := l.recs
 		l.recs = l.spareRecs[:0]
-		n += l.drainRecsLocked(sh, recs, fn, &scratch)
+		n += l.drainRecsLocked(sh, recs, fn, tat, &scratch)
 		l.kblock = l.kblock[:0]
 		l.spareRecs = recs[:0]
 		if cap(l.spareRecs) > 1<<12 {
@@ -198,13 +236,24 @@ func (s *Store) DrainRepl(fn func(Change)) int {
 		}
 		sh.mu.Unlock()
 	}
-	return n
+	if n == 0 || oldest == math.MaxInt64 {
+		oldest = 0
+	}
+	return n, oldest
 }
 
-// drainRecsLocked passes each slot's last record of recs to fn, newest
-// first, and returns how many it passed. Requires sh.mu.
-func (l *replLog) drainRecsLocked(sh *shard, recs []replRec, fn func(Change), scratch *[]byte) int {
+// smallDrain is the most records a drain of one shard dedups by
+// comparing slots pairwise instead of with the seen bitmap: at a few
+// records per shard and round (a busy leader's usual), the bitmap's
+// words are a cache miss each and the comparisons are not.
+const smallDrain = 8
+
+// drainRecsLocked passes each slot's last record of recs to fn (a plain
+// TAT's to tat when not nil), newest first, and returns how many it
+// passed. Requires sh.mu.
+func (l *replLog) drainRecsLocked(sh *shard, recs []replRec, fn func(Change), tat func([]byte, uint64, int64), scratch *[]byte) int {
 	n := 0
+	small := len(recs) <= smallDrain
 	for j := len(recs) - 1; j >= 0; j-- {
 		r := &recs[j]
 		if j >= drainAhead && recs[j-drainAhead].klen == recRef {
@@ -212,14 +261,24 @@ func (l *replLog) drainRecsLocked(sh *shard, recs []replRec, fn func(Change), sc
 			// miss of an entry a few ahead (as DrainFunc does).
 			sh.prefetchEntryLocked(recs[j-drainAhead].slot)
 		}
-		w, bit := int(r.slot>>6), uint64(1)<<(r.slot&63)
-		if w >= len(l.seen) {
-			l.seen = append(l.seen, make([]uint64, w+1-len(l.seen))...)
+		if small {
+			later := false
+			for k := j + 1; k < len(recs) && !later; k++ {
+				later = recs[k].slot == r.slot
+			}
+			if later {
+				continue // a later record of this slot was taken
+			}
+		} else {
+			w, bit := int(r.slot>>6), uint64(1)<<(r.slot&63)
+			if w >= len(l.seen) {
+				l.seen = append(l.seen, make([]uint64, w+1-len(l.seen))...)
+			}
+			if l.seen[w]&bit != 0 {
+				continue // a later record of this slot was taken
+			}
+			l.seen[w] |= bit
 		}
-		if l.seen[w]&bit != 0 {
-			continue // a later record of this slot was taken
-		}
-		l.seen[w] |= bit
 		switch r.klen {
 		case recGone:
 		case recRef:
@@ -241,12 +300,18 @@ func (l *replLog) drainRecsLocked(sh *shard, recs []replRec, fn func(Change), sc
 			} else {
 				key = l.kblock[r.koff : r.koff+r.klen : r.koff+r.klen]
 			}
-			fn(Change{Key: key, TAT: r.tat, IsTAT: true, ExpireAtMs: r.exp})
+			if tat != nil {
+				tat(key, r.tat, r.exp)
+			} else {
+				fn(Change{Key: key, TAT: r.tat, IsTAT: true, ExpireAtMs: r.exp})
+			}
 			n++
 		}
 	}
-	for j := range recs {
-		l.seen[recs[j].slot>>6] = 0
+	if !small {
+		for j := range recs {
+			l.seen[recs[j].slot>>6] = 0
+		}
 	}
 	return n
 }
@@ -320,13 +385,13 @@ func (s *Store) ApplyChange(c Change, obj Object, maxTAT bool, nowMs int64) erro
 		return nil
 	}
 	switch {
+	case c.Kind == KindString && c.IsTAT:
+		sh.applyTATLocked(c.Key, h, slot, pos, exists, c.TAT, c.ExpireAtMs, maxTAT, nowMs)
 	case c.Kind == KindString:
 		var tat uint64
 		var raw string
 		var flags uint32
-		if c.IsTAT {
-			tat = c.TAT
-		} else if v, ok := NewValue(c.Text); ok {
+		if v, ok := NewValue(c.Text); ok {
 			tat, raw = v.TAT, v.Raw
 		} else {
 			raw, flags = string(c.Text), flagInvalid
@@ -367,4 +432,39 @@ func (s *Store) ApplyChange(c Change, obj Object, maxTAT bool, nowMs int64) erro
 		return ErrBadChange
 	}
 	return nil
+}
+
+// ApplyTAT is ApplyChange of a plain TAT's change (Change{Key: key, TAT:
+// tat, IsTAT: true, ExpireAtMs: exp}) without building the Change: the
+// follower's path for the stream's commonest entry. Safe for concurrent
+// use (it takes key's shard lock). Cost: a lookup and a write, as a
+// CL.THROTTLE's.
+func (s *Store) ApplyTAT(key []byte, tat uint64, exp int64, maxTAT bool, nowMs int64) {
+	h := s.hashKey(key)
+	sh := s.shardFor(h)
+	sh.mu.Lock()
+	slot, pos, exists := sh.findLocked(key, h)
+	if exp != 0 && exp < nowMs {
+		if exists {
+			sh.removeLocked(slot, pos)
+		}
+	} else {
+		sh.applyTATLocked(key, h, slot, pos, exists, tat, exp, maxTAT, nowMs)
+	}
+	sh.mu.Unlock()
+}
+
+// applyTATLocked stores a live plain TAT change of key (found by
+// findLocked at slot, or to insert at pos): ApplyChange's rule, the
+// larger TAT kept when maxTAT and both are plain TATs. Requires sh.mu.
+func (sh *shard) applyTATLocked(key []byte, h uint64, slot uint32, pos int, exists bool, tat uint64, exp int64, maxTAT bool, nowMs int64) {
+	if maxTAT && exists {
+		if e := &sh.slab[slot]; e.flags&(flagInvalid|flagRaw|kindMask) == 0 && e.tat > tat {
+			return // ours is further ahead: keep it and its expiry
+		}
+	}
+	if !exists {
+		slot = sh.insertLocked(key, h, pos)
+	}
+	sh.writeLocked(slot, tat, exp, lruFlags(nowMs), "")
 }

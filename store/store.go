@@ -172,6 +172,10 @@ type Store struct {
 	// replPending[i] is 1 while shard i's effect log holds something
 	// (repl.go): DrainRepl skips the others without taking their locks.
 	replPending [nShards]atomic.Uint32
+	// replStamp is the replication sender's clock (SetReplStamp): a
+	// shard's log copies it when its first effect after a drain is
+	// logged, so the drain can tell how old its oldest effect is.
+	replStamp atomic.Int64
 }
 
 // New returns an empty store with a memory account of its own.
@@ -204,7 +208,7 @@ func (s *Store) makeShard(i int) *shard {
 	sh := &shard{track: s.track, seed: s.seed, memUsed: &s.used, ownUsed: &s.own,
 		memBatch: batchFor(s.maxMemory.Load())}
 	if s.repl {
-		sh.rl = &replLog{pending: &s.replPending[i]}
+		sh.rl = s.newReplLog(i)
 	}
 	sh.reset()
 	s.fixed.Add(shardCost)
