@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"math/bits"
 	"slices"
 
 	"github.com/celld/celld/gcra"
@@ -191,9 +192,13 @@ func putReplyInt(d *[maxResultLen]byte, i int, v int64) int {
 		d[i], d[i+1], d[i+2] = byte('0'+u), '\r', '\n'
 		return i + 3
 	}
-	nd := 2 // decimal digits of u (at least 2 here)
-	for nd < len(pow10) && u >= pow10[nd] {
-		nd++
+	// decimal digits of u (at least 2 here): log10(2) ~ 1233/4096 turns
+	// u's bit length into its digit count or one less, which one
+	// comparison settles (no loop over the powers of ten)
+	t := bits.Len64(u) * 1233 >> 12
+	nd := t + 1
+	if u < pow10[t] {
+		nd = t
 	}
 	end := i + nd
 	j := end
