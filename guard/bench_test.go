@@ -9,6 +9,7 @@ import (
 // frames at varying places (exercising the header hold).
 var benchStreams = []struct{ name, unit string }{
 	{"throttle", "*5\r\n$11\r\nCL.THROTTLE\r\n$9\r\nuser:1234\r\n$2\r\n15\r\n$2\r\n30\r\n$2\r\n60\r\n"},
+	{"mthrottle3", "*16\r\n$12\r\nCL.MTHROTTLE\r\n" + strings.Repeat("$14\r\na:000000012345\r\n$7\r\n1000000\r\n$1\r\n1\r\n$2\r\n60\r\n$1\r\n1\r\n", 3)},
 	{"set-64KiB", "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$65536\r\n" + strings.Repeat("v", 65536) + "\r\n"},
 	{"inline", "CL.THROTTLE user:1234 15 30 60\r\n"},
 }

@@ -219,6 +219,16 @@ func (m *machine) scan(buf []byte, from int, mode scanMode) (n, rest int) {
 			}
 
 		case stBulkStart:
+			if w == r && m.arg > 0 && m.argsLeft > 1 {
+				// A run of whole short arguments, output in place
+				// (shortBulks): none is the command's first (captured)
+				// or last (which completes the command).
+				if r = m.shortBulks(buf, r); r == len(buf) {
+					w = r
+					break
+				}
+				w = r
+			}
 			c := buf[r]
 			hs = r
 			if c == '$' {
@@ -449,6 +459,57 @@ func commit(buf []byte, w, a, b int) int {
 		copy(buf[w:], buf[a:b])
 	}
 	return w + b - a
+}
+
+// shortBulks is scan's fast path through a run of whole arguments
+// "$<n>\r\n<payload>\r\n" with n of one or two digits (no leading zero)
+// inside buf from r, while output is in place (no gap to compact): the
+// middle arguments of a command, CL.THROTTLE's limits or CL.MTHROTTLE's
+// keys and limits, each read here with no state change but a few counters,
+// where the state machine takes four steps an argument. It stops before
+// the command's last argument (argDone's checks run on the general path),
+// and before any argument it would not pass whole by the rules bulkHeader
+// applies: a length over UnauthMaxBulk (which is at most MaxBulk, so the
+// authentication state need not be known), or one that takes the
+// command's declared size past MaxQueryBuffer. Such an argument, and
+// anything not in that exact shape, is left to the general path, which
+// sees the state as if it had read the run itself. It returns the index
+// after the last argument read (r when none). Requires m.arg > 0, so no
+// argument read here is captured. No allocation.
+func (m *machine) shortBulks(buf []byte, r int) int {
+	size, left := m.cmdSize, m.argsLeft
+	maxLen, maxSize := uint64(m.lim.UnauthMaxBulk), m.lim.MaxQueryBuffer
+	start := r
+	for left > 1 && r+4 < len(buf) {
+		b := buf[r : r+5 : r+5]
+		if b[0] != '$' {
+			break
+		}
+		var v uint64
+		var h int
+		if d1 := uint64(b[1] - '0'); d1 <= 9 && b[2] == '\r' && b[3] == '\n' {
+			v, h = d1, 4
+		} else if d2 := uint64(b[2] - '0'); d1-1 < 9 && d2 <= 9 && b[3] == '\r' && b[4] == '\n' {
+			v, h = d1*10+d2, 5
+		} else {
+			break
+		}
+		end := r + h + int(v) // the payload's "\r\n"
+		if v > maxLen || end+1 >= len(buf) || buf[end] != '\r' || buf[end+1] != '\n' {
+			break
+		}
+		ns := size + int64(h) + int64(v) + 2 + ArgOverhead
+		if ns > maxSize {
+			break
+		}
+		size, left, r = ns, left-1, end+2
+	}
+	if r != start {
+		m.arg += m.argsLeft - left
+		m.cmdSize, m.argsLeft = size, left
+		m.remain, m.capture = 0, false
+	}
+	return r
 }
 
 // shortNumberLine is the fast path for a header line wholly inside buf:

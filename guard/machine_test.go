@@ -140,6 +140,11 @@ var guardCases = []guardCase{
 	{name: "unauth bulk 16385", unauth: true, in: "*1\r\n$16385\r\n", out: "*1\r\n", reply: rUnauthBulk, kind: ErrProtocol},
 	{name: "unauth bulk invalid first", unauth: true, in: "*1\r\n$600000\r\n", out: "*1\r\n", reply: rInvalidBulk, kind: ErrProtocol},
 	{name: "unauth inline words", unauth: true, in: "a b c d e f g h i j k\r\n", out: "a b c d e f g h i j k\r", reply: rTooBigInl, kind: ErrProtocol},
+	// A middle argument (scan's shortBulks) obeys the same bounds.
+	{name: "unauth middle bulk at UnauthMaxBulk", unauth: true, lim: Limits{UnauthMaxBulk: 10}, in: "*3\r\n$3\r\nSET\r\n$10\r\nkkkkkkkkkk\r\n$1\r\nv\r\n", out: "*3\r\n$3\r\nSET\r\n$10\r\nkkkkkkkkkk\r\n$1\r\nv\r\n"},
+	{name: "unauth middle bulk over UnauthMaxBulk", unauth: true, lim: Limits{UnauthMaxBulk: 10}, in: "*3\r\n$3\r\nSET\r\n$11\r\nkkkkkkkkkkk\r\n$1\r\nv\r\n", out: "*3\r\n$3\r\nSET\r\n", reply: rUnauthBulk, kind: ErrProtocol},
+	{name: "middle bulk over the query buffer", lim: Limits{MaxBulk: 10, MaxQueryBuffer: 4 + 33 + 32 - 1}, in: "*3\r\n$3\r\nSET\r\n$2\r\nab\r\n$1\r\nv\r\n", out: "*3\r\n$3\r\nSET\r\n", kind: ErrQueryBuffer},
+	{name: "middle bulk fills the query buffer", lim: Limits{MaxBulk: 10, MaxQueryBuffer: 4 + 33 + 32}, in: "*3\r\n$3\r\nSET\r\n$2\r\nab\r\n$1\r\nv\r\n", out: "*3\r\n$3\r\nSET\r\n$2\r\nab\r\n", kind: ErrQueryBuffer},
 	{name: "unauth pipeline", unauth: true, in: "AUTH x\r\n" + ping + get, out: "AUTH x\r\n" + ping + get},
 
 	// The query buffer cap: closed without a reply.

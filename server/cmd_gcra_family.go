@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"math/bits"
 	"slices"
 
 	"github.com/celld/celld/gcra"
@@ -191,9 +192,13 @@ func putReplyInt(d *[maxResultLen]byte, i int, v int64) int {
 		d[i], d[i+1], d[i+2] = byte('0'+u), '\r', '\n'
 		return i + 3
 	}
-	nd := 2 // decimal digits of u (at least 2 here)
-	for nd < len(pow10) && u >= pow10[nd] {
-		nd++
+	// decimal digits of u (at least 2 here): log10(2) ~ 1233/4096 turns
+	// u's bit length into its digit count or one less, which one
+	// comparison settles (no loop over the powers of ten)
+	t := bits.Len64(u) * 1233 >> 12
+	nd := t + 1
+	if u < pow10[t] {
+		nd = t
 	}
 	end := i + nd
 	j := end
@@ -220,10 +225,9 @@ const stackGroups = 8
 // multiScratch is CL.MTHROTTLE's working memory for up to stackGroups
 // groups.
 type multiScratch struct {
-	keys [stackGroups][]byte
-	gs   [stackGroups]gcra.Group
-	out  [stackGroups]gcra.Result
-	hs   [stackGroups]uint64
+	gs  [stackGroups]gcra.Group
+	out [stackGroups]gcra.Result
+	hs  [stackGroups]uint64
 }
 
 // throttleMulti is CL.MTHROTTLE and CL.MPTHROTTLE (spec section 3): parse
@@ -249,6 +253,11 @@ func (s *Server) throttleMulti(c *client, args [][]byte, fc familyCmd, u gcra.Un
 	var gs []gcra.Group
 	var out []gcra.Result
 	var hs []uint64
+	// The keys on the stack (8 slice headers to zero), not in the client's
+	// scratch, which would then have to be cleared after the call so as to
+	// keep no reference to the request's buffer: a deferred clear of
+	// pointer words (write barriers) costs more than the zeroing.
+	var stackKeys [stackGroups][]byte
 	if g <= stackGroups {
 		// The client's own scratch, reused call after call: nothing to
 		// zero (every field read below is written first in this call).
@@ -256,8 +265,7 @@ func (s *Server) throttleMulti(c *client, args [][]byte, fc familyCmd, u gcra.Un
 			c.multi = new(multiScratch)
 		}
 		sc := c.multi
-		keys, gs, out, hs = sc.keys[:g], sc.gs[:g], sc.out[:g], sc.hs[:g]
-		defer clear(keys) // keep no reference to the request's buffer
+		keys, gs, out, hs = stackKeys[:g], sc.gs[:g], sc.out[:g], sc.hs[:g]
 	} else {
 		keys, gs, out, hs = make([][]byte, g), make([]gcra.Group, g), make([]gcra.Result, g), make([]uint64, g)
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -257,5 +258,29 @@ func TestAppendOtherKeys(t *testing.T) {
 	}
 	if got := appendOtherKeys(make([][]byte, 5), commands["del"], big); len(got) != maxPrefetchKeys {
 		t.Errorf("DEL with 1000 keys: %d prefetched, want the bound %d", len(got), maxPrefetchKeys)
+	}
+}
+
+// TestPutReplyIntDigits: putReplyInt's digit count (from the bit length,
+// one comparison) is right at both ends of every bit length and around
+// every power of ten, for both signs.
+func TestPutReplyIntDigits(t *testing.T) {
+	var vs []int64
+	for l := 1; l < 64; l++ {
+		lo, hi := int64(1)<<(l-1), int64(1)<<l-1
+		for d := int64(0); d < 3; d++ {
+			vs = append(vs, lo+d, hi-d, -(lo + d), -(hi - d))
+		}
+	}
+	for p := int64(1); p <= 1e18; p *= 10 {
+		vs = append(vs, p-1, p, p+1, -p+1, -p, -p-1)
+	}
+	vs = append(vs, -1<<63, 1<<63-1)
+	for _, v := range vs {
+		var d [maxResultLen]byte
+		n := putReplyInt(&d, 0, v)
+		if want := ":" + strconv.FormatInt(v, 10) + "\r\n"; string(d[:n]) != want {
+			t.Fatalf("putReplyInt(%d) = %q, want %q", v, d[:n], want)
+		}
 	}
 }

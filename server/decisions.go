@@ -595,7 +595,8 @@ func (s *Server) shadowMulti(c *client, dc DecisionCmd, u gcra.Unit, keys [][]by
 	wrote := false
 	if !enforced {
 		var sc multiScratch
-		k2, g2, o2, h2 := sc.keys[:0], sc.gs[:0], sc.out[:0], sc.hs[:0]
+		var sk [stackGroups][]byte
+		k2, g2, o2, h2 := sk[:0], sc.gs[:0], sc.out[:0], sc.hs[:0]
 		if len(keys) > stackGroups {
 			k2, g2 = make([][]byte, 0, len(keys)), make([]gcra.Group, 0, len(keys))
 			o2, h2 = make([]gcra.Result, 0, len(keys)), make([]uint64, 0, len(keys))
