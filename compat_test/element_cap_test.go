@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/celld/celld/kinds"
 	"github.com/redis/go-redis/v9"
@@ -20,7 +21,11 @@ import (
 // Under -race only the list is filled (see raceEnabled).
 func TestElementCapPerKey(t *testing.T) {
 	ts := startServer(t)
-	rdb := newGoRedis(t, ts)
+	// Pipelines of megabytes under -race on a loaded machine: long
+	// timeouts, and no retry (a retried pipeline would push twice).
+	rdb := newGoRedis(t, ts, func(o *redis.Options) {
+		o.ReadTimeout, o.WriteTimeout, o.MaxRetries = 2*time.Minute, 2*time.Minute, -1
+	})
 	const chunk = 1 << 14
 	n := kinds.MaxElements
 	// fill writes elements [from, to) of key with cmd, chunk per command.
