@@ -231,8 +231,11 @@ func run(args []string) int {
 		code = 1
 	}
 	mx.shuttingDown()
-	stopHA(haNode) // fence and hand leadership over before draining
+	// The grace counts from the signal: stepping down from HA leadership
+	// (fence, resign, revoke) gets at most its first quarter, before the
+	// drain.
 	deadline := time.Now().Add(cfg.ShutdownGrace)
+	stopHA(haNode, time.Now().Add(cfg.ShutdownGrace/4), log)
 	drainConnections(srv, deadline, cfg.ShutdownGrace, log)
 	if p != nil {
 		if err := p.CloseBy(deadline); err != nil {

@@ -54,7 +54,12 @@ type etcdProxy struct {
 }
 
 func newEtcdProxy(t *testing.T, target string) *etcdProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return newEtcdProxyOn(t, "127.0.0.1:0", target)
+}
+
+// newEtcdProxyOn is newEtcdProxy listening on listen (host:port).
+func newEtcdProxyOn(t *testing.T, listen, target string) *etcdProxy {
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,6 +127,7 @@ func lowAddr(t *testing.T) string {
 type haMember struct {
 	id, addr, dir string
 	proxy         *etcdProxy
+	wrap          []string              // a command celld runs under (ip netns exec NS), if any
 	cur           atomic.Pointer[child] // the running process (start replaces it; the prober reads it)
 	probe         *redis.Client
 }
@@ -133,8 +139,10 @@ func (m *haMember) start(t *testing.T, ttl time.Duration, extra ...string) {
 	t.Helper()
 	c := &child{t: t, dir: m.dir, addr: m.addr, exited: make(chan struct{})}
 	c.logs = &logBuf{ready: make(chan struct{})}
-	c.cmd = exec.Command(celldBinary(t), append([]string{"--addr", m.addr, "--dir", m.dir, "--etcd", m.proxy.URL(), "--cluster", "h",
-		"--node-id", m.id, "--ha-lease-ttl", ttl.String(), "--log-level", "debug"}, extra...)...)
+	argv := append([]string{celldBinary(t), "--addr", m.addr, "--dir", m.dir, "--etcd", m.proxy.URL(), "--cluster", "h",
+		"--node-id", m.id, "--ha-lease-ttl", ttl.String(), "--log-level", "debug"}, extra...)
+	argv = append(append([]string(nil), m.wrap...), argv...)
+	c.cmd = exec.Command(argv[0], argv[1:]...)
 	c.cmd.Stdout, c.cmd.Stderr = c.logs, c.logs
 	c.started = time.Now()
 	if err := c.cmd.Start(); err != nil {

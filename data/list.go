@@ -492,8 +492,14 @@ func moveCmd(x *server.Ctx, fromLeft, toLeft bool) {
 		x.Null()
 		return
 	}
-	// The destination must be a list or missing.
-	if _, ok := readList(x, dst, func(*kinds.List) {}); !ok {
+	// The destination must be a list or missing, and below the element
+	// cap (checked again when pushing: another client may fill it between).
+	full := false
+	if _, ok := readList(x, dst, func(l *kinds.List) { full = tooBig(l.Len(), 1) }); !ok {
+		return
+	}
+	if full {
+		x.Error(errTooBig)
 		return
 	}
 	var v string
@@ -506,12 +512,16 @@ func moveCmd(x *server.Ctx, fromLeft, toLeft bool) {
 		return
 	}
 	_, err := x.Store().WriteObject(dst, store.KindList, x.NowMs(), newList, func(o store.Object) bool {
+		if full = tooBig(o.(*kinds.List).Len(), 1); full {
+			return false
+		}
 		push(o.(*kinds.List), v)
 		return true
 	})
-	if err != nil {
-		// The destination changed kind (or memory ran out) since it was
-		// checked: give the element back so that nothing is lost.
+	if err != nil || full {
+		// The destination changed kind, filled up to the cap (or memory
+		// ran out) since it was checked: give the element back so that
+		// nothing is lost.
 		x.Store().WriteObject(src, store.KindList, x.NowMs(), newList, func(o store.Object) bool {
 			if fromLeft {
 				o.(*kinds.List).PushFront(v)
@@ -520,7 +530,11 @@ func moveCmd(x *server.Ctx, fromLeft, toLeft bool) {
 			}
 			return true
 		})
-		replyStoreErr(x, err)
+		if full {
+			x.Error(errTooBig)
+		} else {
+			replyStoreErr(x, err)
+		}
 		return
 	}
 	x.BulkString(v)

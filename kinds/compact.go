@@ -385,7 +385,7 @@ func (l *List) lpRemove(p lpos) string {
 // toFull moves a compact l into the ring buffer, copying the strings out.
 func (l *List) toFull() {
 	items := make([]string, max(8, int(l.n)+1))
-	size := int64(48)
+	size := int64(listRingFixed)
 	p := lpos{}
 	for i := 0; i < int(l.n); i++ {
 		s := string([]byte(l.item(p)))

@@ -37,6 +37,11 @@ type listRing struct {
 // with the ring's slack.
 const listItemCost = 24
 
+// listRingFixed is a full-form list's Size with no items (the listRing and
+// its slice header): every full form starts from it (toFull), so Size is
+// always listRingFixed plus listItemCost and the bytes of each item.
+const listRingFixed = 48
+
 // NewList returns an empty list.
 func NewList() *List { return &List{} }
 
@@ -332,7 +337,10 @@ func (l *List) Filter(keep func(i int, s string) bool) int {
 }
 
 // Trim keeps items start..stop (inclusive, 0 ≤ start ≤ stop < Len) and
-// drops the rest: O(dropped).
+// drops the rest: O(min(dropped, kept)). When fewer items stay than go
+// (LTRIM of a giant list to its last few), the kept ones move to a new
+// buffer and the old one is left to the garbage collector, so the caller
+// (who holds the key's shard lock) does not walk a million dropped items.
 func (l *List) Trim(start, stop int) {
 	if l.recording() {
 		r := l.room(1 + 2*binary.MaxVarintLen64)
@@ -346,6 +354,17 @@ func (l *List) Trim(start, stop int) {
 		l.lp[0] = byte(first) // the first item's byte: its length XOR 0
 		l.lp = fit(append(l.lp, byte(to.prev)))
 		l.n, l.cur = int32(stop-start+1), 0
+		return
+	}
+	if kept := stop - start + 1; kept < int(l.n)-kept {
+		nb := make([]string, max(8, 2*kept))
+		size := int64(listRingFixed)
+		for j := range kept {
+			s := l.buf[l.pos(start+j)]
+			nb[j] = s
+			size += listItemCost + int64(len(s))
+		}
+		l.buf, l.head, l.n, l.size = nb, 0, int32(kept), size
 		return
 	}
 	for j := stop + 1; j < int(l.n); j++ {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package compat_test
+
+const raceEnabled = false
