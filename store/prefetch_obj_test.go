@@ -109,3 +109,45 @@ func TestPrefetchObjects(t *testing.T) {
 		t.Fatalf("after Flush liveObjs sums to %d", got)
 	}
 }
+
+// TestPrefetchLeavesHashes: Prefetch leaves each key's hash in hs, for
+// any number of keys (more than prefetchObjects' chunk too), in a store
+// with objects in every shard (prefetchObjects used hs as its scratch
+// before: the server's batch then hashed its CL.WINDOW keys again), and
+// PrefetchWindowsAt with them changes nothing.
+func TestPrefetchLeavesHashes(t *testing.T) {
+	s := New(Options{TrackDirty: true})
+	const now = 1_000_000
+	var keys [][]byte
+	for i := range 3000 {
+		k := fmt.Appendf(nil, "k%d", i)
+		keys = append(keys, k)
+		if i%2 == 0 {
+			if _, err := s.WriteObject(k, KindHash, now, func() Object { return &bufObj{buf: make([]byte, 0, 16)} },
+				func(o Object) bool { o.(*bufObj).n++; return true }); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			s.Put(k, Value{TAT: uint64(i)}, now, 0, false)
+		}
+	}
+	if s.Len() != 3000 || s.shardAt(0).liveObjs.Load() == 0 {
+		t.Fatalf("%d keys, %d objects in shard 0: want 3000 keys, objects in every shard", s.Len(), s.shardAt(0).liveObjs.Load())
+	}
+	for _, n := range []int{1, 16, objChunk, objChunk + 1, 150} {
+		batch := keys[n : 2*n]
+		hs := make([]uint64, n)
+		s.Prefetch(batch, hs)
+		for i, k := range batch {
+			if hs[i] != s.hashKey(k) {
+				t.Fatalf("%d keys: hs[%d] = %#x after Prefetch, want %q's hash %#x", n, i, hs[i], k, s.hashKey(k))
+			}
+		}
+		before := s.Len()
+		at := []int32{0, int32(n - 1), int32(n / 2)}
+		s.PrefetchWindowsAt(batch, hs, at)
+		if s.Len() != before {
+			t.Fatalf("PrefetchWindowsAt changed the store: %d keys, want %d", s.Len(), before)
+		}
+	}
+}
