@@ -82,10 +82,10 @@ type connState struct {
 	cmds   []parsedCmd
 	keys   [][]byte
 	hashes []uint64
-	// winAt are the indexes in keys of the batch's calls that decide a
-	// window held in a block (command.meta.prefetchWindow said so), for
-	// Store.PrefetchWindowsAt (with the hashes Prefetch put in hashes).
-	winAt []int32
+	// winKeys are the keys of the batch's calls that decide a window
+	// held in a block (command.meta.prefetchWindow said so), a subset of
+	// keys, for Store.PrefetchWindows.
+	winKeys [][]byte
 	// memo is the last command name parseBatch looked up, as sent, and
 	// its entry (see lookup).
 	memo struct {
@@ -132,7 +132,7 @@ const maxBatchCmds = 32
 // returns. Nothing runs and st.start does not
 // move: the caller does that per command it runs.
 func (st *connState) parseBatch() error {
-	st.cmds, st.flat, st.keys, st.winAt = st.cmds[:0], st.flat[:0], st.keys[:0], st.winAt[:0]
+	st.cmds, st.flat, st.keys, st.winKeys = st.cmds[:0], st.flat[:0], st.keys[:0], st.winKeys[:0]
 	packet := st.buf[st.start:st.end]
 	for len(st.cmds) < maxBatchCmds && len(packet) > 0 {
 		var complete bool
@@ -182,7 +182,7 @@ func (st *connState) parseBatch() error {
 			// hashes' scratch: appendOtherKeys stops there too)
 			st.keys = append(st.keys, argv[cmd.firstKey])
 			if pw := cmd.meta.prefetchWindow; pw != nil && pw(argv) {
-				st.winAt = append(st.winAt, int32(len(st.keys)-1))
+				st.winKeys = append(st.winKeys, argv[cmd.firstKey])
 			}
 			if cmd.lastKey != cmd.firstKey {
 				st.keys = appendOtherKeys(st.keys, cmd, argv) // CL.MTHROTTLE's, DEL's, ...
@@ -327,8 +327,8 @@ func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 					st.hashes = make([]uint64, max(maxBatchCmds, maxPrefetchKeys))
 				}
 				s.keyspace(c).Prefetch(st.keys, st.hashes[:len(st.keys)])
-				if len(st.winAt) > 1 { // CL.WINDOW's blocks, one miss further
-					s.keyspace(c).PrefetchWindowsAt(st.keys, st.hashes, st.winAt)
+				if len(st.winKeys) > 1 { // CL.WINDOW's blocks, one miss further
+					s.keyspace(c).PrefetchWindows(st.winKeys)
 				}
 			}
 			r, batchRan, stop := s.runBatch(c, st)
@@ -474,6 +474,7 @@ func (st *connState) compact() {
 func (st *connState) dropRefs() {
 	clear(st.flat[:cap(st.flat)])
 	clear(st.keys[:cap(st.keys)])
+	clear(st.winKeys[:cap(st.winKeys)])
 }
 
 // makeRoom returns a buffer holding buf[start:end] at its front with at

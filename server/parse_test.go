@@ -453,8 +453,8 @@ func init() {
 	})
 }
 
-// TestParseBatchWindowKeys: parseBatch lists in winAt (for
-// Store.PrefetchWindowsAt) where in keys the first key is of every call of a command
+// TestParseBatchWindowKeys: parseBatch lists in winKeys (for
+// Store.PrefetchWindows) the first key of every call of a command
 // registered with PrefetchWindow for which it reports true, and only
 // those, besides listing every command's keys in keys; the next batch
 // starts both lists afresh.
@@ -474,15 +474,15 @@ func TestParseBatchWindowKeys(t *testing.T) {
 	if got, want := str(st.keys), []string{"a", "b", "c", "d", "e"}; !slices.Equal(got, want) {
 		t.Errorf("keys %q, want %q", got, want)
 	}
-	if got, want := st.winAt, []int32{0, 2}; !slices.Equal(got, want) {
-		t.Errorf("winAt %v, want %v", got, want)
+	if got, want := str(st.winKeys), []string{"a", "c"}; !slices.Equal(got, want) {
+		t.Errorf("winKeys %q, want %q", got, want)
 	}
 	in = []byte("SET e v\r\n")
 	st.buf, st.start, st.end = in, 0, len(in)
 	if err := st.parseBatch(); err != nil || len(st.cmds) != 1 {
 		t.Fatalf("parsed %d commands, err %v", len(st.cmds), err)
 	}
-	if len(st.winAt) != 0 {
-		t.Errorf("winAt %v after a batch without window commands", st.winAt)
+	if len(st.winKeys) != 0 {
+		t.Errorf("winKeys %q after a batch without window commands", str(st.winKeys))
 	}
 }

@@ -34,9 +34,8 @@ func (sh *shard) publishLocked() {
 // lookup) of it will read: first every key's index line, then, for each key
 // whose word the first pass brought in (entrySlot), the slab entry it points
 // to. It changes nothing and takes no lock, so it is safe for concurrent use
-// with everything; a key changed meanwhile merely wastes its prefetch. hs
-// (len(keys)) receives the keys' hashes, hs[i] keys[i]'s, for the caller
-// to reuse (PrefetchWindowsAt).
+// with everything; a key changed meanwhile merely wastes its prefetch. hs is
+// scratch space of len(keys).
 //
 // Cost per key: one hash, one prefetch of its index line, atomic loads of
 // up to prefetchProbe words that the first pass has usually brought in, and

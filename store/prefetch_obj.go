@@ -23,44 +23,13 @@ type DataAddresser interface {
 	DataAddr() unsafe.Pointer
 }
 
-// prefetchObjects is Prefetch's second half: hs holds the keys' hashes,
-// which it leaves as they are (Prefetch's callers reuse them). It works in
-// chunks of objChunk keys, its own per-key state on the stack. Safe for
-// concurrent use.
+// prefetchObjects is Prefetch's second half: hs holds the keys' hashes and
+// is overwritten (scratch). Safe for concurrent use.
 func (s *Store) prefetchObjects(keys [][]byte, hs []uint64) {
-	for len(hs) > 0 {
-		n := min(len(hs), objChunk)
-		if s.anyObjShard(hs[:n]) {
-			s.prefetchObjectsChunk(keys[:n], hs[:n])
-		}
-		keys, hs = keys[n:], hs[n:]
-	}
-}
-
-// anyObjShard reports whether a key hashed to one of hs is in a shard
-// holding objects: one atomic load per key, all that a batch of
-// CL.THROTTLE on a store without objects pays for prefetchObjects.
-func (s *Store) anyObjShard(hs []uint64) bool {
-	for _, h := range hs {
-		if sh := s.madeShard(h); sh != nil && sh.liveObjs.Load() != 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// objChunk is how many keys prefetchObjects takes through its three
-// levels at a time: a pipelined batch's keys (32 commands) in one.
-const objChunk = 64
-
-// prefetchObjectsChunk is prefetchObjects for at most objChunk keys.
-func (s *Store) prefetchObjectsChunk(keys [][]byte, hashes []uint64) {
-	// Level 1: the slot in objs. at[i] is the shard's number (top byte,
-	// as in a hash) and the slot + 1 (low 32 bits), or 0.
-	var at [objChunk]uint64
-	hs := at[:len(hashes)]
+	// Level 1: the slot in objs. hs[i] becomes the shard's number (top
+	// byte, as in a hash) and the slot + 1 (low 32 bits), or 0.
 	any := false
-	for i, h := range hashes {
+	for i, h := range hs {
 		sh := s.madeShard(h)
 		if sh == nil || sh.liveObjs.Load() == 0 {
 			hs[i] = 0
@@ -130,35 +99,21 @@ func (s *Store) prefetchObjectsChunk(keys [][]byte, hashes []uint64) {
 // changes nothing; safe for concurrent use with everything.
 func (s *Store) PrefetchWindows(keys [][]byte) {
 	for _, k := range keys {
-		s.prefetchWindow(k, s.hashKey(k))
-	}
-}
-
-// PrefetchWindowsAt is PrefetchWindows for the keys keys[i], i in at,
-// whose hashes Prefetch(keys, hs) has just put in hs[i]: the server's
-// batch, which would otherwise hash each CL.WINDOW key a third time.
-// Same effect, locking and safety.
-func (s *Store) PrefetchWindowsAt(keys [][]byte, hs []uint64, at []int32) {
-	for _, i := range at {
-		s.prefetchWindow(keys[i], hs[i])
-	}
-}
-
-// prefetchWindow is PrefetchWindows for one key hashed to h.
-func (s *Store) prefetchWindow(k []byte, h uint64) {
-	sh := s.madeShard(h)
-	if sh == nil {
-		return // never used: no key
-	}
-	sh.mu.Lock()
-	if slot, _, ok := sh.findLocked(k, h); ok {
-		if e := &sh.slab[slot]; e.kind() == KindWindow && e.tat != 0 && !e.winInline() {
-			off, n, _ := winUnref(e.tat)
-			if n > 0 && off+n <= len(sh.win.heap) {
-				prefetchw(uintptr(unsafe.Pointer(&sh.win.heap[off])))
-				prefetchw(uintptr(unsafe.Pointer(&sh.win.heap[off+n-1])))
+		h := s.hashKey(k)
+		sh := s.madeShard(h)
+		if sh == nil {
+			continue // never used: no key
+		}
+		sh.mu.Lock()
+		if slot, _, ok := sh.findLocked(k, h); ok {
+			if e := &sh.slab[slot]; e.kind() == KindWindow && e.tat != 0 && !e.winInline() {
+				off, n, _ := winUnref(e.tat)
+				if n > 0 && off+n <= len(sh.win.heap) {
+					prefetchw(uintptr(unsafe.Pointer(&sh.win.heap[off])))
+					prefetchw(uintptr(unsafe.Pointer(&sh.win.heap[off+n-1])))
+				}
 			}
 		}
+		sh.mu.Unlock()
 	}
-	sh.mu.Unlock()
 }

@@ -10,8 +10,7 @@ import (
 
 // BenchmarkWindowBatch is the server's pipelined path at the store: batches
 // of 16 random keys out of 100,000 per kind, prefetched as the server does
-// (Store.Prefetch, and for LOG Store.PrefetchWindowsAt; "log" hashes its
-// keys again, as the server did before), then decided one by one; a drain every 100 ms of the
+// (Store.Prefetch), then decided one by one; a drain every 100 ms of the
 // clock, which moves 1 ms every 500 calls. THROTTLE and LOG keys share one
 // store, as in bench/window.sh.
 func BenchmarkWindowBatch(b *testing.B) {
@@ -29,11 +28,7 @@ func BenchmarkWindowBatch(b *testing.B) {
 	i := 0
 	keys := make([][]byte, batch)
 	hs := make([]uint64, batch)
-	at := make([]int32, batch)
-	for j := range at {
-		at[j] = int32(j)
-	}
-	pre2 := 1 // the window blocks: 0 not, 1 PrefetchWindows (hashing again), 2 PrefetchWindowsAt (Prefetch's hashes, as the server)
+	pre2 := true
 	run := func(win, pre bool) {
 		set := okKeys
 		if win {
@@ -44,11 +39,8 @@ func BenchmarkWindowBatch(b *testing.B) {
 		}
 		if pre {
 			s.Prefetch(keys, hs)
-			switch {
-			case win && pre2 == 1:
+			if win && pre2 {
 				s.PrefetchWindows(keys)
-			case win && pre2 == 2:
-				s.PrefetchWindowsAt(keys, hs, at)
 			}
 		}
 		for _, k := range keys {
@@ -73,8 +65,8 @@ func BenchmarkWindowBatch(b *testing.B) {
 	for _, c := range []struct {
 		name     string
 		win, pre bool
-		pre2     int
-	}{{"throttle", false, true, 0}, {"log", true, true, 1}, {"log-at", true, true, 2}, {"log-entryonly", true, true, 0}, {"log-nopre", true, false, 0}} {
+		pre2     bool
+	}{{"throttle", false, true, false}, {"log", true, true, true}, {"log-entryonly", true, true, false}, {"log-nopre", true, false, false}} {
 		b.Run(c.name, func(b *testing.B) {
 			pre2 = c.pre2
 			t0 := time.Now()
