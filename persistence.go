@@ -369,8 +369,9 @@ const (
 // window after it.
 //
 // Each change is encoded while its shard's lock is held
-// (store.DrainShardsViewTAT): no key is copied and no persist.Op is built;
-// a plain TAT goes straight to e.TAT, without a store.Change.
+// (store.DrainShardsViewNumbers): no key is copied and no persist.Op is
+// built; a plain TAT goes straight to e.TAT and inline window counters to
+// e.WindowCounters, without a store.Change.
 func (p *persistence) encodeUpTo(nowMs int64, e *persist.Encoder, limit int) (more bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -413,6 +414,10 @@ func (p *persistence) encodeUpTo(nowMs int64, e *persist.Encoder, limit int) (mo
 		}
 	}
 	tat := e.TAT // plain TATs (CL.THROTTLE's) skip add's Change and switch
+	// and so do inline window counters (CL.WINDOW FIXED and SLIDING keys
+	// with short names), with the same arguments as add's KindWindow case
+	// gives WindowCounters.
+	win := e.WindowCounters
 	total := len(stores) * store.NumShards
 	n := e.Len()
 	for p.visited < total && (limit == 0 || e.Len()-n < limit) {
@@ -427,7 +432,7 @@ func (p *persistence) encodeUpTo(nowMs int64, e *persist.Encoder, limit int) (mo
 			continue
 		}
 		e.SetDB(st.ID())
-		next, scratch := st.DrainShardsViewTAT(nowMs, first, max(limit-(e.Len()-n), 0), p.scratch, add, tat)
+		next, scratch := st.DrainShardsViewNumbers(nowMs, first, max(limit-(e.Len()-n), 0), p.scratch, add, tat, win)
 		if cap(scratch) <= maxScratch {
 			p.scratch = scratch
 		}

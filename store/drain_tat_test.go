@@ -72,3 +72,76 @@ func TestDrainShardsViewTAT(t *testing.T) {
 		t.Fatalf("%d dirty keys left after the drain", s.DirtyKeys())
 	}
 }
+
+// TestDrainShardsViewNumbers checks that DrainShardsViewNumbers hands over
+// the same changes as DrainShardsView: the live inline window counters
+// (FIXED and SLIDING keys with short names) to win, with the mode,
+// counters and expiry the Change had as WinMode, Win and ExpireAtMs, the
+// plain TATs to tat, and everything else (a LOG block, counters in a block
+// for a long name, an expired window, which is a deletion) to fn.
+func TestDrainShardsViewNumbers(t *testing.T) {
+	lim := mustLimit(t, 100, 1, 1)
+	now := t0ms - t0ms%1000
+	fill := func(s *Store) {
+		for i := range 50 {
+			if _, err := s.Throttle(fmt.Appendf(nil, "tat:%d", i), lim, 1, now*1e6); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range 200 {
+			m := []window.Mode{window.Fixed, window.Sliding, window.Log}[i%3]
+			for j := range 1 + i%4 {
+				if _, err := s.Window(fmt.Appendf(nil, "win:%d", i), winLimit(m, 10, 1000), 1, now+int64(j)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for _, m := range []window.Mode{window.Fixed, window.Sliding} {
+			k := fmt.Appendf(nil, "a-window-key-longer-than-sixteen-bytes:%v", m)
+			if _, err := s.Window(k, winLimit(m, 10, 1000), 2, now); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Window(fmt.Appendf(nil, "gone:%v", m), winLimit(m, 10, 1), 1, now); err != nil {
+				t.Fatal(err) // expired by the drain: a deletion
+			}
+		}
+	}
+	describe := func(c *Change) string {
+		return fmt.Sprintf("%s del=%v tat=%v/%d text=%q kind=%v exp=%d mode=%v win=%+v",
+			c.Key, c.Deleted, c.IsTAT, c.TAT, c.Text, c.Kind, c.ExpireAtMs, c.WinMode, c.Win)
+	}
+	drainMs := now + 10
+
+	ref := New(Options{TrackDirty: true})
+	fill(ref)
+	var want []string
+	ref.DrainShardsView(drainMs, 0, 0, nil, func(c *Change) { want = append(want, describe(c)) })
+
+	s := New(Options{TrackDirty: true})
+	fill(s)
+	var got []string
+	wins := 0
+	s.DrainShardsViewNumbers(drainMs, 0, 0, nil, func(c *Change) {
+		if c.WinMode != 0 && !c.Deleted {
+			t.Errorf("inline counters went to fn: %s", describe(c))
+		}
+		got = append(got, describe(c))
+	}, func(key []byte, tat uint64, exp int64) {
+		got = append(got, describe(&Change{Key: key, TAT: tat, IsTAT: true, ExpireAtMs: exp}))
+	}, func(key []byte, mode byte, start int64, prev, curr uint64, exp int64) {
+		wins++
+		got = append(got, describe(&Change{Key: key, Kind: KindWindow, ExpireAtMs: exp, WinMode: window.Mode(mode),
+			Win: window.Counters{Start: start, Prev: int64(prev), Curr: int64(curr)}}))
+	})
+	sort.Strings(want)
+	sort.Strings(got)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("DrainShardsViewNumbers's changes differ from DrainShardsView's:\n got %q\nwant %q", got, want)
+	}
+	if wins != 134 { // win:i for i%3 < 2
+		t.Fatalf("%d changes went to win, want 134", wins)
+	}
+	if s.DirtyKeys() != 0 {
+		t.Fatalf("%d dirty keys left after the drain", s.DirtyKeys())
+	}
+}

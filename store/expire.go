@@ -76,8 +76,8 @@ const sweepBatch = 64
 // sweepBatchLocked is one batch of the expiry sweep (SweepStep): it looks
 // at the next sweepBatch slots of the shard (fewer when the shard is
 // smaller), wrapping at the slab's end, removes the expired keys among
-// them, and returns how many slots it saw and keys it removed. Requires
-// sh.mu.
+// them (but an inline window key in its grace, winGrace), and returns how
+// many slots it saw and keys it removed. Requires sh.mu.
 //
 // Cost: the slab entries are read in order (the hardware prefetcher
 // follows), but each expired key's index word is somewhere in the table,
@@ -98,7 +98,7 @@ func (sh *shard) sweepBatchLocked(nowMs int64) (seen, expired int) {
 		slot := sh.sweep
 		sh.sweep++
 		seen++
-		if e := &sh.slab[slot]; e.flags&flagUsed != 0 && !e.alive(nowMs) {
+		if e := &sh.slab[slot]; e.flags&flagUsed != 0 && !e.alive(nowMs) && !e.winGrace(nowMs) {
 			h := maphash.Bytes(sh.seed, sh.keyOf(e))
 			prefetch(uintptr(unsafe.Pointer(&sh.table[int(h>>8)&mask])))
 			slots[expired], hs[expired] = slot, h

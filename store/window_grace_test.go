@@ -1,0 +1,94 @@
+package store
+
+import (
+	"testing"
+	"time"
+
+	"github.com/celld/celld/window"
+)
+
+// The sweep leaves an expired inline window key (FIXED, SLIDING) alone for
+// winGraceMs, so that the next call makes it again in its own slot without
+// touching the index; a LOG key, and an inline key past its grace, are
+// swept at once. Through the grace the key is missing to every command.
+func TestSweepWindowGrace(t *testing.T) {
+	for _, m := range []window.Mode{window.Fixed, window.Sliding, window.Log} {
+		t.Run(m.String(), func(t *testing.T) {
+			s := New(Options{TrackDirty: true})
+			k := []byte("grace:key")
+			now := t0ms - t0ms%1000
+			l := winLimit(m, 5, 1000)
+			r, err := s.Window(k, l, 1, now)
+			if err != nil || r.Limited {
+				t.Fatalf("first call %+v %v", r, err)
+			}
+			exp := now + r.ResetAfter
+			h := s.hashKey(k)
+			sh := s.shardFor(h)
+			slot0, _, _ := sh.findLocked(k, h)
+			for s.SweepStep(exp+1, time.Second) > 0 {
+			}
+			if m == window.Log {
+				if n := s.Len(); n != 0 {
+					t.Fatalf("a LOG key 1 ms past its expiry: Len %d after the sweep, want 0", n)
+				}
+				return
+			}
+			if n := s.Len(); n != 1 {
+				t.Fatalf("1 ms past its expiry: Len %d after the sweep, want 1 (in its grace)", n)
+			}
+			// The next call makes it again in the same slot, with the
+			// index as it was.
+			tombs, used := sh.tombs, sh.used
+			at := exp + winGraceMs - 1
+			r, err = s.Window(k, l, 1, at)
+			if err != nil || r.Limited || r.Remaining != 4 {
+				t.Fatalf("call in the grace = %+v %v, want a fresh key's answer", r, err)
+			}
+			if slot, _, ok := sh.findLocked(k, h); !ok || slot != slot0 || sh.tombs != tombs || sh.used != used {
+				t.Errorf("remade in slot %d (found %v), tombs %d used %d; want slot %d, tombs %d used %d",
+					slot, ok, sh.tombs, sh.used, slot0, tombs, used)
+			}
+			v := mustGet(t, s, "grace:key", at)
+			if v.ExpireAtMs != at+r.ResetAfter {
+				t.Errorf("remade key expires at %d, want %d", v.ExpireAtMs, at+r.ResetAfter)
+			}
+			// Left alone, it is swept once its grace is over.
+			exp = at + r.ResetAfter
+			for s.SweepStep(exp+winGraceMs-1, time.Second) > 0 {
+			}
+			if n := s.Len(); n != 1 {
+				t.Fatalf("within its grace: Len %d, want 1", n)
+			}
+			if n := s.SweepStep(exp+winGraceMs, time.Second); n != 1 {
+				t.Fatalf("sweep at the end of the grace removed %d keys, want 1", n)
+			}
+			if n := s.Len(); n != 0 {
+				t.Fatalf("after its grace: Len %d, want 0", n)
+			}
+			mustMissing(t, s, "grace:key", exp+winGraceMs)
+
+			// In its grace a key is missing to every command: a peek
+			// answers for a missing key, a read finds nothing.
+			k2 := []byte("grace:other")
+			r, _ = s.Window(k2, l, 1, now)
+			exp = now + r.ResetAfter
+			for s.SweepStep(exp+1, time.Second) > 0 {
+			}
+			if r, err := s.Window(k2, l, 0, exp+1); err != nil || r.Remaining != 5 || r.ResetAfter != 0 {
+				t.Errorf("peek in the grace = %+v %v, want a missing key's answer", r, err)
+			}
+			if _, err := s.Window(k2, l, 1, exp+1); err != nil {
+				t.Fatal(err)
+			}
+			for s.SweepStep(exp+2, time.Second) > 0 {
+			}
+			mustGet(t, s, "grace:other", exp+2) // remade, live
+			s.Window(k2, l, 1, now+5000)        // expired: made again
+			r, _ = s.Window(k2, l, 0, now+5000)
+			if r.Remaining != 4 {
+				t.Errorf("after expiry and a call: remaining %d, want 4 (the old counts are gone)", r.Remaining)
+			}
+		})
+	}
+}
