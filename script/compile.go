@@ -2,6 +2,7 @@ package script
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -104,7 +105,38 @@ func compileLua51(code, name string) (*lua.FunctionProto, error) {
 		return nil, err
 	}
 	installConcat(proto, concatFuncs(sites))
+	clipProto(proto)
 	return proto, nil
+}
+
+// clipProto copies each slice of a compiled function (and of the
+// functions it nests) to its length. gopher-lua compiles into slices made
+// with room to grow (1,024 instructions and 1,024 line numbers from its
+// code store, 128 debug calls, 32 constants, 16 nested functions...):
+// about 16 KB per function whatever its size, which a cached script would
+// keep for good (SCRIPT LOAD pins it). Nothing appends to a proto once
+// compiled: the VM only reads it. (stringConstants, unexported, keeps its
+// 32 slots: 512 B.)
+func clipProto(p *lua.FunctionProto) {
+	p.Code = clip(p.Code)
+	p.Constants = clip(p.Constants)
+	p.FunctionPrototypes = clip(p.FunctionPrototypes)
+	p.DbgSourcePositions = clip(p.DbgSourcePositions)
+	p.DbgLocals = clip(p.DbgLocals)
+	p.DbgCalls = clip(p.DbgCalls)
+	p.DbgUpvalues = clip(p.DbgUpvalues)
+	for _, q := range p.FunctionPrototypes {
+		clipProto(q)
+	}
+}
+
+// clip is a copy of s at its length; nil when s is empty (an empty clone
+// would still point into, and keep, s's array).
+func clip[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return slices.Clone(s)
 }
 
 // atMostOneCommand reports whether a script can run at most one command,

@@ -58,7 +58,9 @@ func protoBytes(p *lua.FunctionProto) int64 {
 	if p == nil {
 		return 0
 	}
-	n := int64(unsafe.Sizeof(*p))
+	// The struct, and the 32 slots of its unexported string constants,
+	// which compile leaves at their initial capacity (clipProto).
+	n := int64(unsafe.Sizeof(*p)) + 32*int64(unsafe.Sizeof(""))
 	n += int64(len(p.Code)) * 4
 	n += int64(len(p.Constants)) * int64(unsafe.Sizeof(lua.LValue(nil)))
 	for _, c := range p.Constants {

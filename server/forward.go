@@ -254,7 +254,12 @@ func (s *Server) forwardBatch(c *client, st *connState) (r pumpResult, ran, stop
 					c.discardMulti()
 					s.watch.unwatchAll(c)
 				}
-				c.out = append(c.out, req.Reply...)
+				// A check point before each reply (obuf.go: replyFull):
+				// the replies before it go to the connection, whose output
+				// limit may close it; then nothing more is copied.
+				if !c.replyFull() {
+					c.out = append(c.out, req.Reply...)
+				}
 				req.Reply, req.Args, req.Raw, req.Unit = nil, nil, nil, nil
 			}
 			i += len(f.reqs)

@@ -36,6 +36,15 @@ var bulkNames = [...]string{
 	"zrange", "zrangebyscore", "zrangebylex", "zrevrange", "zrevrangebyscore", "zrevrangebylex",
 	"zrangestore", "zunion", "zinter", "zdiff", "zunionstore", "zinterstore", "zdiffstore",
 	"sort", "sort_ro", "dump", "keys",
+	// Writes and reads whose reply carries stored elements by a count
+	// (LPOP key 1000000, HRANDFIELD key -N WITHVALUES, ZPOPMIN key N,
+	// HSCAN ... COUNT N): as large as a bulk read's. A write among them
+	// on the decision lane was worse than a read: a reply slower than
+	// the timeout took its owner down after the owner had applied it, and
+	// the fallback's answer (nil) lost what was popped
+	// (TestSidecarLargeWriteReplyNotLost).
+	"lpop", "rpop", "spop", "zpopmin", "zpopmax", "lmpop", "zmpop",
+	"hrandfield", "zrandmember", "srandmember", "hscan", "sscan", "zscan", "lpos",
 }
 
 // valueNames are the value reads, lower case: commands that return a
@@ -47,6 +56,9 @@ var bulkNames = [...]string{
 // decision lane counts the age of a reply, not its silence.
 var valueNames = [...]string{
 	"get", "mget", "getrange", "substr", "hget", "hmget", "lindex",
+	// Writes that return a stored value (GETDEL of a 512 MB string): see
+	// bulkNames for why a write's value must not be left to the fallback.
+	"getdel", "getex", "getset", "lmove", "rpoplpush",
 }
 
 // bulkFirst has a bit per lower-case first letter of a bulk or value
@@ -93,9 +105,12 @@ func laneKind(name []byte) int {
 		"smembers", "sunion", "sinter", "sdiff", "sunionstore", "sinterstore", "sdiffstore",
 		"zrange", "zrangebyscore", "zrangebylex", "zrevrange", "zrevrangebyscore", "zrevrangebylex",
 		"zrangestore", "zunion", "zinter", "zdiff", "zunionstore", "zinterstore", "zdiffstore",
-		"sort", "sort_ro", "dump", "keys":
+		"sort", "sort_ro", "dump", "keys",
+		"lpop", "rpop", "spop", "zpopmin", "zpopmax", "lmpop", "zmpop",
+		"hrandfield", "zrandmember", "srandmember", "hscan", "sscan", "zscan", "lpos":
 		return laneBulk
-	case "get", "mget", "getrange", "substr", "hget", "hmget", "lindex":
+	case "get", "mget", "getrange", "substr", "hget", "hmget", "lindex",
+		"getdel", "getex", "getset", "lmove", "rpoplpush":
 		return laneValue
 	}
 	return laneDecision

@@ -92,7 +92,7 @@ func TestIsBulk(t *testing.T) {
 	}
 	for name, want := range map[string]int{
 		"GET": laneValue, "get": laneValue, "MGet": laneValue, "GETRANGE": laneValue, "HGET": laneValue,
-		"HGETALL": laneBulk, "CL.THROTTLE": laneDecision, "SET": laneDecision, "GETSET": laneDecision,
+		"HGETALL": laneBulk, "CL.THROTTLE": laneDecision, "SET": laneDecision, "GETSET": laneValue, "LPOP": laneBulk, "INCR": laneDecision,
 		"ge": laneDecision, "GETX": laneDecision, "": laneDecision,
 	} {
 		if got := laneKind([]byte(name)); got != want {

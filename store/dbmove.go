@@ -15,6 +15,9 @@ func Move(src, dst *Store, key []byte, nowMs int64) (bool, error) {
 		return false, nil
 	}
 	hs, hd := maphash.Bytes(src.seed, key), maphash.Bytes(dst.seed, key)
+	if src.madeShard(hs) == nil {
+		return false, nil // no write ever reached key's shard: key is missing; make no shard
+	}
 	ss, ds := src.shardFor(hs), dst.shardFor(hd)
 	first, second := ss, ds
 	if dst.id < src.id || (dst.id == src.id && uintptr(hd>>56) < uintptr(hs>>56)) {
@@ -60,6 +63,9 @@ func canMoveKind(k Kind) bool { return copyable(k, true) }
 func CopyTo(src, dst *Store, key, dstKey []byte, nowMs int64, replace bool) (bool, error) {
 	if src == dst {
 		return src.Copy(key, dstKey, nowMs, replace)
+	}
+	if src.madeShard(maphash.Bytes(src.seed, key)) == nil {
+		return false, nil // key is missing (its shard was never made); make no shard
 	}
 	if dst.overLimit() {
 		if err := dst.makeRoom(nowMs); err != nil {

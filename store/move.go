@@ -35,6 +35,9 @@ func (s *Store) lockPair(h1, h2 uint64) *[nShards / 64]uint64 {
 // answers as Redis does (true, or false with nx).
 func (s *Store) Rename(src, dst []byte, nowMs int64, nx bool) (bool, error) {
 	hs, hd := s.hashKey(src), s.hashKey(dst)
+	if s.madeShard(hs) == nil {
+		return false, ErrNoSuchKey // src's shard was never made; make none
+	}
 	set := s.lockPair(hs, hd)
 	defer s.unlockSet(set)
 	ss, ds := s.shardFor(hs), s.shardFor(hd)
@@ -65,6 +68,9 @@ func (s *Store) Rename(src, dst []byte, nowMs int64, nx bool) (bool, error) {
 // The caller refuses src == dst (Redis's "source and destination objects
 // are the same").
 func (s *Store) Copy(src, dst []byte, nowMs int64, replace bool) (bool, error) {
+	if s.madeShard(s.hashKey(src)) == nil {
+		return false, nil // src is missing (its shard was never made); make no shard
+	}
 	if s.overLimit() {
 		if err := s.makeRoom(nowMs); err != nil {
 			return false, err

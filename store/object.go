@@ -209,6 +209,9 @@ func (s *Store) PeekObject(key []byte, nowMs int64, fn func(obj Object)) bool {
 // ran.
 func (s *Store) WriteObject(key []byte, kind Kind, nowMs int64, create func() Object, fn func(obj Object) bool) (bool, error) {
 	h := s.hashKey(key)
+	if create == nil && s.madeShard(h) == nil {
+		return false, nil // missing (no write made its shard): make none
+	}
 	sh := s.shardFor(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()

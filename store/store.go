@@ -202,6 +202,11 @@ func newStore(acct *memoryState, track bool, id uint32) *Store {
 func (s *Store) makeShard(i int) *shard {
 	s.mkMu.Lock()
 	defer s.mkMu.Unlock()
+	return s.makeShardLocked(i)
+}
+
+// makeShardLocked is makeShard with mkMu held.
+func (s *Store) makeShardLocked(i int) *shard {
 	if sh := s.shards[i].Load(); sh != nil {
 		return sh
 	}
@@ -660,7 +665,10 @@ const (
 // ErrOOM (fn has run; its decision is dropped). Any other call returns nil.
 func (s *Store) Update(key []byte, nowMs int64, fn func(old Value, exists bool) (Value, Action)) error {
 	h := s.hashKey(key)
-	sh := s.shardFor(h)
+	sh := s.madeShard(h)
+	if sh == nil {
+		return s.updateUnmade(key, h, nowMs, fn)
+	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	slot, ok := sh.lookupLocked(key, h, nowMs)
@@ -673,6 +681,48 @@ func (s *Store) Update(key []byte, nowMs int64, fn func(old Value, exists bool) 
 		old = sh.valueLocked(slot)
 	}
 	nv, act := fn(old, ok)
+	return sh.applyLocked(key, h, slot, ok, old, nv, act, oom, nowMs)
+}
+
+// updateUnmade is Update for a key whose shard no write has made yet, so
+// the key is missing: fn decides first, and the shard is made only for a
+// Put that creates the key. A command that writes nothing to a missing
+// key (EXPIRE, PERSIST, ...) thus makes no shard, which would stay
+// charged against the bound for the store's life (768 B each, 196 KB a
+// database). mkMu is held from the check to the shard's lock, so no
+// other write can make the shard and create the key between fn's
+// decision and its application (lock order: mkMu, then the shard's mu;
+// room is made, as Update makes it for a missing key, before mkMu).
+func (s *Store) updateUnmade(key []byte, h uint64, nowMs int64, fn func(old Value, exists bool) (Value, Action)) error {
+	var oom error
+	if s.overLimit() {
+		oom = s.makeRoom(nowMs)
+	}
+	s.mkMu.Lock()
+	if s.shards[h>>56].Load() != nil { // made meanwhile: the usual path
+		s.mkMu.Unlock()
+		return s.Update(key, nowMs, fn)
+	}
+	nv, act := fn(Value{}, false)
+	if act != Put || (nv.ExpireAtMs != 0 && nv.ExpireAtMs <= nowMs) {
+		s.mkMu.Unlock()
+		return nil // nothing to write to a missing key
+	}
+	if oom != nil {
+		s.mkMu.Unlock()
+		return oom
+	}
+	sh := s.makeShardLocked(int(h >> 56))
+	sh.mu.Lock()
+	s.mkMu.Unlock()
+	defer sh.mu.Unlock()
+	return sh.applyLocked(key, h, 0, false, Value{}, nv, act, nil, nowMs)
+}
+
+// applyLocked applies an Update callback's decision (nv, act) for key,
+// found live at slot when ok, old its value then, oom the bound's refusal
+// of a new key. Requires sh.mu.
+func (sh *shard) applyLocked(key []byte, h uint64, slot uint32, ok bool, old, nv Value, act Action, oom error, nowMs int64) error {
 	if act == Put && nv.ExpireAtMs != 0 && nv.ExpireAtMs <= nowMs {
 		act = Delete
 	}

@@ -71,6 +71,11 @@ func (s *Store) Put(key []byte, v Value, nowMs int64, cond int, keepTTL bool) (b
 		panic("store: Put writes strings only")
 	}
 	h := s.hashKey(key)
+	if s.madeShard(h) == nil && (cond == PutIfPresent || (v.ExpireAtMs != 0 && v.ExpireAtMs <= nowMs)) {
+		// Missing (no write made its shard) and not to be created: make
+		// no shard, which would stay charged for the store's life.
+		return cond != PutIfPresent, nil
+	}
 	sh := s.shardFor(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
