@@ -392,6 +392,7 @@ func (s *Store) DrainShardsViewTAT(nowMs int64, first, limit int, scratch []byte
 			clear(deleted) // as DrainShards
 			sh.deleted = deleted[:0]
 		}
+		objs := len(sh.objs) > 0
 		for j, slot := range dirty {
 			if j+viewAhead < len(dirty) {
 				sh.prefetchEntryLocked(dirty[j+viewAhead])
@@ -401,6 +402,9 @@ func (s *Store) DrainShardsViewTAT(nowMs int64, first, limit int, scratch []byte
 			}
 			if j+viewAhead/4 < len(dirty) {
 				sh.prefetchRawLocked(dirty[j+viewAhead/4])
+			}
+			if objs {
+				sh.prefetchObjLevelsLocked(dirty, j)
 			}
 			e := &sh.slab[slot]
 			if e.flags&flagDirty == 0 {
@@ -486,6 +490,51 @@ func (sh *shard) prefetchRawLocked(slot uint32) {
 			prefetch(p + uintptr(n) - 1)
 		}
 	}
+}
+
+// The object levels of DrainShardsView's pipeline: a dirty key of an
+// object kind misses three more times after its entry, each load
+// depending on the one before (its slot in objs, the object's struct, and
+// the journal buffer a delta is taken from or the elements an image is
+// written from), so each starts a few keys after the one before it, and
+// the last a few keys before the key is drained.
+const (
+	viewObjSlotAhead = 3 * viewAhead / 4
+	viewObjAhead     = viewAhead / 2
+	viewObjDataAhead = viewAhead / 4
+)
+
+// prefetchObjLevelsLocked starts the object levels of the drain's pipeline
+// at position j of dirty: the slot of the key viewObjSlotAhead ahead, the
+// struct of the key viewObjAhead ahead and the data of the key
+// viewObjDataAhead ahead. A key that is not an object costs a test of its
+// entry's flags (loaded by then). Requires sh.mu.
+func (sh *shard) prefetchObjLevelsLocked(dirty []uint32, j int) {
+	if k := j + viewObjSlotAhead; k < len(dirty) {
+		if o := sh.objAtLocked(dirty[k]); o != nil {
+			prefetch(uintptr(unsafe.Pointer(o)))
+		}
+	}
+	if k := j + viewObjAhead; k < len(dirty) {
+		if o := sh.objAtLocked(dirty[k]); o != nil && o.obj != nil {
+			prefetch((*[2]uintptr)(unsafe.Pointer(&o.obj))[1]) // the interface's data word
+		}
+	}
+	if k := j + viewObjDataAhead; k < len(dirty) {
+		if o := sh.objAtLocked(dirty[k]); o != nil && o.obj != nil {
+			prefetchObjData(o, true)
+		}
+	}
+}
+
+// objAtLocked is objLocked for a slot from a dirty list, which may have
+// been freed since (then its entry's flags say so, or the slot is past
+// the slab). Requires sh.mu.
+func (sh *shard) objAtLocked(slot uint32) *objSlot {
+	if int(slot) >= len(sh.slab) || sh.slab[slot].flags&flagDirty == 0 {
+		return nil
+	}
+	return sh.objLocked(slot)
 }
 
 // drainAhead is how many dirty entries ahead DrainFunc prefetches.
