@@ -566,7 +566,7 @@ const NumShards = nShards
 // its value (a plain TAT as TAT, a window key's inline counters as numbers
 // as DrainShardsView gives them, anything else as GET's text, as in
 // DrainFunc) and its expiry, holding that shard's lock for the whole
-// walk. Key and Text are only valid during the call. It neither reads nor clears
+// walk. Key, Text and Image are only valid during the call. It neither reads nor clears
 // dirty state: it is the building block of a full snapshot (persistence's
 // base rewrite), taken one shard at a time so that each lock is held for
 // 1/256 of the keys. O(shard size).
@@ -575,15 +575,23 @@ func (s *Store) DumpShard(i int, nowMs int64, fn func(Change)) {
 	if sh == nil {
 		return // never used: no key
 	}
-	var scratch [32]byte
+	// One buffer for the walk's images and texts, grown to the largest:
+	// each key's were a new buffer grown from 32 bytes by doubling, ~1 KB
+	// of garbage for a 12-member sorted set's image (fn copies them).
+	var scratch [256]byte
+	buf := scratch[:0]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	objs := len(sh.objs) > 0
 	for j := range sh.slab {
 		if j+2*dumpAhead < len(sh.slab) {
 			sh.prefetchRawHeadLocked(uint32(j + 2*dumpAhead))
 		}
 		if j+dumpAhead < len(sh.slab) {
 			sh.prefetchTextLocked(&sh.slab[j+dumpAhead])
+		}
+		if objs {
+			sh.prefetchDumpObjLocked(j)
 		}
 		e := &sh.slab[j]
 		if e.flags&flagUsed == 0 || !e.alive(nowMs) {
@@ -593,7 +601,8 @@ func (s *Store) DumpShard(i int, nowMs int64, fn func(Change)) {
 			fn(wc)
 			continue
 		}
-		c, _ := sh.snapshotChangeLocked(uint32(j), sh.keyOf(e), scratch[:0]) // journal.go
+		var c Change
+		c, buf = sh.snapshotChangeLocked(uint32(j), sh.keyOf(e), buf[:0]) // journal.go
 		fn(c)
 	}
 }
@@ -607,6 +616,45 @@ func (s *Store) DumpShard(i int, nowMs int64, fn func(Change)) {
 // header in rawv, which prefetchTextLocked must read, is started twice as
 // far ahead.
 const dumpAhead = 8
+
+// The object levels of DumpShard's walk: an object's slot in objs, its
+// struct and then its elements and journal buffer (the image is written
+// from the elements, and the open records are sealed from the journal)
+// are each a dependent miss, started dumpObjStep entries after the level
+// before it.
+const dumpObjStep = 4
+
+// prefetchDumpObjLocked starts the object levels of DumpShard's walk at
+// slab index j: the slot of the entry 3 steps ahead, the struct of the
+// entry 2 steps ahead, the data of the entry one step ahead. A free entry
+// or one of another kind costs a test of its flags (the walk is in slab
+// order, which the hardware prefetcher follows). Requires sh.mu.
+func (sh *shard) prefetchDumpObjLocked(j int) {
+	if k := j + 3*dumpObjStep; k < len(sh.slab) {
+		if o := sh.objUsedLocked(k); o != nil {
+			prefetch(uintptr(unsafe.Pointer(o)))
+		}
+	}
+	if k := j + 2*dumpObjStep; k < len(sh.slab) {
+		if o := sh.objUsedLocked(k); o != nil && o.obj != nil {
+			prefetch((*[2]uintptr)(unsafe.Pointer(&o.obj))[1]) // the interface's data word
+		}
+	}
+	if k := j + dumpObjStep; k < len(sh.slab) {
+		if o := sh.objUsedLocked(k); o != nil && o.obj != nil {
+			prefetchObjData(o, false)
+		}
+	}
+}
+
+// objUsedLocked is objLocked for slab index k, nil when the entry is free.
+// Requires sh.mu.
+func (sh *shard) objUsedLocked(k int) *objSlot {
+	if sh.slab[k].flags&flagUsed == 0 {
+		return nil
+	}
+	return sh.objLocked(uint32(k))
+}
 
 // prefetchTextLocked starts loading the first line of e's verbatim text,
 // when it has one. Requires sh.mu.
