@@ -414,3 +414,24 @@ func (l *List) DataAddr() unsafe.Pointer { return unsafe.Pointer(unsafe.SliceDat
 // DataAddr is the address of z's compact bytes (nil in the full form or
 // when empty), as Hash.DataAddr.
 func (z *ZSet) DataAddr() unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(z.lp)) }
+
+// PrefetchAddrs is what a write to h will touch after its struct, for the
+// store's prefetch (store.DataAddresser): the compact bytes' address and
+// length (nil, 0 in the full form or when empty) and the journal's record
+// buffer (nil when h records nothing yet). It only reads h's struct.
+func (h *Hash) PrefetchAddrs() (data unsafe.Pointer, n int, journal unsafe.Pointer) {
+	if h.compact() {
+		data, n = h.p, h.m.ln()
+	}
+	return data, n, h.journal.addr()
+}
+
+// PrefetchAddrs is as Hash.PrefetchAddrs.
+func (l *List) PrefetchAddrs() (data unsafe.Pointer, n int, journal unsafe.Pointer) {
+	return unsafe.Pointer(unsafe.SliceData(l.lp)), len(l.lp), l.journal.addr()
+}
+
+// PrefetchAddrs is as Hash.PrefetchAddrs.
+func (z *ZSet) PrefetchAddrs() (data unsafe.Pointer, n int, journal unsafe.Pointer) {
+	return unsafe.Pointer(unsafe.SliceData(z.lp)), len(z.lp), z.journal.addr()
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"unsafe"
 )
 
 // Journals: a value's writes recorded element by element, so that
@@ -103,6 +104,18 @@ func (j *journal) TakeJournal(b []byte) (_ []byte, ok bool) {
 		j.p.recs = j.p.recs[:0]
 	}
 	return b, true
+}
+
+// addr is the address of j's own record buffer (nil when j has none: not
+// recording, or recording with nothing recorded since the last take), for
+// the store's prefetch: the next write's record goes there, and the next
+// take reads it. Its first line holds the slice header and the first 40
+// record bytes.
+func (j *journal) addr() unsafe.Pointer {
+	if j.p == nil || j.p == journalIdle {
+		return nil
+	}
+	return unsafe.Pointer(j.p)
 }
 
 // recording reports whether a write must be recorded.

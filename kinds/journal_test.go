@@ -307,3 +307,76 @@ func TestTransientSettersKeepNoReference(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefetchAddrs: what the store's prefetch is told a write will touch
+// after each kind's struct. The elements: the compact bytes' address and
+// length while compact, nothing in the full form. The journal: nothing
+// while not recording or recording with nothing recorded yet (the shared
+// idle state, which must never be written), the record buffer once a
+// write recorded (and still after a take, which keeps a small buffer for
+// the next window), nothing after StopJournal.
+func TestPrefetchAddrs(t *testing.T) {
+	h, l, z := NewHash(), NewList(), NewZSet()
+	type pa interface {
+		PrefetchAddrs() (unsafe.Pointer, int, unsafe.Pointer)
+		StartJournal()
+		StopJournal()
+		TakeJournal([]byte) ([]byte, bool)
+	}
+	write := func(i int) {
+		h.Set("f"+strconv.Itoa(i), "v")
+		l.PushBack("item")
+		z.Set("m"+strconv.Itoa(i), float64(i))
+	}
+	data := map[string]func() []byte{
+		"hash": func() []byte {
+			if !h.compact() {
+				return nil
+			}
+			return h.lp()
+		},
+		"list": func() []byte { return l.lp },
+		"zset": func() []byte { return z.lp },
+	}
+	objs := map[string]pa{"hash": h, "list": l, "zset": z}
+	check := func(when string, wantJournal bool) {
+		t.Helper()
+		for name, o := range objs {
+			d, n, j := o.PrefetchAddrs()
+			b := data[name]()
+			if d != unsafe.Pointer(unsafe.SliceData(b)) || n != len(b) {
+				t.Fatalf("%s %s: data %p/%d, want %p/%d", when, name, d, n, unsafe.SliceData(b), len(b))
+			}
+			if (j != nil) != wantJournal || j == unsafe.Pointer(journalIdle) {
+				t.Fatalf("%s %s: journal %p, want one: %v", when, name, j, wantJournal)
+			}
+		}
+	}
+	check("empty", false)
+	write(0)
+	check("not recording", false)
+	for _, o := range objs {
+		o.StartJournal()
+	}
+	check("started", false)
+	write(1)
+	check("recorded", true)
+	for _, o := range objs {
+		if _, ok := o.TakeJournal(nil); !ok {
+			t.Fatal("take")
+		}
+	}
+	check("taken", true)
+	for i := 2; i < 600; i++ { // through the change of form
+		write(i)
+	}
+	l.PushBack(strings.Repeat("x", CompactMaxValue+1))
+	if h.compact() || l.listRing == nil || z.zFull == nil {
+		t.Fatal("still compact")
+	}
+	check("full", true)
+	for _, o := range objs {
+		o.StopJournal()
+	}
+	check("stopped", false)
+}

@@ -17,10 +17,44 @@ import "unsafe"
 // on a store without objects pays one atomic load per key for it.
 
 // DataAddresser is an Object whose elements live in a buffer of their own
-// (kinds' compact forms): DataAddr is that buffer's address, or nil. It
-// must not allocate or write, and costs a load of the object's struct.
+// (kinds' compact forms) and whose writes are recorded in a journal buffer
+// of their own (kinds' journals): PrefetchAddrs gives the elements'
+// address and length (nil, 0 when it has none) and the journal buffer's
+// address (nil when it has none). It must not allocate or write, and costs
+// a load of the object's struct.
 type DataAddresser interface {
-	DataAddr() unsafe.Pointer
+	PrefetchAddrs() (data unsafe.Pointer, n int, journal unsafe.Pointer)
+}
+
+// prefetchDataLines is how many lines of an object's elements a prefetch
+// starts at most (a write to a compact value reads them all: a sorted
+// set's or hash's member lookup is a scan).
+const prefetchDataLines = 4
+
+// prefetchObjData starts loading what a write to o's object touches after
+// its struct (which must be loaded or on its way): the first lines of its
+// elements and its journal buffer. For a drain (forDrain) it starts the
+// journal buffer only when there is one (a delta is taken from it and the
+// elements are not read), else the elements (an image is written from
+// them). Requires the object's shard lock.
+func prefetchObjData(o *objSlot, forDrain bool) {
+	d, ok := o.obj.(DataAddresser)
+	if !ok {
+		return
+	}
+	data, n, jb := d.PrefetchAddrs()
+	if p := uintptr(jb); p != 0 {
+		prefetchw(p)
+		if forDrain {
+			return
+		}
+	}
+	if p := uintptr(data); p != 0 {
+		n = min(n, prefetchDataLines*64)
+		for off := 0; off < n; off += 64 {
+			prefetch(p + uintptr(off))
+		}
+	}
 }
 
 // prefetchObjects is Prefetch's second half: hs holds the keys' hashes and
@@ -67,7 +101,7 @@ func (s *Store) prefetchObjects(keys [][]byte, hs []uint64) {
 		}
 		sh.mu.Unlock()
 	}
-	// Level 3: the elements' buffer, from the struct.
+	// Level 3: the elements' buffer and the journal's, from the struct.
 	for _, w := range hs {
 		if w == 0 {
 			continue
@@ -75,12 +109,7 @@ func (s *Store) prefetchObjects(keys [][]byte, hs []uint64) {
 		sh := s.shardFor(w)
 		sh.mu.Lock()
 		if o := sh.objLocked(uint32(w) - 1); o != nil {
-			if d, ok := o.obj.(DataAddresser); ok {
-				if p := uintptr(d.DataAddr()); p != 0 {
-					prefetch(p)
-					prefetch(p + 64)
-				}
-			}
+			prefetchObjData(o, false)
 		}
 		sh.mu.Unlock()
 	}

@@ -14,7 +14,9 @@ type bufObj struct {
 	buf []byte
 }
 
-func (o *bufObj) DataAddr() unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(o.buf)) }
+func (o *bufObj) PrefetchAddrs() (unsafe.Pointer, int, unsafe.Pointer) {
+	return unsafe.Pointer(unsafe.SliceData(o.buf)), len(o.buf), nil
+}
 
 // TestPrefetchObjects: Prefetch over keys of every sort (objects with and
 // without a buffer, strings, absent keys) while other goroutines create,

@@ -411,6 +411,7 @@ func (s *Store) DrainShardsViewNumbers(nowMs int64, first, limit int, scratch []
 			clear(deleted) // as DrainShards
 			sh.deleted = deleted[:0]
 		}
+		objs := len(sh.objs) > 0
 		for j, slot := range dirty {
 			if j+viewAhead < len(dirty) {
 				sh.prefetchEntryLocked(dirty[j+viewAhead])
@@ -420,6 +421,9 @@ func (s *Store) DrainShardsViewNumbers(nowMs int64, first, limit int, scratch []
 			}
 			if j+viewAhead/4 < len(dirty) {
 				sh.prefetchRawLocked(dirty[j+viewAhead/4])
+			}
+			if objs {
+				sh.prefetchObjLevelsLocked(dirty, j)
 			}
 			e := &sh.slab[slot]
 			if e.flags&flagDirty == 0 {
@@ -512,6 +516,51 @@ func (sh *shard) prefetchRawLocked(slot uint32) {
 	}
 }
 
+// The object levels of DrainShardsView's pipeline: a dirty key of an
+// object kind misses three more times after its entry, each load
+// depending on the one before (its slot in objs, the object's struct, and
+// the journal buffer a delta is taken from or the elements an image is
+// written from), so each starts a few keys after the one before it, and
+// the last a few keys before the key is drained.
+const (
+	viewObjSlotAhead = 3 * viewAhead / 4
+	viewObjAhead     = viewAhead / 2
+	viewObjDataAhead = viewAhead / 4
+)
+
+// prefetchObjLevelsLocked starts the object levels of the drain's pipeline
+// at position j of dirty: the slot of the key viewObjSlotAhead ahead, the
+// struct of the key viewObjAhead ahead and the data of the key
+// viewObjDataAhead ahead. A key that is not an object costs a test of its
+// entry's flags (loaded by then). Requires sh.mu.
+func (sh *shard) prefetchObjLevelsLocked(dirty []uint32, j int) {
+	if k := j + viewObjSlotAhead; k < len(dirty) {
+		if o := sh.objAtLocked(dirty[k]); o != nil {
+			prefetch(uintptr(unsafe.Pointer(o)))
+		}
+	}
+	if k := j + viewObjAhead; k < len(dirty) {
+		if o := sh.objAtLocked(dirty[k]); o != nil && o.obj != nil {
+			prefetch((*[2]uintptr)(unsafe.Pointer(&o.obj))[1]) // the interface's data word
+		}
+	}
+	if k := j + viewObjDataAhead; k < len(dirty) {
+		if o := sh.objAtLocked(dirty[k]); o != nil && o.obj != nil {
+			prefetchObjData(o, true)
+		}
+	}
+}
+
+// objAtLocked is objLocked for a slot from a dirty list, which may have
+// been freed since (then its entry's flags say so, or the slot is past
+// the slab). Requires sh.mu.
+func (sh *shard) objAtLocked(slot uint32) *objSlot {
+	if int(slot) >= len(sh.slab) || sh.slab[slot].flags&flagDirty == 0 {
+		return nil
+	}
+	return sh.objLocked(slot)
+}
+
 // drainAhead is how many dirty entries ahead DrainFunc prefetches.
 const drainAhead = 8
 
@@ -541,7 +590,7 @@ const NumShards = nShards
 // its value (a plain TAT as TAT, a window key's inline counters as numbers
 // as DrainShardsView gives them, anything else as GET's text, as in
 // DrainFunc) and its expiry, holding that shard's lock for the whole
-// walk. Key and Text are only valid during the call. It neither reads nor clears
+// walk. Key, Text and Image are only valid during the call. It neither reads nor clears
 // dirty state: it is the building block of a full snapshot (persistence's
 // base rewrite), taken one shard at a time so that each lock is held for
 // 1/256 of the keys. O(shard size).
@@ -550,15 +599,23 @@ func (s *Store) DumpShard(i int, nowMs int64, fn func(Change)) {
 	if sh == nil {
 		return // never used: no key
 	}
-	var scratch [32]byte
+	// One buffer for the walk's images and texts, grown to the largest:
+	// each key's were a new buffer grown from 32 bytes by doubling, ~1 KB
+	// of garbage for a 12-member sorted set's image (fn copies them).
+	var scratch [256]byte
+	buf := scratch[:0]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	objs := len(sh.objs) > 0
 	for j := range sh.slab {
 		if j+2*dumpAhead < len(sh.slab) {
 			sh.prefetchRawHeadLocked(uint32(j + 2*dumpAhead))
 		}
 		if j+dumpAhead < len(sh.slab) {
 			sh.prefetchTextLocked(&sh.slab[j+dumpAhead])
+		}
+		if objs {
+			sh.prefetchDumpObjLocked(j)
 		}
 		e := &sh.slab[j]
 		if e.flags&flagUsed == 0 || !e.alive(nowMs) {
@@ -568,7 +625,8 @@ func (s *Store) DumpShard(i int, nowMs int64, fn func(Change)) {
 			fn(wc)
 			continue
 		}
-		c, _ := sh.snapshotChangeLocked(uint32(j), sh.keyOf(e), scratch[:0]) // journal.go
+		var c Change
+		c, buf = sh.snapshotChangeLocked(uint32(j), sh.keyOf(e), buf[:0]) // journal.go
 		fn(c)
 	}
 }
@@ -582,6 +640,45 @@ func (s *Store) DumpShard(i int, nowMs int64, fn func(Change)) {
 // header in rawv, which prefetchTextLocked must read, is started twice as
 // far ahead.
 const dumpAhead = 8
+
+// The object levels of DumpShard's walk: an object's slot in objs, its
+// struct and then its elements and journal buffer (the image is written
+// from the elements, and the open records are sealed from the journal)
+// are each a dependent miss, started dumpObjStep entries after the level
+// before it.
+const dumpObjStep = 4
+
+// prefetchDumpObjLocked starts the object levels of DumpShard's walk at
+// slab index j: the slot of the entry 3 steps ahead, the struct of the
+// entry 2 steps ahead, the data of the entry one step ahead. A free entry
+// or one of another kind costs a test of its flags (the walk is in slab
+// order, which the hardware prefetcher follows). Requires sh.mu.
+func (sh *shard) prefetchDumpObjLocked(j int) {
+	if k := j + 3*dumpObjStep; k < len(sh.slab) {
+		if o := sh.objUsedLocked(k); o != nil {
+			prefetch(uintptr(unsafe.Pointer(o)))
+		}
+	}
+	if k := j + 2*dumpObjStep; k < len(sh.slab) {
+		if o := sh.objUsedLocked(k); o != nil && o.obj != nil {
+			prefetch((*[2]uintptr)(unsafe.Pointer(&o.obj))[1]) // the interface's data word
+		}
+	}
+	if k := j + dumpObjStep; k < len(sh.slab) {
+		if o := sh.objUsedLocked(k); o != nil && o.obj != nil {
+			prefetchObjData(o, false)
+		}
+	}
+}
+
+// objUsedLocked is objLocked for slab index k, nil when the entry is free.
+// Requires sh.mu.
+func (sh *shard) objUsedLocked(k int) *objSlot {
+	if sh.slab[k].flags&flagUsed == 0 {
+		return nil
+	}
+	return sh.objLocked(uint32(k))
+}
 
 // prefetchTextLocked starts loading the first line of e's verbatim text,
 // when it has one. Requires sh.mu.
