@@ -343,9 +343,9 @@ func (p *persistence) encode(nowMs int64, e *persist.Encoder) bool {
 // from the loop, which then missed on its next write of that key
 // (BenchmarkThrottleDrained: other vs inline). The flusher waits for each
 // slice (loopDrainWait at most for the loop to start it, else it drains
-// that slice itself), then checksums, writes and syncs on its own
-// goroutine as before. The slices drain what one call would, in the same
-// order: a piece and a round end where they did.
+// that slice and the rest of the piece itself), then checksums, writes
+// and syncs on its own goroutine as before. The slices drain what one
+// call would, in the same order: a piece and a round end where they did.
 func (p *persistence) encodePiece(nowMs int64, e *persist.Encoder) (more bool) {
 	limit := pieceOps(p.st.MaxMemory())
 	run := p.onLoop.Load()
@@ -361,8 +361,9 @@ func (p *persistence) encodePiece(nowMs int64, e *persist.Encoder) (more bool) {
 		}
 		var sliceMore bool
 		slice := func() { sliceMore = p.encodeSlice(nowMs, e, budget, round) }
-		if !(*run)(slice) {
+		if run == nil || !(*run)(slice) {
 			slice()
+			run = nil // the loop is busy, or is the caller (SAVE): the rest here
 		}
 		round = false
 		if !sliceMore || (limit > 0 && e.Len()-n >= limit) {
@@ -372,10 +373,10 @@ func (p *persistence) encodePiece(nowMs int64, e *persist.Encoder) (more bool) {
 }
 
 // loopDrainWait is how long the flusher waits for the event loop to start
-// a slice of its drain (encodePiece) before it drains that slice on its
-// own goroutine: the loop is running a long command (a script), or is the
-// caller (SAVE flushes from the loop). It adds at most this much to a
-// window, and only then.
+// a slice of its drain (encodePiece) before it drains that slice and the
+// rest of the piece on its own goroutine: the loop is running a long
+// command (a script), or is the caller (SAVE flushes from the loop). It
+// adds at most this much to a piece, and only then.
 const loopDrainWait = 2 * time.Millisecond
 
 // loopSliceOps is the most changes one slice of a drain on the event loop

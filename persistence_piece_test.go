@@ -22,8 +22,9 @@ import (
 // loop=on runs the drain as the server does, on the event loop
 // (persistence.onLoop, here a goroutine standing in for it) in slices of
 // at most loopSliceOps changes (plus one shard's), with the same pieces;
-// loop=refusing has every other slice refused (the loop did not start it
-// in time), which the flusher then drains itself.
+// loop=refusing has the second slice of each piece refused (the loop did
+// not start it in time): the flusher drains it and the rest of the piece
+// itself.
 func TestWindowPiecesUnderBound(t *testing.T) {
 	const bound = 64 << 20
 	limit := pieceOps(bound)
