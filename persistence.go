@@ -429,7 +429,10 @@ func (p *persistence) encodeUpTo(nowMs int64, e *persist.Encoder, limit int) (mo
 
 // encodeSlice is encodeUpTo with the start of a new round (every change
 // so far: FlushNow's promise) asked for by round instead of by limit 0,
-// so that encodePiece can take an unbounded round in bounded slices.
+// so that encodePiece can take an unbounded round in bounded slices. It
+// runs on the flusher's goroutine or, for it, on the event loop while the
+// flusher waits (encodePiece): e is the flusher's, and p.mu keeps the
+// drain's cursor to one caller at a time.
 func (p *persistence) encodeSlice(nowMs int64, e *persist.Encoder, limit int, round bool) (more bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
