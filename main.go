@@ -189,6 +189,11 @@ func run(args []string) int {
 		return 1
 	}
 	mx.attach(srv, p)
+	if p != nil {
+		// The window's drain runs on the event loop (persistence.encodePiece).
+		run := func(fn func()) bool { return srv.RunOnLoop(fn, loopDrainWait) }
+		p.onLoop.Store(&run)
+	}
 	haNode, err := startHA(cfg, srv, log) // main_ha.go
 	if err != nil {
 		log.Error("cannot start", "err", err)

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/celld/celld/config"
@@ -40,6 +41,10 @@ type persistence struct {
 	// restore (0 normally); see load.
 	clockBackMs int64
 	winBuf      []byte // loadWindow's scratch (persistence_window.go)
+	// onLoop runs a window's drain on the server's event loop (set by
+	// main once the server exists: Server.RunOnLoop); nil, or false from
+	// it, drains on the flusher's goroutine. See encodePiece.
+	onLoop atomic.Pointer[func(fn func()) bool]
 
 	mu sync.Mutex
 	// scratch is where a drain formats the texts, window states and
@@ -329,9 +334,56 @@ func (p *persistence) encode(nowMs int64, e *persist.Encoder) bool {
 // encoding) stay within the share of the bound reserved for them however
 // many changes a window gathers; without a bound it takes every change,
 // as encode does.
-func (p *persistence) encodePiece(nowMs int64, e *persist.Encoder) bool {
-	return p.encodeUpTo(nowMs, e, pieceOps(p.st.MaxMemory()))
+//
+// The drain runs on the event loop when there is one (onLoop), in slices
+// of at most loopSliceOps changes, each between two of the loop's turns:
+// the loop wrote the window's entries, so they are in its core's cache,
+// and the drain reads and clears each of them. From the flusher's
+// goroutine, on the other core, it took every drained entry's line away
+// from the loop, which then missed on its next write of that key
+// (BenchmarkThrottleDrained: other vs inline). The flusher waits for each
+// slice (loopDrainWait at most for the loop to start it, else it drains
+// that slice and the rest of the piece itself), then checksums, writes
+// and syncs on its own goroutine as before. The slices drain what one
+// call would, in the same order: a piece and a round end where they did.
+func (p *persistence) encodePiece(nowMs int64, e *persist.Encoder) (more bool) {
+	limit := pieceOps(p.st.MaxMemory())
+	run := p.onLoop.Load()
+	if run == nil {
+		return p.encodeUpTo(nowMs, e, limit)
+	}
+	n := e.Len()
+	round := limit == 0 // no bound: a whole round, as encodeUpTo(0)
+	for {
+		budget := loopSliceOps
+		if limit > 0 {
+			budget = min(budget, limit-(e.Len()-n))
+		}
+		var sliceMore bool
+		slice := func() { sliceMore = p.encodeSlice(nowMs, e, budget, round) }
+		if run == nil || !(*run)(slice) {
+			slice()
+			run = nil // the loop is busy, or is the caller (SAVE): the rest here
+		}
+		round = false
+		if !sliceMore || (limit > 0 && e.Len()-n >= limit) {
+			return sliceMore
+		}
+	}
 }
+
+// loopDrainWait is how long the flusher waits for the event loop to start
+// a slice of its drain (encodePiece) before it drains that slice and the
+// rest of the piece on its own goroutine: the loop is running a long
+// command (a script), or is the caller (SAVE flushes from the loop). It
+// adds at most this much to a piece, and only then.
+const loopDrainWait = 2 * time.Millisecond
+
+// loopSliceOps is the most changes one slice of a drain on the event loop
+// takes (a slice may pass it by one store shard's changes): about 0.2-0.4
+// ms of the loop's time for CL.THROTTLE's TATs, so that the loop's clients
+// wait no longer than that for a window's drain, whatever its size.
+const loopSliceOps = 8192
 
 // pieceOps is the most changes a window's piece gathers under the bound n
 // (0: no limit): the reserve main sets aside for persistence's buffers
@@ -373,9 +425,19 @@ const (
 // built; a plain TAT goes straight to e.TAT and inline window counters to
 // e.WindowCounters, without a store.Change.
 func (p *persistence) encodeUpTo(nowMs int64, e *persist.Encoder, limit int) (more bool) {
+	return p.encodeSlice(nowMs, e, limit, limit == 0)
+}
+
+// encodeSlice is encodeUpTo with the start of a new round (every change
+// so far: FlushNow's promise) asked for by round instead of by limit 0,
+// so that encodePiece can take an unbounded round in bounded slices. It
+// runs on the flusher's goroutine or, for it, on the event loop while the
+// flusher waits (encodePiece): e is the flusher's, and p.mu keeps the
+// drain's cursor to one caller at a time.
+func (p *persistence) encodeSlice(nowMs int64, e *persist.Encoder, limit int, round bool) (more bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if limit == 0 {
+	if round {
 		p.visited = 0 // every change so far (FlushNow's promise)
 	}
 	for _, op := range p.drainMap(nil) { // persistence_dbs.go: the database mapping after a SWAPDB

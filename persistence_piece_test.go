@@ -18,14 +18,25 @@ import (
 // changed keys in two databases, where one piece is 32,768 ops at 64 MB.
 // Every change still reaches the disk by the end of the flush, and
 // without a bound a window is one piece, as before.
+//
+// loop=on runs the drain as the server does, on the event loop
+// (persistence.onLoop, here a goroutine standing in for it) in slices of
+// at most loopSliceOps changes (plus one shard's), with the same pieces;
+// loop=refusing has the second slice of each piece refused (the loop did
+// not start it in time): the flusher drains it and the rest of the piece
+// itself.
 func TestWindowPiecesUnderBound(t *testing.T) {
 	const bound = 64 << 20
 	limit := pieceOps(bound)
 	if limit*bytesPerPieceOp > int(persistReserve(bound)) {
 		t.Fatalf("pieces of %d ops (%d B each) do not fit the reserve of %d B", limit, bytesPerPieceOp, persistReserve(bound))
 	}
-	for _, bounded := range []bool{true, false} {
-		t.Run(fmt.Sprintf("bounded=%v", bounded), func(t *testing.T) {
+	for _, c := range []struct {
+		bounded bool
+		loop    string
+	}{{true, "off"}, {false, "off"}, {true, "on"}, {false, "on"}, {true, "refusing"}, {false, "refusing"}} {
+		bounded := c.bounded
+		t.Run(fmt.Sprintf("bounded=%v/loop=%s", bounded, c.loop), func(t *testing.T) {
 			dir := t.TempDir()
 			db, err := persist.Open(dir, persist.Options{Logger: quietLog()})
 			if err != nil {
@@ -33,9 +44,12 @@ func TestWindowPiecesUnderBound(t *testing.T) {
 			}
 			p := &persistence{db: db, st: store.New(store.Options{TrackDirty: true}), log: quietLog()}
 			var pieces []int
+			var slices []int // changes each slice run on the "loop" took
+			var sliceE *persist.Encoder
 			p.fl = persist.NewFlusher(db, persist.FlusherConfig{
 				Interval: time.Hour,
 				Encode: func(nowMs int64, e *persist.Encoder) bool {
+					sliceE = e
 					more := p.encodePiece(nowMs, e)
 					pieces = append(pieces, e.Len())
 					return more
@@ -44,6 +58,22 @@ func TestWindowPiecesUnderBound(t *testing.T) {
 			})
 			if bounded {
 				p.st.SetMaxMemory(bound)
+			}
+			if c.loop != "off" {
+				calls := 0
+				run := func(fn func()) bool {
+					calls++
+					if c.loop == "refusing" && calls%2 == 0 {
+						return false // the flusher drains this slice itself
+					}
+					before := sliceE.Len()
+					done := make(chan struct{})
+					go func() { defer close(done); fn() }()
+					<-done
+					slices = append(slices, sliceE.Len()-before)
+					return true
+				}
+				p.onLoop.Store(&run)
 			}
 			lim, err := gcra.NewLimit(100, 1, 3600)
 			if err != nil {
@@ -76,6 +106,19 @@ func TestWindowPiecesUnderBound(t *testing.T) {
 				t.Errorf("under a %d MB bound the window was drained in pieces %v; want none over %d+%d", bound>>20, pieces, limit, slack)
 			case !bounded && len(pieces) != 1:
 				t.Errorf("without a bound the window was drained in pieces %v; want one", pieces)
+			}
+			sliced := 0
+			for _, n := range slices {
+				sliced += n
+				if n > loopSliceOps+slack {
+					t.Errorf("a slice on the loop took %d changes; want at most %d+%d", n, loopSliceOps, slack)
+				}
+			}
+			switch {
+			case c.loop == "on" && sliced != n0+n3:
+				t.Errorf("slices on the loop %v took %d changes, want all %d", slices, sliced, n0+n3)
+			case c.loop == "refusing" && (sliced == 0 || sliced >= n0+n3):
+				t.Errorf("slices on the loop took %d of %d changes with every other one refused", sliced, n0+n3)
 			}
 			if st := p.fl.Status(); bounded && st.Flushes != int64(len(pieces)) {
 				t.Errorf("%d pieces written in %d flushes", len(pieces), st.Flushes)

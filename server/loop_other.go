@@ -29,3 +29,6 @@ func (*eventLoop) wakeCounts() (wakes, events int64) { return 0, 0 }
 
 // forwardLoopOf: no event loop, so sidecar sessions block (forward.go).
 func forwardLoopOf(*loopConn) (ForwardLoop, func()) { return nil, nil }
+
+// Post: no loop runs anything (RunOnLoop falls back to its caller).
+func (*eventLoop) Post(func()) bool { return false }
