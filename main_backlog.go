@@ -12,7 +12,7 @@ import (
 // every change it drained in its pending set and retries (persist/
 // flusher.go); the server keeps deciding from memory. Under a spray of
 // unique keys at the bound every key sprayed adds a pending op (~340 B:
-// persist.PendingEntryOverhead), evicted or not, and nothing counted it:
+// persist/flusher.go: pendingHeap), evicted or not, and nothing counted it:
 // measured at --maxmemory 16mb, volatile-ttl, on a 24 MB tmpfs that filled
 // after 8 s, used_memory stayed at 16.8 MB while pending_bytes reached
 // 294 MB and RSS 262 MB after 32 s, growing ~7 MB/s without bound.

@@ -418,14 +418,21 @@ func zrangeGeneric(x *server.Ctx, k int, mode int, rev bool, storeTo bool) {
 		if limit >= 0 && int64(len(out)) >= limit {
 			return false
 		}
-		if storeTo { // stored after the source's lock is released
-			m = strings.Clone(m) // a compact set's members point into its bytes
-		}
+		// stored after the source's lock is released
+		m = strings.Clone(m) // a compact set's members point into its bytes
 		out = append(out, kinds.Element{Member: m, Score: s})
 		return true
 	}
 	found, err := x.Store().ReadObject(args[k], store.KindZSet, x.NowMs(), func(o store.Object) {
 		z := o.(*kinds.ZSet)
+		if !storeTo {
+			// The reply is written as the set is walked, its length
+			// counted first (O(log n) for a full set): a range of a
+			// million elements is never held as a slice (24 MB that the
+			// GC would then scan), as Redis writes it.
+			zrangeReply(x, z, mode, rev, start, stop, sr, lr, offset, limit, withScores)
+			return
+		}
 		switch mode {
 		case zrangeRank:
 			if a, b, nonEmpty := rangeIndexes(start, stop, z.Len()); nonEmpty {
@@ -441,9 +448,6 @@ func zrangeGeneric(x *server.Ctx, k int, mode int, rev bool, storeTo bool) {
 				z.RangeByLex(lr, rev, int(min(offset, math.MaxInt32)), collect)
 			}
 		}
-		if !storeTo {
-			replyElements(x, out, withScores, true)
-		}
 	})
 	if err != nil {
 		replyStoreErr(x, err)
@@ -455,6 +459,57 @@ func zrangeGeneric(x *server.Ctx, k int, mode int, rev bool, storeTo bool) {
 	}
 	if !found {
 		x.Array(0)
+	}
+}
+
+// zrangeReply replies the ZRANGE range of z (mode, rev, its bounds,
+// offset and limit as zrangeGeneric parsed them) as replyElements would
+// the collected slice, walking z once after counting the range. The
+// caller holds z's read lock; cost O(log n + offset + reply).
+func zrangeReply(x *server.Ctx, z *kinds.ZSet, mode int, rev bool, start, stop int64,
+	sr kinds.ScoreRange, lr kinds.LexRange, offset, limit int64, withScores bool) {
+	n := int64(0)
+	switch mode {
+	case zrangeRank:
+		if a, b, nonEmpty := rangeIndexes(start, stop, z.Len()); nonEmpty {
+			n = int64(b - a + 1)
+			start = int64(a)
+			stop = int64(b)
+		}
+	case zrangeScore, zrangeLex:
+		if offset >= 0 && limit != 0 {
+			if mode == zrangeScore {
+				n = int64(z.CountByScore(sr))
+			} else {
+				n = int64(z.CountByLex(lr))
+			}
+			n = max(n-offset, 0)
+			if limit > 0 {
+				n = min(n, limit)
+			}
+		}
+	}
+	elementsHeader(x, int(n), withScores, true)
+	if n == 0 {
+		return
+	}
+	pair := withScores && x.RESP3()
+	left := n
+	put := func(m string, s float64) bool {
+		putElement(x, m, s, withScores, pair)
+		left--
+		return left > 0
+	}
+	switch mode {
+	case zrangeRank:
+		z.RangeByRank(int(start), int(stop), rev, put)
+	case zrangeScore:
+		z.RangeByScore(sr, rev, int(offset), put)
+	case zrangeLex:
+		z.RangeByLex(lr, rev, int(offset), put)
+	}
+	for ; left > 0; left-- { // never: the count and the walk agree; keeps the reply framed
+		putElement(x, "", 0, withScores, pair)
 	}
 }
 
@@ -490,27 +545,34 @@ func replyElements(x *server.Ctx, out []kinds.Element, withScores, nested bool) 
 // so that a reply of many picks (ZRANDMEMBER with a negative count) is
 // written as it is made, never held as a slice first.
 func emitElements(x *server.Ctx, n int, at func(i int) kinds.Element, withScores, nested bool) {
-	switch {
-	case !withScores:
-		x.Array(n)
-		for i := range n {
-			x.BulkString(at(i).Member)
-		}
-	case x.RESP3() && nested:
-		x.Array(n)
-		for i := range n {
-			e := at(i)
-			x.Array(2)
-			x.BulkString(e.Member)
-			x.Double(e.Score)
-		}
-	default:
+	elementsHeader(x, n, withScores, nested)
+	pair := withScores && nested && x.RESP3()
+	for i := range n {
+		e := at(i)
+		putElement(x, e.Member, e.Score, withScores, pair)
+	}
+}
+
+// elementsHeader starts the reply of n elements as emitElements shapes it:
+// n entries, or 2n flat ones for scores unless they go in RESP3 pairs.
+func elementsHeader(x *server.Ctx, n int, withScores, nested bool) {
+	if withScores && !(nested && x.RESP3()) {
 		x.Array(2 * n)
-		for i := range n {
-			e := at(i)
-			x.BulkString(e.Member)
-			x.Double(e.Score)
-		}
+		return
+	}
+	x.Array(n)
+}
+
+// putElement writes one element after elementsHeader: the member, its
+// score when withScores, the two in an array of 2 when pair (RESP3,
+// nested).
+func putElement(x *server.Ctx, m string, s float64, withScores, pair bool) {
+	if pair {
+		x.Array(2)
+	}
+	x.BulkString(m)
+	if withScores {
+		x.Double(s)
 	}
 }
 

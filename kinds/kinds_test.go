@@ -110,7 +110,7 @@ func zsetAgainstModel(t *testing.T, universe int, long, wantFull bool) {
 		case 4:
 			if r.IntN(10) == 0 {
 				lo := float64(r.IntN(50))
-				sr := ScoreRange{Min: lo, Max: lo + float64(r.IntN(3)), MinEx: r.IntN(2) == 0}
+				sr := ScoreRange{Min: lo, Max: lo + float64(r.IntN(3)+r.IntN(4)/3*r.IntN(10)), MinEx: r.IntN(2) == 0}
 				var gone []string
 				cb := func(m string) { gone = append(gone, m) }
 				if r.IntN(2) == 0 {
@@ -135,7 +135,7 @@ func zsetAgainstModel(t *testing.T, universe int, long, wantFull bool) {
 			if r.IntN(10) == 0 && len(m) > 0 {
 				sorted := modelSorted(m)
 				a := r.IntN(len(sorted))
-				b := a + r.IntN(3)
+				b := a + r.IntN(3) + r.IntN(4)/3*r.IntN(30) // runs past one level's span too
 				var gone []string
 				n := z.RemoveRangeByRank(a, b, func(m string) { gone = append(gone, m) })
 				var want []string

@@ -669,15 +669,11 @@ func (z *ZSet) RemoveRangeByScore(r ScoreRange, removed func(member string)) int
 		}
 		return z.zRemoveRanks(del, removed)
 	}
-	var del []Element
-	z.RangeByScore(r, false, 0, func(m string, s float64) bool { del = append(del, Element{m, s}); return true })
-	for _, e := range del {
-		z.removeRec(e.Score, e.Member)
-		if removed != nil {
-			removed(e.Member)
-		}
+	if r.Empty() {
+		return 0
 	}
-	return len(del)
+	return z.removeRun(func(x *zNode, _ int) bool { return !r.aboveMin(x.score) },
+		func(x *zNode, _ int) bool { return r.belowMax(x.score) }, removed)
 }
 
 // RemoveRangeByLex deletes the members in r.
@@ -689,15 +685,11 @@ func (z *ZSet) RemoveRangeByLex(r LexRange, removed func(member string)) int {
 		}
 		return z.zRemoveRanks(del, removed)
 	}
-	var del []Element
-	z.RangeByLex(r, false, 0, func(m string, s float64) bool { del = append(del, Element{m, s}); return true })
-	for _, e := range del {
-		z.removeRec(e.Score, e.Member)
-		if removed != nil {
-			removed(e.Member)
-		}
+	if r.Empty() {
+		return 0
 	}
-	return len(del)
+	return z.removeRun(func(x *zNode, _ int) bool { return !r.aboveMin(x.member) },
+		func(x *zNode, _ int) bool { return r.belowMax(x.member) }, removed)
 }
 
 // RemoveRangeByRank deletes ranks start..stop (clamped, inclusive).
@@ -709,15 +701,47 @@ func (z *ZSet) RemoveRangeByRank(start, stop int, removed func(member string)) i
 		}
 		return z.zRemoveRanks(del, removed)
 	}
-	var del []Element
-	z.RangeByRank(start, stop, false, func(m string, s float64) bool { del = append(del, Element{m, s}); return true })
-	for _, e := range del {
-		z.removeRec(e.Score, e.Member)
-		if removed != nil {
-			removed(e.Member)
-		}
+	start = max(start, 0)
+	if start > stop || start >= z.n {
+		return 0
 	}
-	return len(del)
+	// rank is 1-based (the head is 0): ranks start+1..stop+1 go.
+	return z.removeRun(func(_ *zNode, rank int) bool { return rank <= start },
+		func(_ *zNode, rank int) bool { return rank <= stop+1 }, removed)
+}
+
+// removeRun deletes, in one walk as Redis's zslDeleteRangeBy* do, the run
+// of elements that starts at the first for which before is false and goes
+// on while in holds (before and in are monotone along the list; both get
+// the node and its 1-based rank), recording each deletion (removeRec's
+// journal record) and calling removed with its member. It returns how many
+// it deleted. Cost: O(log n) to find the run, then per element its map
+// delete; no slice of the run is made.
+func (z *ZSet) removeRun(before, in func(x *zNode, rank int) bool, removed func(member string)) int {
+	var update [zMaxLevel]*zNode
+	x, rank := z.head, 0
+	for i := z.level - 1; i >= 0; i-- {
+		for x.lv[i].next != nil && before(x.lv[i].next, rank+x.lv[i].span) {
+			rank += x.lv[i].span
+			x = x.lv[i].next
+		}
+		update[i] = x
+	}
+	x = x.lv[0].next
+	n := 0
+	for x != nil && in(x, rank+1+n) {
+		next := x.lv[0].next
+		if z.recording() {
+			z.rec1('D', x.member, z.Size())
+		}
+		z.unlink(x, &update)
+		if removed != nil {
+			removed(x.member)
+		}
+		n++
+		x = next
+	}
+	return n
 }
 
 // Each calls fn for every element in ascending order until fn returns

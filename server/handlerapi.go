@@ -337,6 +337,13 @@ func appendRedisDouble(b []byte, f float64) []byte {
 	case math.IsNaN(f):
 		return append(b, "nan"...)
 	}
+	// An integral score below 2^53 in magnitude (counters, Unix times in
+	// ms: most scores) is exact and has at most 16 digits, which %.17g
+	// prints as the integer itself: AppendInt writes it several times
+	// faster than AppendFloat. -0 keeps its sign ("-0"), as printf does.
+	if f >= -(1<<53) && f <= 1<<53 && f == math.Trunc(f) && (f != 0 || !math.Signbit(f)) {
+		return strconv.AppendInt(b, int64(f), 10)
+	}
 	// Redis 7.0's addReplyDouble: printf's %.17g, which strconv's 'g'
 	// with precision 17 reproduces (0.1 is "0.10000000000000001",
 	// 1700000000000 stays "1700000000000", 1e20 is "1e+20").
