@@ -64,6 +64,21 @@ type ForwardKeyless interface {
 	ForwardsKeyless(name string, args [][]byte) bool
 }
 
+// ForwardLargeReply is implemented by a Forwarder that knows which
+// commands may have a reply far larger than their request (LRANGE,
+// HGETALL, GET of a large value, LPOP with a count, ...). With an output
+// limit set (Config.OutputBufferLimit), forwardBatch ends a run after
+// such a command: the limit is checked between runs and between a run's
+// replies, so a client that pipelines large reads and does not read them
+// is closed after about one of them, and the sidecar never holds more than
+// one such reply for it (a run's replies are all collected before any is
+// appended). Without a limit runs are not split (nothing to check early).
+// Called from the client's goroutine or loop, per forwarded command while
+// a limit is set.
+type ForwardLargeReply interface {
+	LargeReply(args [][]byte) bool
+}
+
 // ForwardReq is one command (or one transaction) to forward.
 type ForwardReq struct {
 	// Args is the command, name first. It aliases the connection's read
@@ -132,6 +147,23 @@ type fwdState struct {
 	// at is the index in st.cmds of the parked run's first command: on
 	// the resume the batch is not parsed again (connState.keep).
 	at int
+	// large is the Forwarder's ForwardLargeReply while an output limit
+	// is set (runs end after a large reply), else nil.
+	large ForwardLargeReply
+}
+
+// largeReply asks f.large about r: its command, or each command of a
+// transaction.
+func (f *fwdState) largeReply(r *ForwardReq) bool {
+	if r.Unit == nil {
+		return f.large.LargeReply(r.Args)
+	}
+	for _, q := range r.Unit {
+		if f.large.LargeReply(q) {
+			return true
+		}
+	}
+	return false
 }
 
 // forwardClassify decides what happens to one command now (the client's
@@ -223,6 +255,9 @@ func (s *Server) forwardBatch(c *client, st *connState) (r pumpResult, ran, stop
 				} else {
 					break
 				}
+				if f.large != nil && f.largeReply(&f.reqs[len(f.reqs)-1]) {
+					break // one large reply per run while a limit is set
+				}
 			}
 			if len(f.reqs) > 0 {
 				if f.async == nil {
@@ -298,13 +333,17 @@ func (s *Server) forwardBatch(c *client, st *connState) (r pumpResult, ran, stop
 // newFwdState makes a connection's forwarding state: asynchronous on an
 // event loop when the Forwarder can (forward_loop.go), blocking otherwise.
 func (s *Server) newFwdState(st *connState) *fwdState {
+	var large ForwardLargeReply
+	if l := s.cfg.OutputBufferLimit; l.Hard > 0 || l.Soft > 0 {
+		large, _ = s.cfg.Forwarder.(ForwardLargeReply)
+	}
 	if af, ok := s.cfg.Forwarder.(AsyncForwarder); ok && st.lc != nil {
 		if l, done := forwardLoopOf(st.lc); l != nil {
 			as := af.LoopSession(l)
-			return &fwdState{sess: as, async: as, done: done}
+			return &fwdState{sess: as, async: as, done: done, large: large}
 		}
 	}
-	return &fwdState{sess: s.cfg.Forwarder.Session()}
+	return &fwdState{sess: s.cfg.Forwarder.Session(), large: large}
 }
 
 // selectAfterExec applies a SELECT that ran inside a forwarded transaction
