@@ -1,6 +1,9 @@
 package server
 
-import "bytes"
+import (
+	"bytes"
+	"strings"
+)
 
 // Sidecar mode's seam: with Config.Forwarder set, the commands of a
 // connection whose keys live elsewhere are handed to the Forwarder (package
@@ -102,6 +105,11 @@ type ForwardReq struct {
 	// DB is the client's selected database: the command runs in that
 	// database of the owner.
 	DB int
+	// Write: the command (or a command of the transaction) may change
+	// data: flagged write, or a script that may write (EVAL, EVALSHA,
+	// FCALL; not their _RO forms). Once such a request was sent to its
+	// owner, the forwarder must not answer it with its fallback.
+	Write bool
 
 	// Reply is set by Do: the RESP bytes to relay as they are (the
 	// owner's reply, or the fallback's answer). Owned by the session;
@@ -150,6 +158,25 @@ type fwdState struct {
 	// large is the Forwarder's ForwardLargeReply while an output limit
 	// is set (runs end after a large reply), else nil.
 	large ForwardLargeReply
+}
+
+// mayWrite reports whether cmd may change data: flagged write, or a
+// script command that may write (not EVAL_RO, EVALSHA_RO, FCALL_RO).
+// Hot-path cost: two field loads.
+func mayWrite(cmd *command) bool {
+	return cmd.meta.write || (cmd.script && !strings.HasSuffix(cmd.name, "_ro"))
+}
+
+// unitMayWrite is mayWrite for a transaction's queued commands.
+func unitMayWrite(unit [][][]byte) bool {
+	for _, q := range unit {
+		if len(q) > 0 {
+			if qc := lookup(commands, q[0]); qc != nil && mayWrite(qc) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // largeReply asks f.large about r: its command, or each command of a
@@ -249,9 +276,11 @@ func (s *Server) forwardBatch(c *client, st *connState) (r pumpResult, ran, stop
 					raw = nil // inline: Args must be encoded
 				}
 				if act == fwdForward {
-					f.reqs = append(f.reqs, ForwardReq{Args: args, Raw: raw, Slot: slot, RESP3: c.resp3, DB: c.db})
+					f.reqs = append(f.reqs, ForwardReq{Args: args, Raw: raw, Slot: slot, RESP3: c.resp3, DB: c.db,
+						Write: mayWrite(pc.cmd)})
 				} else if act == fwdExec {
-					f.reqs = append(f.reqs, ForwardReq{Unit: c.queue, Slot: slot, RESP3: c.resp3, DB: c.db})
+					f.reqs = append(f.reqs, ForwardReq{Unit: c.queue, Slot: slot, RESP3: c.resp3, DB: c.db,
+						Write: unitMayWrite(c.queue)})
 				} else {
 					break
 				}

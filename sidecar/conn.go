@@ -25,6 +25,9 @@ type request struct {
 	done  *batch
 	sent  int64 // when sent (unix ns), for replyLeft
 	slow  bool  // a bulk read: BulkTimeout before its first byte
+	// unsent: err is a send that failed before the request was queued
+	// (it never reached the owner).
+	unsent bool
 }
 
 // batch is what a session waits on: the requests of one Do, across

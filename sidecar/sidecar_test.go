@@ -548,4 +548,5 @@ func TestSidecarBlockingPath(t *testing.T) {
 	t.Run("TricklingDecisionTimesOut", TestSidecarTricklingDecisionTimesOut)
 	t.Run("SlowValueReadNotTimeout", TestSidecarSlowValueReadNotTimeout)
 	t.Run("EndlessTrickleOnBulkLane", TestSidecarEndlessTrickleOnBulkLane)
+	t.Run("SentWriteNotAnsweredByFallback", TestSidecarSentWriteNotAnsweredByFallback)
 }
