@@ -587,7 +587,15 @@ func (u *upConn) deliverAll(now int64) {
 		if n == 0 {
 			break
 		}
-		u.deliver(u.rbuf[off:off+n], now)
+		if off == 0 && n == len(u.rbuf) && n > maxKeepBuf {
+			// One large reply, alone in the buffer: the buffer itself
+			// becomes the reply (no copy of it); reading starts afresh.
+			reply := u.rbuf
+			u.rbuf = make([]byte, 0, 16<<10)
+			u.deliver(reply, now, true)
+			return
+		}
+		u.deliver(u.rbuf[off:off+n], now, false)
 		off += n
 	}
 	if u.dead {
@@ -602,8 +610,9 @@ func (u *upConn) deliverAll(now int64) {
 }
 
 // deliver gives one reply to the oldest awaited request; a reply nobody
-// asked for breaks the connection.
-func (u *upConn) deliver(reply []byte, now int64) {
+// asked for breaks the connection. own: reply is a buffer of its own,
+// handed over rather than copied.
+func (u *upConn) deliver(reply []byte, now int64, own bool) {
 	if u.head == len(u.pending) {
 		u.failOwner(errProtocol)
 		return
@@ -626,7 +635,11 @@ func (u *upConn) deliver(reply []byte, now int64) {
 		u.head = 0
 	}
 	u.key.o.lat.observe(time.Duration(now - sent))
-	s.replies[i] = append(s.replies[i][:0], reply...)
+	if own {
+		s.replies[i] = reply
+	} else {
+		s.replies[i] = append(s.replies[i][:0], reply...)
+	}
 	s.answered()
 }
 
