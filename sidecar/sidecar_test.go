@@ -549,4 +549,6 @@ func TestSidecarBlockingPath(t *testing.T) {
 	t.Run("SlowValueReadNotTimeout", TestSidecarSlowValueReadNotTimeout)
 	t.Run("EndlessTrickleOnBulkLane", TestSidecarEndlessTrickleOnBulkLane)
 	t.Run("SentWriteNotAnsweredByFallback", TestSidecarSentWriteNotAnsweredByFallback)
+	t.Run("OutputLimitBoundsPipelinedReplies", TestSidecarOutputLimitBoundsPipelinedReplies)
+	t.Run("OutputLimitClosesAtTheLimit", TestSidecarOutputLimitClosesAtTheLimit)
 }
