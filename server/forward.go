@@ -1,6 +1,9 @@
 package server
 
-import "bytes"
+import (
+	"bytes"
+	"strings"
+)
 
 // Sidecar mode's seam: with Config.Forwarder set, the commands of a
 // connection whose keys live elsewhere are handed to the Forwarder (package
@@ -64,6 +67,21 @@ type ForwardKeyless interface {
 	ForwardsKeyless(name string, args [][]byte) bool
 }
 
+// ForwardLargeReply is implemented by a Forwarder that knows which
+// commands may have a reply far larger than their request (LRANGE,
+// HGETALL, GET of a large value, LPOP with a count, ...). With an output
+// limit set (Config.OutputBufferLimit), forwardBatch ends a run after
+// such a command: the limit is checked between runs and between a run's
+// replies, so a client that pipelines large reads and does not read them
+// is closed after about one of them, and the sidecar never holds more than
+// one such reply for it (a run's replies are all collected before any is
+// appended). Without a limit runs are not split (nothing to check early).
+// Called from the client's goroutine or loop, per forwarded command while
+// a limit is set.
+type ForwardLargeReply interface {
+	LargeReply(args [][]byte) bool
+}
+
 // ForwardReq is one command (or one transaction) to forward.
 type ForwardReq struct {
 	// Args is the command, name first. It aliases the connection's read
@@ -87,6 +105,11 @@ type ForwardReq struct {
 	// DB is the client's selected database: the command runs in that
 	// database of the owner.
 	DB int
+	// Write: the command (or a command of the transaction) may change
+	// data: flagged write, or a script that may write (EVAL, EVALSHA,
+	// FCALL; not their _RO forms). Once such a request was sent to its
+	// owner, the forwarder must not answer it with its fallback.
+	Write bool
 
 	// Reply is set by Do: the RESP bytes to relay as they are (the
 	// owner's reply, or the fallback's answer). Owned by the session;
@@ -132,6 +155,42 @@ type fwdState struct {
 	// at is the index in st.cmds of the parked run's first command: on
 	// the resume the batch is not parsed again (connState.keep).
 	at int
+	// large is the Forwarder's ForwardLargeReply while an output limit
+	// is set (runs end after a large reply), else nil.
+	large ForwardLargeReply
+}
+
+// mayWrite reports whether cmd may change data: flagged write, or a
+// script command that may write (not EVAL_RO, EVALSHA_RO, FCALL_RO).
+// Hot-path cost: two field loads.
+func mayWrite(cmd *command) bool {
+	return cmd.meta.write || (cmd.script && !strings.HasSuffix(cmd.name, "_ro"))
+}
+
+// unitMayWrite is mayWrite for a transaction's queued commands.
+func unitMayWrite(unit [][][]byte) bool {
+	for _, q := range unit {
+		if len(q) > 0 {
+			if qc := lookup(commands, q[0]); qc != nil && mayWrite(qc) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// largeReply asks f.large about r: its command, or each command of a
+// transaction.
+func (f *fwdState) largeReply(r *ForwardReq) bool {
+	if r.Unit == nil {
+		return f.large.LargeReply(r.Args)
+	}
+	for _, q := range r.Unit {
+		if f.large.LargeReply(q) {
+			return true
+		}
+	}
+	return false
 }
 
 // forwardClassify decides what happens to one command now (the client's
@@ -217,11 +276,16 @@ func (s *Server) forwardBatch(c *client, st *connState) (r pumpResult, ran, stop
 					raw = nil // inline: Args must be encoded
 				}
 				if act == fwdForward {
-					f.reqs = append(f.reqs, ForwardReq{Args: args, Raw: raw, Slot: slot, RESP3: c.resp3, DB: c.db})
+					f.reqs = append(f.reqs, ForwardReq{Args: args, Raw: raw, Slot: slot, RESP3: c.resp3, DB: c.db,
+						Write: mayWrite(pc.cmd)})
 				} else if act == fwdExec {
-					f.reqs = append(f.reqs, ForwardReq{Unit: c.queue, Slot: slot, RESP3: c.resp3, DB: c.db})
+					f.reqs = append(f.reqs, ForwardReq{Unit: c.queue, Slot: slot, RESP3: c.resp3, DB: c.db,
+						Write: unitMayWrite(c.queue)})
 				} else {
 					break
+				}
+				if f.large != nil && f.largeReply(&f.reqs[len(f.reqs)-1]) {
+					break // one large reply per run while a limit is set
 				}
 			}
 			if len(f.reqs) > 0 {
@@ -298,13 +362,17 @@ func (s *Server) forwardBatch(c *client, st *connState) (r pumpResult, ran, stop
 // newFwdState makes a connection's forwarding state: asynchronous on an
 // event loop when the Forwarder can (forward_loop.go), blocking otherwise.
 func (s *Server) newFwdState(st *connState) *fwdState {
+	var large ForwardLargeReply
+	if l := s.cfg.OutputBufferLimit; l.Hard > 0 || l.Soft > 0 {
+		large, _ = s.cfg.Forwarder.(ForwardLargeReply)
+	}
 	if af, ok := s.cfg.Forwarder.(AsyncForwarder); ok && st.lc != nil {
 		if l, done := forwardLoopOf(st.lc); l != nil {
 			as := af.LoopSession(l)
-			return &fwdState{sess: as, async: as, done: done}
+			return &fwdState{sess: as, async: as, done: done, large: large}
 		}
 	}
-	return &fwdState{sess: s.cfg.Forwarder.Session()}
+	return &fwdState{sess: s.cfg.Forwarder.Session(), large: large}
 }
 
 // selectAfterExec applies a SELECT that ran inside a forwarded transaction

@@ -99,14 +99,17 @@ var errOutputLimit = errors.New("server: client closed for overcoming of output 
 
 // outputLimitReached counts and logs a connection closed for its output
 // buffer (mem bytes); c may be nil (not registered yet). Any goroutine.
+//
+// Logged before it is counted: whoever sees the count (Stats) finds the
+// log line written.
 func (s *Server) outputLimitReached(c *client, addr string, mem int64) {
-	s.stats.obufDisconnects.Add(1)
 	var id int64
 	if c != nil {
 		id = c.id
 	}
 	s.log.Warn("client closed for overcoming of output buffer limits",
 		"client", id, "addr", addr, "omem", mem, "limit", s.cfg.OutputBufferLimit.String())
+	s.stats.obufDisconnects.Add(1)
 }
 
 // outBlock is the size of an output buffer block: Redis's reply chunk.

@@ -148,3 +148,10 @@ func isBulk(req *server.ForwardReq) bool { return reqKind(req) != laneDecision }
 // slowFirst reports whether req's first reply byte may take BulkTimeout
 // (a bulk read, or a transaction with one); others get Timeout.
 func slowFirst(req *server.ForwardReq) bool { return reqKind(req) == laneBulk }
+
+// LargeReply implements server.ForwardLargeReply: a bulk or value read
+// (its reply grows with what is stored). Cheap: one bit test for
+// CL.THROTTLE. Any goroutine.
+func (sc *Sidecar) LargeReply(args [][]byte) bool {
+	return len(args) > 0 && laneKind(args[0]) != laneDecision
+}

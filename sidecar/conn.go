@@ -25,6 +25,9 @@ type request struct {
 	done  *batch
 	sent  int64 // when sent (unix ns), for replyLeft
 	slow  bool  // a bulk read: BulkTimeout before its first byte
+	// unsent: err is a send that failed before the request was queued
+	// (it never reached the owner).
+	unsent bool
 }
 
 // batch is what a session waits on: the requests of one Do, across
@@ -283,7 +286,18 @@ func (m *muxConn) readLoop(br *bufio.Reader, buf []byte) {
 			if n == 0 {
 				break
 			}
-			if !m.deliver(rb[off : off+n]) {
+			if off == 0 && n == len(rb) && n > 1<<20 {
+				// One large reply, alone in the buffer: the buffer
+				// itself becomes the reply (no copy); reading starts
+				// afresh.
+				reply := rb
+				rb = make([]byte, 0, 32<<10)
+				if !m.deliver(reply, true) {
+					return
+				}
+				break
+			}
+			if !m.deliver(rb[off:off+n], false) {
 				return
 			}
 			off += n
@@ -358,8 +372,9 @@ func (m *muxConn) rawRead(rc syscall.RawConn, p []byte) (int, error) {
 }
 
 // deliver gives one reply to the oldest pending request; false when the
-// connection is broken (a reply nobody asked for breaks it too).
-func (m *muxConn) deliver(reply []byte) bool {
+// connection is broken (a reply nobody asked for breaks it too). own:
+// reply is a buffer of its own, handed over rather than copied.
+func (m *muxConn) deliver(reply []byte, own bool) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.err != nil {
@@ -384,7 +399,11 @@ func (m *muxConn) deliver(reply []byte) bool {
 		m.pending = m.pending[:copy(m.pending, m.pending[m.head:])]
 		m.head = 0
 	}
-	r.reply = append(r.reply[:0], reply...)
+	if own {
+		r.reply = reply
+	} else {
+		r.reply = append(r.reply[:0], reply...)
+	}
 	r.done.finish()
 	return true
 }

@@ -93,6 +93,10 @@ type upConn struct {
 	woff    int
 	pending []pend
 	head    int
+	// written: pending[:written] have been handed to write(2) (or may
+	// have been): failed, they get the error of a write sent, not the
+	// fallback (session.failed).
+	written int
 	rbuf    []byte
 	fr      framer // where the reply at rbuf[0] has been framed up to
 	// lastRead is when a read last brought bytes, headAt when the last
@@ -115,7 +119,8 @@ type loopSession struct {
 	bulk    []bool // per request of the run: on its owner's bulk lane
 	replies [][]byte
 	errs    []error
-	follow  bool // a reply is a MOVED/ASK to follow
+	sent    []bool // with errs[i]: request i had been written (upConn.written)
+	follow  bool   // a reply is a MOVED/ASK to follow
 
 	mu     sync.Mutex // guards busy and closed: a blocking goroutine and Close
 	busy   bool       // a goroutine runs the blocking path
@@ -153,8 +158,10 @@ func (s *loopSession) Start(reqs []server.ForwardReq, done func()) bool {
 		s.bulk = make([]bool, n)
 		s.replies = make([][]byte, n)
 		s.errs = make([]error, n)
+		s.sent = make([]bool, n)
 	}
 	s.route, s.replies, s.errs = s.route[:len(reqs)], s.replies[:len(reqs)], s.errs[:len(reqs)]
+	s.sent = s.sent[:len(reqs)]
 	s.bulk = s.bulk[:len(reqs)]
 	// lanes: a bulk or value read in the run, so some owners' shares go
 	// on their bulk lane; slow: a bulk read among them (BulkTimeout
@@ -283,7 +290,7 @@ func (s *loopSession) settle() bool {
 		}
 		if s.errs[i] != nil {
 			s.route[i] = nil
-			s.sync.fallback(&reqs[i], o)
+			s.sync.failed(&reqs[i], o, s.errs[i], s.sent[i])
 			continue
 		}
 		if _, _, ok := redirect(s.replies[i]); ok && reqs[i].Unit == nil {
@@ -500,6 +507,9 @@ func (ls *loopState) flush() {
 // write writes wbuf until it is all written or the socket is full (then
 // writability is asked for, and FdEvent writes the rest).
 func (u *upConn) write() {
+	if u.woff < len(u.wbuf) {
+		u.written = len(u.pending)
+	}
 	for u.woff < len(u.wbuf) {
 		n, err := rawIO(syscall.SYS_WRITE, u.fd, u.wbuf[u.woff:])
 		switch {
@@ -577,7 +587,15 @@ func (u *upConn) deliverAll(now int64) {
 		if n == 0 {
 			break
 		}
-		u.deliver(u.rbuf[off:off+n], now)
+		if off == 0 && n == len(u.rbuf) && n > maxKeepBuf {
+			// One large reply, alone in the buffer: the buffer itself
+			// becomes the reply (no copy of it); reading starts afresh.
+			reply := u.rbuf
+			u.rbuf = make([]byte, 0, 16<<10)
+			u.deliver(reply, now, true)
+			return
+		}
+		u.deliver(u.rbuf[off:off+n], now, false)
 		off += n
 	}
 	if u.dead {
@@ -592,8 +610,9 @@ func (u *upConn) deliverAll(now int64) {
 }
 
 // deliver gives one reply to the oldest awaited request; a reply nobody
-// asked for breaks the connection.
-func (u *upConn) deliver(reply []byte, now int64) {
+// asked for breaks the connection. own: reply is a buffer of its own,
+// handed over rather than copied.
+func (u *upConn) deliver(reply []byte, now int64, own bool) {
 	if u.head == len(u.pending) {
 		u.failOwner(errProtocol)
 		return
@@ -609,13 +628,18 @@ func (u *upConn) deliver(reply []byte, now int64) {
 	u.headAt = now
 	u.ls.awaited--
 	if u.head == len(u.pending) {
-		u.pending, u.head = u.pending[:0], 0
+		u.pending, u.head, u.written = u.pending[:0], 0, 0
 	} else if u.head > 1024 && u.head*2 > len(u.pending) {
 		u.pending = u.pending[:copy(u.pending, u.pending[u.head:])]
+		u.written = max(u.written-u.head, 0)
 		u.head = 0
 	}
 	u.key.o.lat.observe(time.Duration(now - sent))
-	s.replies[i] = append(s.replies[i][:0], reply...)
+	if own {
+		s.replies[i] = reply
+	} else {
+		s.replies[i] = append(s.replies[i][:0], reply...)
+	}
 	s.answered()
 }
 
@@ -649,11 +673,11 @@ func (u *upConn) fail(err error) {
 	if plain, id := u.ls.plain[b2i(u.key.bulk)], u.key.o.id; id < len(plain) && plain[id] == u {
 		plain[id] = nil
 	}
-	pending := u.pending[u.head:]
-	u.pending, u.head, u.wbuf, u.rbuf = nil, 0, nil, nil
+	pending, written := u.pending[u.head:], u.written-u.head
+	u.pending, u.head, u.written, u.wbuf, u.rbuf = nil, 0, 0, nil, nil
 	u.ls.awaited -= len(pending)
-	for _, p := range pending {
-		p.s.errs[p.idx] = err
+	for k, p := range pending {
+		p.s.errs[p.idx], p.s.sent[p.idx] = err, k < written
 		p.s.answered()
 	}
 }

@@ -117,7 +117,7 @@ func (s *session) Do(reqs []server.ForwardReq) {
 				continue
 			}
 			r := &s.reqs[k]
-			r.reply, r.err, r.skip, r.done = r.reply[:0], nil, 0, b
+			r.reply, r.err, r.skip, r.done, r.unsent = r.reply[:0], nil, 0, b, false
 			r.sent, r.slow = sent, bulk && slowFirst(&reqs[k])
 			s.encode(&reqs[k], r, o)
 			pinned = pinned || s.usesPin(&reqs[k], o)
@@ -134,7 +134,7 @@ func (s *session) Do(reqs []server.ForwardReq) {
 		}
 		if err != nil {
 			for _, r := range s.ptrs {
-				r.err = err
+				r.err, r.unsent = err, true
 				b.finish()
 			}
 			if err != errOverload && err != errDown {
@@ -155,7 +155,7 @@ func (s *session) Do(reqs []server.ForwardReq) {
 		}
 		r := &s.reqs[i]
 		if r.err != nil {
-			s.fallback(&reqs[i], o)
+			s.failed(&reqs[i], o, r.err, !r.unsent)
 			continue
 		}
 		if addr, ask, ok := redirect(r.reply); ok && reqs[i].Unit == nil {
@@ -366,11 +366,58 @@ func (s *session) follow(req *server.ForwardReq, r *request, o *owner, ask bool)
 		}
 	}
 	if nr.err != nil {
-		s.fallback(req, o)
+		s.failed(req, o, nr.err, true)
 		return
 	}
 	s.sc.stats.Forwarded.Add(1)
 	req.Reply = nr.reply
+}
+
+// failed answers req, forwarded to o, whose reply did not come (err):
+// the fallback's answer when the request never reached o, or when it is a
+// decision (the CL.* family, whose fallback is the documented degraded
+// decision) or a read; an error when a write was sent (sent: its bytes
+// went to the socket, or may have) — o may have applied it, and the
+// fallback's answer (a nil for an LPOP, a local OK for a SET) would
+// hide what o did (docs/sidecar.md, "A write sent is never answered by
+// the fallback").
+func (s *session) failed(req *server.ForwardReq, o *owner, err error, sent bool) {
+	if !sent || !req.Write || decisionReq(req) {
+		s.fallback(req, o)
+		return
+	}
+	s.sc.stats.WritesUnknown.Add(1)
+	if isWatch(req) || req.Unit != nil {
+		s.Unwatch()
+	}
+	req.Reply = appendError(nil, errWriteUnknown(o, req.Slot, err))
+}
+
+// errWriteUnknown is the error a write sent to o gets when o's reply did
+// not come: UPSTREAMDOWN (not a prefix clients retry on: a retry could
+// apply the write twice), saying that the write may have been applied.
+func errWriteUnknown(o *owner, slot int, err error) string {
+	return "UPSTREAMDOWN owner " + o.addr + " of slot " + strconv.Itoa(slot) +
+		" failed after the write was sent (" + err.Error() + "): it may have been applied there; " +
+		"not answered by the fallback"
+}
+
+// decisionReq reports whether req is a rate-limit decision of the CL.*
+// family (CL.THROTTLE, CL.WINDOW, ...), or a transaction of nothing else.
+func decisionReq(req *server.ForwardReq) bool {
+	if req.Unit == nil {
+		return isDecisionName(req.Args)
+	}
+	for _, q := range req.Unit {
+		if !isDecisionName(q) {
+			return false
+		}
+	}
+	return true
+}
+
+func isDecisionName(args [][]byte) bool {
+	return len(args) > 0 && len(args[0]) > 3 && bytes.EqualFold(args[0][:3], []byte("cl."))
 }
 
 // fallback answers req by the sidecar's mode while o cannot be reached.

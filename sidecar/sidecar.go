@@ -120,8 +120,11 @@ type Stats struct {
 	Forwarded      atomic.Int64    // commands (transactions count one) answered by their owner
 	FallbackByMode [3]atomic.Int64 // commands decided by the fallback, by Mode
 	UpstreamErrors atomic.Int64    // sends, dials or replies that failed or timed out
-	Redirects      atomic.Int64    // MOVED/ASK replies followed
-	Refreshes      atomic.Int64    // topology reads that succeeded
+	// WritesUnknown counts writes sent to an owner whose reply did not
+	// come: answered an error, not the fallback (session.failed).
+	WritesUnknown atomic.Int64
+	Redirects     atomic.Int64 // MOVED/ASK replies followed
+	Refreshes     atomic.Int64 // topology reads that succeeded
 }
 
 // topology maps every slot to its owner.
@@ -500,6 +503,7 @@ func (s *Sidecar) Info() []string {
 		"upstream_fallback_local:" + strconv.FormatInt(s.stats.FallbackByMode[Local].Load(), 10),
 		"upstream_fallback_open:" + strconv.FormatInt(s.stats.FallbackByMode[Open].Load(), 10),
 		"upstream_fallback_closed:" + strconv.FormatInt(s.stats.FallbackByMode[Closed].Load(), 10),
+		"upstream_writes_unknown:" + strconv.FormatInt(s.stats.WritesUnknown.Load(), 10),
 		"upstream_errors:" + strconv.FormatInt(s.stats.UpstreamErrors.Load(), 10),
 		"upstream_redirects:" + strconv.FormatInt(s.stats.Redirects.Load(), 10),
 		"upstream_topology_refreshes:" + strconv.FormatInt(s.stats.Refreshes.Load(), 10),

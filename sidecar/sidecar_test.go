@@ -548,4 +548,7 @@ func TestSidecarBlockingPath(t *testing.T) {
 	t.Run("TricklingDecisionTimesOut", TestSidecarTricklingDecisionTimesOut)
 	t.Run("SlowValueReadNotTimeout", TestSidecarSlowValueReadNotTimeout)
 	t.Run("EndlessTrickleOnBulkLane", TestSidecarEndlessTrickleOnBulkLane)
+	t.Run("SentWriteNotAnsweredByFallback", TestSidecarSentWriteNotAnsweredByFallback)
+	t.Run("OutputLimitBoundsPipelinedReplies", TestSidecarOutputLimitBoundsPipelinedReplies)
+	t.Run("OutputLimitClosesAtTheLimit", TestSidecarOutputLimitClosesAtTheLimit)
 }

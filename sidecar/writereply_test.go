@@ -79,3 +79,58 @@ func TestSidecarLargeWriteReplyNotLost(t *testing.T) {
 		})
 	}
 }
+
+// TestSidecarSentWriteNotAnsweredByFallback: a write on the decision lane
+// (a script that pops a list) whose reply is slower than
+// --upstream-timeout. The owner applies it; the timeout takes the owner
+// down. Before, the request then got the fallback's answer (local: the
+// script ran on the sidecar's empty keyspace, nil) and the popped
+// elements were lost silently. Now a write that was sent answers
+// UPSTREAMDOWN saying it may have been applied; the fallback answers only
+// requests that never reached the owner (the next EVAL, sent while the
+// owner is taken as down, gets the local answer), and a CL.THROTTLE keeps
+// its documented fallback decision.
+//
+// hostile15 found: EVAL "return redis.call('LPOP',KEYS[1],1000000)" 1 L
+// on a 1M-element list through a sidecar answered $-1 after the owner
+// popped everything. Here the owner's replies pass a proxy at 4 KiB per
+// 10 ms (the ~300 KB reply takes about 0.75 s against a 150 ms timeout).
+func TestSidecarSentWriteNotAnsweredByFallback(t *testing.T) {
+	const elems = 20_000
+	owner := serve(t, nil, server.Config{}, nil)
+	od := client(t, owner.addr)
+	vals := make([]any, elems)
+	for i := range vals {
+		vals[i] = fmt.Sprintf("element%08d", i)
+	}
+	if err := od.RPush(ctx, "L", vals...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	proxy := trickleProxy(t, owner.addr, 4<<10, 10*time.Millisecond)
+	side := sidecarNode(t, Config{Seeds: []string{proxy}, Fallback: Local, Timeout: 150 * time.Millisecond})
+	sd := redis.NewClient(&redis.Options{Addr: side.addr, MaxRetries: -1, ReadTimeout: time.Minute})
+	defer sd.Close()
+	const script = "return redis.call('LPOP',KEYS[1],ARGV[1])"
+	start := time.Now()
+	got, err := sd.Eval(ctx, script, []string{"L"}, elems).Result()
+	left := od.LLen(ctx, "L").Val()
+	t.Logf("EVAL LPOP %d through a sidecar: %T %v after %v; %d left on the owner", elems, got, err, time.Since(start), left)
+	if err == nil || !strings.HasPrefix(err.Error(), "UPSTREAMDOWN") || !strings.Contains(err.Error(), "may have been applied") {
+		n := -1
+		if l, ok := got.([]any); ok {
+			n = len(l)
+		}
+		if n != elems { // the whole reply is right too; anything else hides the pop
+			t.Errorf("the owner popped %d elements; the client got %T (%d elements), err %v: want them all or an UPSTREAMDOWN error",
+				elems-int(left), got, n, err)
+		}
+	}
+	// The owner is now taken as down: a write that never reaches it gets
+	// the fallback's answer (local: the sidecar's own keyspace).
+	if err := sd.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Errorf("SET while the owner is taken as down: %v, want the local fallback's OK", err)
+	}
+	if n := side.sc.stats.WritesUnknown.Load(); n != 1 {
+		t.Errorf("upstream_writes_unknown %d, want 1", n)
+	}
+}
