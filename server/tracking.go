@@ -400,7 +400,7 @@ func appendInvalidate(b, key []byte) []byte {
 // deliver queues msg (copied) on c's connection.
 func deliver(c *client, msg []byte) {
 	if pc, ok := c.netConn.(*pushConn); ok {
-		pc.ensure(false).enqueue(msg)
+		pc.ensure(false).enqueue(msg, c)
 	}
 }
 
@@ -687,14 +687,17 @@ func cmdClientTrackingInfo(s *Server, c *client, _ [][]byte) {
 // Delivery: the connection wrapper.
 
 // pushListener wraps every accepted connection in a pushConn.
-type pushListener struct{ net.Listener }
+type pushListener struct {
+	net.Listener
+	s *Server // counts and logs closes for the push backlog
+}
 
 func (l pushListener) Accept() (net.Conn, error) {
 	conn, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
-	return &pushConn{Conn: conn}, nil
+	return &pushConn{Conn: conn, s: l.s}, nil
 }
 
 // pushConn is a connection that can take invalidation pushes from other
@@ -702,6 +705,7 @@ func (l pushListener) Accept() (net.Conn, error) {
 // atomic load per Read and Write); after, see pushState.
 type pushConn struct {
 	net.Conn
+	s      *Server // nil in some tests
 	ps     atomic.Pointer[pushState]
 	closed atomic.Bool
 }
@@ -791,7 +795,7 @@ func (p *pushConn) NetConn() net.Conn { return p.Conn }
 func (p *pushConn) ensure(inCommand bool) *pushState {
 	ps := p.ps.Load()
 	if ps == nil {
-		ps = &pushState{conn: p.Conn, wake: make(chan struct{}, 1), done: make(chan struct{})}
+		ps = &pushState{conn: p.Conn, s: p.s, wake: make(chan struct{}, 1), done: make(chan struct{})}
 		ps.obuf, _ = unwrapConn[outBuffer](p.Conn)
 		if p.ps.CompareAndSwap(nil, ps) {
 			go ps.loop()
@@ -814,6 +818,7 @@ func (p *pushConn) ensure(inCommand bool) *pushState {
 // and the pushes other goroutines queue.
 type pushState struct {
 	conn net.Conn
+	s    *Server    // reports a close for the backlog limit (nil: none)
 	wmu  sync.Mutex // held across each write to conn
 
 	mu      sync.Mutex // guards the fields below; never held across I/O
@@ -829,18 +834,24 @@ type pushState struct {
 	stopOnce sync.Once
 }
 
-// enqueue queues msg (copied). It never blocks on the network.
-func (ps *pushState) enqueue(msg []byte) {
+// enqueue queues msg (copied) for c (the connection's client, for the
+// report of a close). It never blocks on the network. Past
+// pushBacklogLimit the connection is closed, counted and logged as a
+// close for the output buffer limit (outputLimitReached), as Redis does.
+func (ps *pushState) enqueue(msg []byte, c *client) {
 	ps.mu.Lock()
 	if ps.dead {
 		ps.mu.Unlock()
 		return
 	}
-	if len(ps.pending)+len(msg)+ps.backlog() > pushBacklogLimit {
+	if mem := len(ps.pending) + len(msg) + ps.backlog(); mem > pushBacklogLimit {
 		ps.dead = true
 		ps.pending = nil
 		ps.mu.Unlock()
 		go ps.conn.Close() // may block (TLS close_notify); not under the caller's locks
+		if ps.s != nil {
+			ps.s.outputLimitReached(c, c.addr, int64(mem))
+		}
 		return
 	}
 	ps.pending = append(ps.pending, msg...)
