@@ -157,8 +157,8 @@ func TestLoopPushBacklogIsBounded(t *testing.T) {
 	if n := strings.Count(logs.String(), "overcoming of output buffer limits"); n != 1 {
 		t.Errorf("two closes within %v logged %d lines, want 1:\n%s", obufLogEvery, n, logs.String())
 	}
-	if !strings.Contains(logs.String(), "level=WARN") {
-		t.Errorf("the close is not a WARN:\n%s", logs.String())
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), `limit="tracking pushes 262144"`) {
+		t.Errorf("the close is not a WARN naming the push limit:\n%s", logs.String())
 	}
 }
 

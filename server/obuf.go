@@ -100,12 +100,13 @@ var errOutputLimit = errors.New("server: client closed for overcoming of output 
 // outputLimitReached counts and logs a connection closed for its output
 // buffer (mem bytes): every way a connection is closed for it (the
 // OutputBufferLimit checks, the unauthenticated bound, pushBacklogLimit for
-// tracking pushes) ends here. c may be nil (not registered yet). The count
+// tracking pushes) ends here. c may be nil (not registered yet); limit
+// names the limit passed ("": OutputBufferLimit's). The count
 // is exact; the WARN (Redis's "Client ... scheduled to be closed ASAP for
 // overcoming of output buffer limits") is written at most once per
 // obufLogEvery, saying how many closes it did not log. Any goroutine; a
 // close costs one atomic add and a short lock.
-func (s *Server) outputLimitReached(c *client, addr string, mem int64) {
+func (s *Server) outputLimitReached(c *client, addr string, mem int64, limit string) {
 	s.stats.obufDisconnects.Add(1)
 	skipped, ok := s.stats.obufLog.allow(time.Now(), obufLogEvery)
 	if !ok {
@@ -115,8 +116,11 @@ func (s *Server) outputLimitReached(c *client, addr string, mem int64) {
 	if c != nil {
 		id = c.id
 	}
+	if limit == "" {
+		limit = s.cfg.OutputBufferLimit.String()
+	}
 	s.log.Warn("client closed for overcoming of output buffer limits",
-		"client", id, "addr", addr, "omem", mem, "limit", s.cfg.OutputBufferLimit.String(),
+		"client", id, "addr", addr, "omem", mem, "limit", limit,
 		"not_logged_since_last", skipped)
 }
 
@@ -351,7 +355,7 @@ func (c *client) spillOut() bool {
 			return false
 		}
 		c.netConn.Close()
-		s.outputLimitReached(c, c.addr, mem)
+		s.outputLimitReached(c, c.addr, mem, "")
 	} else {
 		n := len(c.out)
 		err := s.writeOut(c, st.pc, false)

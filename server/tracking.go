@@ -875,7 +875,7 @@ func (ps *pushState) enqueue(msg []byte, c *client) {
 		ps.mu.Unlock()
 		go ps.conn.Close() // may block (TLS close_notify); not under the caller's locks
 		if ps.s != nil {
-			ps.s.outputLimitReached(c, c.addr, int64(mem))
+			ps.s.outputLimitReached(c, c.addr, int64(mem), "tracking pushes "+itoa(int64(pushBacklogLimit)))
 		}
 		return
 	}
