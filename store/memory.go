@@ -28,7 +28,9 @@ import (
 //	arena (keys > 16 B)   the bytes, plus growth and garbage slack       +1/2
 //
 // Persistence's buffers are counted too, as a share of the bound its owner
-// sets aside for them (SetExternalMemory). What is not charged:
+// sets aside for them (SetExternalMemory), and so are the server's script
+// cache and tracking table, by their estimates (AddOverheadMemory). What
+// is not charged:
 // connections' buffers and the Go runtime's own overhead; see
 // docs/memory.md for the process's RSS.
 
@@ -198,7 +200,7 @@ func (s *Store) overLimit() bool {
 // OverLimit reports whether a bound is set and used memory, as the
 // inserts see it (within the batches' lag), is over it: what a caller
 // checks before asking MakeRoom, which needs the time. Safe for
-// concurrent use; one atomic load when no bound is set, six when one is.
+// concurrent use; one atomic load when no bound is set, seven when one is.
 func (s *Store) OverLimit() bool { return s.overLimit() }
 
 // evictable reports whether used memory less the backlog
