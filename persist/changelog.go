@@ -38,11 +38,14 @@ import (
 // appends to a file it did not create: Open, a failed write and a base
 // rewrite each end the current file, and the next Write starts a new one.
 // A failed write is cut back to the file's last whole record (or the file
-// removed if it holds none) before the file is ended. So a record that is
-// short or fails its CRC at the end of a file is a torn tail (a crash in
-// the middle of that record), and one followed by intact records is damage:
-// the reader resynchronises on the next record whose header and CRC are
-// valid and whose seq is higher, so damage costs only the damaged bytes,
+// removed if it holds none) before the file is ended. So only a record cut
+// short by the end of the file is a torn tail (a crash in the middle of
+// that record, in whichever file was being written then: the newest, or an
+// older one after a restart). A record that fails its CRC (or does not
+// raise the seq) is damage, whether intact records follow it or it is the
+// last and its declared length lies wholly inside the file: the reader
+// resynchronises on the next record whose header and CRC are valid and
+// whose seq is higher, so damage costs only the damaged bytes,
 // and reports it (a WARN naming the file and offset; RestoreStats and
 // DB.Damage count it). A record whose CRC matches but whose payload does
 // not decode is corruption (ErrCorrupt).
