@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	binenc "encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -585,6 +586,55 @@ func TestProcessReadOnlyDuringFolds(t *testing.T) {
 	c = mustLaunch(t, dir, args...)
 	if got, _ := c.client().Get(ctx, "k:000001").Result(); got != want || want == "" {
 		t.Errorf("after restart k:000001 = %q, want %q", got, want)
+	}
+	c.termOK()
+}
+
+// TestProcessDamagedLastRecordReported: a byte flipped inside the last,
+// complete record of the newest change file is damage, not a torn tail: a
+// WARN names the file and the record's offset and INFO damaged_records
+// counts it (before the fix: a "torn tail" WARN and damaged_records 0).
+func TestProcessDamagedLastRecordReported(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	c := mustLaunch(t, dir, "--flush-interval", "10ms")
+	rdb := c.client()
+	ctx := context.Background()
+	for i := range 5 {
+		throttle(t, rdb, fmt.Sprintf("k:%02d", i), 10, 1, 3600, 1)
+		if err := rdb.Do(ctx, "SAVE").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.kill() // no shutdown flush or fold: the log stays as written
+	files, _ := filepath.Glob(filepath.Join(dir, "changes-*.log"))
+	if len(files) == 0 {
+		t.Fatal("no change file")
+	}
+	newest := files[len(files)-1] // names sort by first seq
+	b, err := os.ReadFile(newest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := 0
+	for off := 0; off+24 <= len(b); off += 24 + int(binenc.LittleEndian.Uint32(b[off:])) {
+		last = off
+	}
+	b[len(b)-1] ^= 0xff // inside the last record's payload; its length is intact
+	if err := os.WriteFile(newest, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c = mustLaunch(t, dir)
+	rdb = c.client()
+	log := c.logs.String()
+	if !strings.Contains(log, "damaged change-log record") || !strings.Contains(log, filepath.Base(newest)) ||
+		!strings.Contains(log, fmt.Sprintf("offset=%d", last)) || strings.Contains(log, "torn tail") {
+		t.Errorf("no damage WARN naming %s and offset %d (or a torn tail reported):\n%s", newest, last, log)
+	}
+	if m := info(t, rdb, "persistence"); m["damaged_records"] != "1" {
+		t.Errorf("INFO damaged_records = %q, want 1", m["damaged_records"])
+	}
+	if n, _ := rdb.Exists(ctx, "k:00").Result(); n != 1 {
+		t.Error("a record before the damaged one was not replayed")
 	}
 	c.termOK()
 }

@@ -228,7 +228,14 @@ func readBaseFile(fs vfs.FS, path string, cut uint64, fn func(payload []byte) er
 	if err != nil {
 		return bs, err
 	}
-	bs.damaged = sc.damaged
+	// What follows the last intact record is the tail, reported as a cut
+	// (the trailer must be the last record): a whole but damaged record
+	// there is part of it, not counted twice.
+	for _, d := range sc.damaged {
+		if d.off < sc.valid {
+			bs.damaged = append(bs.damaged, d)
+		}
+	}
 	bs.tail = span{sc.valid, sc.size - sc.valid}
 	return bs, nil
 }

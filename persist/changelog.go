@@ -38,11 +38,14 @@ import (
 // appends to a file it did not create: Open, a failed write and a base
 // rewrite each end the current file, and the next Write starts a new one.
 // A failed write is cut back to the file's last whole record (or the file
-// removed if it holds none) before the file is ended. So a record that is
-// short or fails its CRC at the end of a file is a torn tail (a crash in
-// the middle of that record), and one followed by intact records is damage:
-// the reader resynchronises on the next record whose header and CRC are
-// valid and whose seq is higher, so damage costs only the damaged bytes,
+// removed if it holds none) before the file is ended. So only a record cut
+// short by the end of the file is a torn tail (a crash in the middle of
+// that record, in whichever file was being written then: the newest, or an
+// older one after a restart). A record that fails its CRC (or does not
+// raise the seq) is damage, whether intact records follow it or it is the
+// last and its declared length lies wholly inside the file: the reader
+// resynchronises on the next record whose header and CRC are valid and
+// whose seq is higher, so damage costs only the damaged bytes,
 // and reports it (a WARN naming the file and offset; RestoreStats and
 // DB.Damage count it). A record whose CRC matches but whose payload does
 // not decode is corruption (ErrCorrupt).
@@ -98,8 +101,13 @@ type fileScan struct {
 	lastSeq   uint64 // seq of the last valid record (0: none)
 	lastStamp int64  // its flushed_at
 	valid     int64  // offset just after the last valid record
+	tail      int64  // where the torn tail starts (size: none)
 	size      int64  // the file's size
-	damaged   []span // skipped bytes followed by a valid record
+	// damaged are the skipped spans: bytes followed by a valid record, or
+	// a last record whose declared length lies wholly inside the file but
+	// that fails its CRC (a crash cuts a record short, it does not leave
+	// a whole one with wrong bytes).
+	damaged []span
 }
 
 // span is a byte range of a change file.
@@ -125,8 +133,10 @@ func listChangeFiles(fs vfs.FS, dir string) ([]changeFile, error) {
 // order. At a record that is short, fails its CRC or does not increase the
 // seq it resynchronises: it looks for the next offset holding a valid
 // record with a higher seq, records the skipped bytes in fileScan.damaged
-// and goes on from there; if there is none, the rest is a torn tail and
-// reading stops. payload is only valid during the call; buf is a reusable
+// and goes on from there. If there is none, a record whose declared length
+// (header intact enough to give one in range) ends inside the file is
+// damage too (recorded, reading goes on after it); otherwise the rest is
+// a torn tail (fileScan.tail) and reading stops. payload is only valid during the call; buf is a reusable
 // buffer (returned, perhaps grown). fn's error stops the read and is
 // returned. Cost: one sequential read of the file, CRC-32C over it
 // (hardware), no allocation per record beyond growing buf to the largest
@@ -157,7 +167,15 @@ func readChangeFile(fs vfs.FS, path string, buf []byte, fn func(seq uint64, stam
 				return sc, buf, err
 			}
 			if !found {
-				return sc, buf, nil // a torn tail
+				end, whole, err := wholeRecordEnd(f, off, sc.size)
+				if err != nil {
+					return sc, buf, err
+				}
+				if !whole {
+					sc.tail = off
+					return sc, buf, nil // a torn tail
+				}
+				next = end
 			}
 			sc.damaged = append(sc.damaged, span{off, next - off})
 			off = next
@@ -174,7 +192,28 @@ func readChangeFile(fs vfs.FS, path string, buf []byte, fn func(seq uint64, stam
 		off += recordHeaderLen + n
 		sc.valid = off
 	}
+	sc.tail = sc.size
 	return sc, buf, nil
+}
+
+// wholeRecordEnd reports whether the record at off declares a length in
+// range (0 < n <= maxRecord) whose bytes lie wholly inside the file, and
+// where it then ends. Such a record failing its CRC is damage, not a torn
+// tail: appends are cut back to the last whole record on failure, so a
+// crash can only leave a record cut short by the end of the file.
+func wholeRecordEnd(f vfs.File, off, size int64) (end int64, whole bool, err error) {
+	var hdr [recordHeaderLen]byte
+	if size-off < recordHeaderLen {
+		return 0, false, nil
+	}
+	if _, err := f.ReadAt(hdr[:], off); err != nil && !errors.Is(err, io.EOF) {
+		return 0, false, err
+	}
+	n := int64(binary.LittleEndian.Uint32(hdr[0:]))
+	if n == 0 || n > int64(maxRecord) || off+recordHeaderLen+n > size {
+		return 0, false, nil
+	}
+	return off + recordHeaderLen + n, true, nil
 }
 
 // readRecord reads the record at off from r: ok=false when it is short,
@@ -468,9 +507,9 @@ func (db *DB) scanChangeFilesLocked() error {
 			db.mu.files = append(db.mu.files, cf)
 			continue
 		}
-		if sc.valid < sc.size {
-			db.log.Warn("persist: ignoring the torn tail of a change file (a crash while it was being written)",
-				"file", cf.path, "valid_bytes", sc.valid, "ignored_bytes", sc.size-sc.valid)
+		if sc.tail < sc.size {
+			db.log.Warn("persist: ignoring the torn tail of a change file (a record cut short by the end of the file: a crash while it was being written)",
+				"file", cf.path, "offset", sc.tail, "ignored_bytes", sc.size-sc.tail)
 		}
 		db.mu.files = append(db.mu.files, cf)
 		db.mu.logBytes += bytes

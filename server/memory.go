@@ -22,7 +22,7 @@ const errOOM = "OOM command not allowed when used memory > 'maxmemory'."
 // overMemory reports whether used memory is over the bound and one chunk
 // of evictions by the policy freed nothing (store.MakeRoom: the refusal
 // Redis's processCommand gives a command queued in MULTI on EVICT_FAIL).
-// One atomic load when no bound is set, six under the bound (the clock is
+// One atomic load when no bound is set, seven under the bound (the clock is
 // read only when over it).
 func (s *Server) overMemory() bool {
 	if !s.store.OverLimit() {

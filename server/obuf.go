@@ -98,18 +98,61 @@ func (s *Server) outputOver(c *client, mem int64, softSince *int64) bool {
 var errOutputLimit = errors.New("server: client closed for overcoming of output buffer limits")
 
 // outputLimitReached counts and logs a connection closed for its output
-// buffer (mem bytes); c may be nil (not registered yet). Any goroutine.
-//
-// Logged before it is counted: whoever sees the count (Stats) finds the
-// log line written.
-func (s *Server) outputLimitReached(c *client, addr string, mem int64) {
+// buffer (mem bytes): every way a connection is closed for it (the
+// OutputBufferLimit checks, the unauthenticated bound, pushBacklogLimit for
+// tracking pushes) ends here. c may be nil (not registered yet); limit
+// names the limit passed ("": OutputBufferLimit's). The count
+// is exact; the WARN (Redis's "Client ... scheduled to be closed ASAP for
+// overcoming of output buffer limits") is written at most once per
+// obufLogEvery, saying how many closes it did not log. A logged close is
+// logged before it is counted: whoever sees the count (Stats) finds the
+// log line written. Any goroutine; a close costs one atomic add and a
+// short lock.
+func (s *Server) outputLimitReached(c *client, addr string, mem int64, limit string) {
+	skipped, ok := s.stats.obufLog.allow(time.Now(), obufLogEvery)
+	if !ok {
+		s.stats.obufDisconnects.Add(1)
+		return
+	}
 	var id int64
 	if c != nil {
 		id = c.id
 	}
+	if limit == "" {
+		limit = s.cfg.OutputBufferLimit.String()
+	}
 	s.log.Warn("client closed for overcoming of output buffer limits",
-		"client", id, "addr", addr, "omem", mem, "limit", s.cfg.OutputBufferLimit.String())
+		"client", id, "addr", addr, "omem", mem, "limit", limit,
+		"not_logged_since_last", skipped)
 	s.stats.obufDisconnects.Add(1)
+}
+
+// obufLogEvery is how often, at most, a close for the output buffer limit
+// is logged: a crowd of clients that stop reading (or one that reconnects
+// and does it again) would otherwise write a line each.
+const obufLogEvery = 10 * time.Second
+
+// rateLog lets an event be logged at most once per interval and counts
+// the events not logged. The zero value is ready; safe for concurrent use.
+type rateLog struct {
+	mu         sync.Mutex
+	last       time.Time // zero until the first logged event
+	suppressed int64
+}
+
+// allow reports whether the event at now may be logged (the first, or
+// every ≥ every after the last logged one) and, if so, how many events
+// were not logged since the last one.
+func (r *rateLog) allow(now time.Time, every time.Duration) (skipped int64, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.last.IsZero() && now.Sub(r.last) < every {
+		r.suppressed++
+		return 0, false
+	}
+	r.last = now
+	skipped, r.suppressed = r.suppressed, 0
+	return skipped, true
 }
 
 // outBlock is the size of an output buffer block: Redis's reply chunk.
@@ -315,7 +358,7 @@ func (c *client) spillOut() bool {
 			return false
 		}
 		c.netConn.Close()
-		s.outputLimitReached(c, c.addr, mem)
+		s.outputLimitReached(c, c.addr, mem, "")
 	} else {
 		n := len(c.out)
 		err := s.writeOut(c, st.pc, false)

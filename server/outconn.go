@@ -134,7 +134,7 @@ func (o *outConn) Write(b []byte) (int, error) {
 		o.dropLocked()
 		o.mu.Unlock()
 		o.Conn.Close()
-		o.s.outputLimitReached(c, o.raddr, mem)
+		o.s.outputLimitReached(c, o.raddr, mem, "")
 		return 0, errOutputLimit
 	}
 	o.out.push(b)

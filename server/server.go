@@ -243,6 +243,8 @@ type stats struct {
 	// obufDisconnects counts clients closed for their output buffer
 	// (client_output_buffer_limit_disconnections).
 	obufDisconnects atomic.Int64
+	// obufLog rate-limits the log lines of those closes (obuf.go).
+	obufLog rateLog
 }
 
 // New returns a Server over st. It does not listen until Serve.

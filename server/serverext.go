@@ -73,7 +73,7 @@ func (s *Server) wrapListener(ln net.Listener) net.Listener {
 		s.ext.counters = append(s.ext.counters, lc)
 		s.ext.mu.Unlock()
 	}
-	return pushListener{ln}
+	return pushListener{ln, s}
 }
 
 // listenerTotals sums the wrapped listeners' rejected connections and

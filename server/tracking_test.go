@@ -1,6 +1,9 @@
 package server
 
 import (
+	"fmt"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -143,5 +146,65 @@ func TestCommandStatsPerServer(t *testing.T) {
 	if !strings.Contains(string(c1.out), "cmdstat_cl.throttle:calls=1,usec=") ||
 		!strings.Contains(string(c1.out), "cmdstat_client|getredir:calls=1,") {
 		t.Errorf("INFO commandstats:\n%s", c1.out)
+	}
+}
+
+// TestTrackingTableCountsInUsedMemory: the tracking table's estimate
+// (trackedKeyCost plus 8 B per client id) is charged to the store's
+// account as keys are remembered, and credited back as they are
+// invalidated by a write or by FLUSHALL; and the estimate is within 25% of
+// what remembering a key costs the heap.
+func TestTrackingTableCountsInUsedMemory(t *testing.T) {
+	s, c := trackingFixture(t, "tracked")
+	tr := &client{srv: s, id: 98, proto: 3, resp3: true, multiLen: -1, authed: true}
+	s.dispatchLookup(tr, bargs("CLIENT", "TRACKING", "ON"))
+	one := trackedKeyCost(len("tracked")) + 8
+	if got := s.store.OverheadMemory(); got != one {
+		t.Fatalf("one tracked key: overhead %d, want %d", got, one)
+	}
+	s.dispatchLookup(tr, bargs("GET", "tracked")) // a second client id
+	if got := s.store.OverheadMemory(); got != one+8 {
+		t.Fatalf("one key, two clients: overhead %d, want %d", got, one+8)
+	}
+	c.out = c.out[:0]
+	s.dispatchLookup(c, throttleArgs("tracked"))
+	if got := s.store.OverheadMemory(); got != 0 {
+		t.Fatalf("after the tracked key's write: overhead %d, want 0", got)
+	}
+	for i := range 100 {
+		s.dispatchLookup(tr, bargs("GET", "k:"+strconv.Itoa(i)))
+	}
+	if got := s.store.OverheadMemory(); got < 100*trackedKeyCost(3) {
+		t.Fatalf("100 tracked keys: overhead %d", got)
+	}
+	c.out = c.out[:0]
+	s.dispatchLookup(c, bargs("FLUSHALL"))
+	if got := s.store.OverheadMemory(); got != 0 {
+		t.Fatalf("after FLUSHALL: overhead %d, want 0", got)
+	}
+
+	// The estimate against the heap.
+	const n = 100_000
+	for _, klen := range []int{8, 20, 40} {
+		var tt trackingTable
+		keys := make([][]byte, n)
+		for i := range keys {
+			keys[i] = fmt.Appendf(nil, "%0*d", klen, i)
+		}
+		var a, b runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&a)
+		for i := range keys {
+			tt.rememberLocked(nil, keys[i], 7)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&b)
+		runtime.KeepAlive(keys)
+		measured := float64(b.HeapAlloc-a.HeapAlloc) / n
+		est := float64(tt.mem) / n
+		if est < measured*0.75 || est > measured*1.25 {
+			t.Errorf("key of %d bytes: estimated %.0f B, measured %.0f B", klen, est, measured)
+		}
+		t.Logf("key of %d bytes: estimated %.0f B, measured %.0f B", klen, est, measured)
 	}
 }

@@ -794,3 +794,37 @@ func TestSweepShrinksAfterMassEviction(t *testing.T) {
 		t.Fatalf("index tables: %d words before, %d after evicting 90%% of the keys (%d left)", before, after, s.Len())
 	}
 }
+
+// TestOverheadMemoryRefusesAndEvicts: the server's overhead (the script
+// cache, the tracking table: AddOverheadMemory) counts in UsedMemory and
+// the bound acts on it as on keys, as Redis counts them in used_memory:
+// under NoEviction a new key is refused; under an eviction policy keys are
+// evicted to make room for it (unlike the backlog and held memory); given
+// back, new keys are taken again.
+func TestOverheadMemoryRefusesAndEvicts(t *testing.T) {
+	lim := mustLimit(t, 5, 1, 1)
+	s := boundAt(t, NoEviction, 2000)
+	used := s.UsedMemory()
+	s.AddOverheadMemory(64 << 10)
+	if got := s.UsedMemory(); got != used+64<<10 {
+		t.Fatalf("UsedMemory %d with 64 KiB of overhead, want %d", got, used+64<<10)
+	}
+	if _, err := s.Throttle([]byte("new"), lim, 1, t0); !errors.Is(err, ErrOOM) {
+		t.Fatalf("new key over the bound by the overhead: %v, want ErrOOM", err)
+	}
+	s.AddOverheadMemory(-64 << 10)
+	if _, err := s.Throttle([]byte("new"), lim, 1, t0); err != nil {
+		t.Fatalf("new key once the overhead is given back: %v", err)
+	}
+
+	s = boundAt(t, AllKeysRandom, 2000)
+	used = s.UsedMemory()
+	s.AddOverheadMemory(64 << 10)
+	if err := s.MakeRoom(t0ms); err != nil {
+		t.Fatalf("MakeRoom under allkeys-random: %v", err)
+	}
+	s.SweepStep(t0ms, time.Second)
+	if n, u := s.EvictedKeys(), s.UsedMemory(); n == 0 || u > used {
+		t.Fatalf("64 KiB of overhead over the bound: evicted %d, used %d, bound %d", n, u, used)
+	}
+}

@@ -28,7 +28,9 @@ import (
 //	arena (keys > 16 B)   the bytes, plus growth and garbage slack       +1/2
 //
 // Persistence's buffers are counted too, as a share of the bound its owner
-// sets aside for them (SetExternalMemory). What is not charged:
+// sets aside for them (SetExternalMemory), and so are the server's script
+// cache and tracking table, by their estimates (AddOverheadMemory). What
+// is not charged:
 // connections' buffers and the Go runtime's own overhead; see
 // docs/memory.md for the process's RSS.
 
@@ -131,7 +133,7 @@ func (sh *shard) resetMemLocked() {
 // exactly (it takes each shard's lock in turn). This is the figure the
 // bound applies to.
 func (s *Store) UsedMemory() int64 {
-	n := s.external.Load() + s.backlog.Load() + s.held.Load()
+	n := s.external.Load() + s.backlog.Load() + s.held.Load() + s.overhead.Load()
 	for _, st := range s.storesOf() {
 		n += st.ownMemory()
 	}
@@ -155,11 +157,25 @@ func (s *Store) ownMemory() int64 {
 }
 
 // usedApprox is UsedMemory without the locks: off by at most
-// nShards*memBatch per store. Three atomic loads; this is what an insert
-// checks.
+// nShards*memBatch per store. Six atomic loads of one memoryState (a
+// cache line or two); this is what an insert checks (not a rewrite of a
+// live key: CL.THROTTLE on a live key never reads it).
 func (s *Store) usedApprox() int64 {
-	return s.fixed.Load() + s.external.Load() + s.backlog.Load() + s.held.Load() + s.used.Load()
+	return s.fixed.Load() + s.external.Load() + s.backlog.Load() + s.held.Load() + s.overhead.Load() + s.used.Load()
 }
+
+// AddOverheadMemory adds delta (negative: releases) to the memory the
+// server's own structures hold for the keyspace's clients and count in
+// used_memory as Redis counts them: the script cache (used_memory_scripts)
+// and the client-side caching tracking table. Unlike the held memory
+// (AddHeldMemory) the bound acts on it as on keys: over the bound, new
+// keys are refused (ErrOOM) under NoEviction, and keys are evicted by the
+// policy otherwise (Redis's performEvictions counts it, subtracting only
+// replication and AOF buffers). Safe for concurrent use; one atomic add.
+func (s *Store) AddOverheadMemory(delta int64) { s.overhead.Add(delta) }
+
+// OverheadMemory is the sum of AddOverheadMemory's deltas.
+func (s *Store) OverheadMemory() int64 { return s.overhead.Load() }
 
 // SetExternalMemory sets the bytes held or set aside outside the keyspace
 // on its behalf, which the bound covers too and UsedMemory includes:
@@ -184,7 +200,7 @@ func (s *Store) overLimit() bool {
 // OverLimit reports whether a bound is set and used memory, as the
 // inserts see it (within the batches' lag), is over it: what a caller
 // checks before asking MakeRoom, which needs the time. Safe for
-// concurrent use; one atomic load when no bound is set, six when one is.
+// concurrent use; one atomic load when no bound is set, seven when one is.
 func (s *Store) OverLimit() bool { return s.overLimit() }
 
 // evictable reports whether used memory less the backlog
@@ -271,6 +287,7 @@ type memoryState struct {
 	external  atomic.Int64  // SetExternalMemory's figure
 	backlog   atomic.Int64  // SetBacklogMemory's figure (evict.go)
 	held      atomic.Int64  // AddHeldMemory's running sum (evict.go)
+	overhead  atomic.Int64  // AddOverheadMemory's running sum
 	maxMemory atomic.Int64  // 0 = no bound
 	policy    atomic.Uint32 // a Policy
 	evicted   atomic.Int64
