@@ -119,7 +119,8 @@ type trackingTable struct {
 	mu    sync.Mutex
 	keys  map[string]*idSet     // default mode: key → client ids
 	items int                   // ids across keys
-	mem   int64                 // the keys' estimated memory (trackedKeyCost), charged to used_memory
+	mem   int64                 // the keys' and BCAST prefixes' estimated memory (trackedKeyCost, prefixCost), charged to used_memory
+	pmem  int64                 // the part of mem that is BCAST prefixes (kept by FLUSHALL)
 	byID  map[int64]*trackState // clients with tracking on
 	bcast []*trackState         // clients with tracking on in BCAST mode
 	buf   []byte                // scratch for building pushes
@@ -262,7 +263,7 @@ func (s *Server) trackingClosed(c *client) {
 	}
 	t := &s.ext.trk
 	t.mu.Lock()
-	t.disableLocked(c.trk)
+	t.disableLocked(s, c.trk)
 	t.mu.Unlock()
 }
 
@@ -383,7 +384,7 @@ func (t *trackingTable) flushLocked(s *Server) {
 	}
 	t.keys = nil
 	t.items = 0
-	t.addMemLocked(s, -t.mem)
+	t.addMemLocked(s, -(t.mem - t.pmem)) // the keys; BCAST prefixes stay
 }
 
 // sendLocked delivers one push for st: to st's client, or to its REDIRECT
@@ -429,7 +430,11 @@ func deliver(c *client, msg []byte) {
 	}
 }
 
-func (t *trackingTable) disableLocked(st *trackState) {
+func (t *trackingTable) disableLocked(s *Server, st *trackState) {
+	for _, p := range st.prefixes {
+		t.pmem -= prefixCost(len(p))
+		t.addMemLocked(s, -prefixCost(len(p)))
+	}
 	if st.on {
 		st.on = false
 		t.active.Add(-1)
@@ -577,24 +582,33 @@ func (s *Server) trackingOn(c *client, o trackOpts) string {
 			t.bcast = append(t.bcast, st)
 		}
 		if len(o.prefixes) == 0 {
-			st.addPrefix("")
+			t.addPrefixLocked(s, st, "")
 		}
 		for _, p := range o.prefixes {
-			st.addPrefix(string(p))
+			t.addPrefixLocked(s, st, string(p))
 		}
 	}
 	st.optin, st.optout, st.noloop = o.optin, o.optout, o.noloop
 	return ""
 }
 
-func (st *trackState) addPrefix(p string) {
+// addPrefixLocked adds BCAST prefix p to st (once) and charges it to the
+// table's memory, as Redis counts a BCAST client's prefixes (its rax) in
+// used_memory. t.mu must be held.
+func (t *trackingTable) addPrefixLocked(s *Server, st *trackState, p string) {
 	for _, q := range st.prefixes {
 		if q == p {
 			return
 		}
 	}
 	st.prefixes = append(st.prefixes, p)
+	t.pmem += prefixCost(len(p))
+	t.addMemLocked(s, prefixCost(len(p)))
 }
+
+// prefixCost is what one BCAST prefix of plen bytes costs the heap: its
+// string header in the client's slice and its bytes (8-byte classes).
+func prefixCost(plen int) int64 { return 16 + int64((plen+7)&^7) }
 
 // prefixCollision is Redis's checkPrefixCollisionsOrReply: no new prefix
 // may be a prefix of an existing or another new one, or the reverse.

@@ -5,8 +5,7 @@ import (
 	"testing"
 )
 
-// TestTrackingBcastPrefixesCountInUsedMemory (hostile15b finding, fails
-// today): BCAST prefixes are held per client for as long as it tracks,
+// TestTrackingBcastPrefixesCountInUsedMemory (hostile15b finding): BCAST prefixes are held per client for as long as it tracks,
 // like the tracking table, and Redis counts them in used_memory (its
 // prefix rax). Process figures: 40 clients x 500 prefixes of ~1 KB raised
 // celld's go_heap_alloc 1.4 MB -> 24.7 MB with used_memory unchanged
@@ -32,5 +31,23 @@ func TestTrackingBcastPrefixesCountInUsedMemory(t *testing.T) {
 	got := s.store.OverheadMemory() - before
 	if got < n*plen {
 		t.Fatalf("%d BCAST prefixes of %d bytes: used_memory overhead grew by %d bytes, want >= %d", n, plen, got, n*plen)
+	}
+	// FLUSHALL forgets tracked keys, not a client's prefixes.
+	trk := &s.ext.trk
+	trk.mu.Lock()
+	keysMem := trk.mem - trk.pmem // the fixture's tracked keys
+	trk.flushLocked(s)
+	trk.mu.Unlock()
+	if now := s.store.OverheadMemory() - before; now != got-keysMem {
+		t.Fatalf("after a flush the overhead moved by %d, want %d (the keys' %d given back, the prefixes kept)", now, got-keysMem, keysMem)
+	}
+	// Turning tracking off gives the charge back.
+	tr.out = tr.out[:0]
+	s.dispatchLookup(tr, bargs("CLIENT", "TRACKING", "OFF"))
+	if string(tr.out) != "+OK\r\n" {
+		t.Fatalf("CLIENT TRACKING OFF: %q", tr.out)
+	}
+	if now := s.store.OverheadMemory() - before; now != -keysMem {
+		t.Fatalf("after CLIENT TRACKING OFF the overhead moved by %d from where it started, want %d (the flushed keys only)", now, -keysMem)
 	}
 }
