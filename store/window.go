@@ -103,10 +103,11 @@ func (e *entry) winInline() bool { t := e.tat & 0xFF; return t == winTagFixed ||
 // In a CPU profile of bench/window.sh's FIXED row at pipeline 16 that
 // churn was the largest cost a FIXED call paid beyond a CL.THROTTLE call.
 //
-// What it changes: nothing any command sees. An expired key is missing
-// for every read and write whether or not the sweep has removed it (the
-// lookups test the expiry; DBSIZE counts expired keys not yet removed, as
-// Redis's does); the key is removed by the first lookup, the sweep after
+// What it changes: no read or write sees the key. An expired key is
+// missing for every read and write whether or not the sweep has removed it
+// (the lookups test the expiry); the counts (DBSIZE, INFO keyspace) include
+// expired keys not yet removed, as Redis's do, so for up to a second they
+// count expired inline window keys that a sweep would have removed; the key is removed by the first lookup, the sweep after
 // the grace, or eviction, which takes expired keys at any time. Memory:
 // the keys that expired in the last second keep their entries (no block:
 // inline counters have none) a second longer, at most the keys that were
