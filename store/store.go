@@ -210,6 +210,16 @@ func (s *Store) makeShardLocked(i int) *shard {
 	if sh := s.shards[i].Load(); sh != nil {
 		return sh
 	}
+	sh := s.newShardLocked(i)
+	s.shards[i].Store(sh)
+	return sh
+}
+
+// newShardLocked builds shard i and charges it, without publishing it in
+// s.shards: a caller that must hold the shard's lock before any other
+// goroutine can reach it (updateUnmade) locks it, then publishes it.
+// Requires mkMu.
+func (s *Store) newShardLocked(i int) *shard {
 	sh := &shard{track: s.track, seed: s.seed, memUsed: &s.used, ownUsed: &s.own,
 		memBatch: batchFor(s.maxMemory.Load())}
 	if s.repl {
@@ -219,7 +229,6 @@ func (s *Store) makeShardLocked(i int) *shard {
 	s.fixed.Add(shardCost)
 	s.own.Add(shardCost)
 	s.made.Add(1)
-	s.shards[i].Store(sh)
 	return sh
 }
 
@@ -712,8 +721,11 @@ func (s *Store) updateUnmade(key []byte, h uint64, nowMs int64, fn func(old Valu
 		s.mkMu.Unlock()
 		return oom
 	}
-	sh := s.makeShardLocked(int(h >> 56))
+	// Locked before it is published: an Update that loads the new shard
+	// must wait for this key's creation, not decide on a missing key too.
+	sh := s.newShardLocked(int(h >> 56))
 	sh.mu.Lock()
+	s.shards[h>>56].Store(sh)
 	s.mkMu.Unlock()
 	defer sh.mu.Unlock()
 	return sh.applyLocked(key, h, 0, false, Value{}, nv, act, nil, nowMs)
