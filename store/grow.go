@@ -170,17 +170,11 @@ func (s *Store) EditString(key []byte, nowMs int64, off int64, n int, maxLen int
 // what it needs), so a grown text stays writable in place. Counts as an
 // access (LRU clock). O(1) plus fn.
 func (s *Store) PeekString(key []byte, nowMs int64, fn func(v Value)) (kind Kind, ok bool) {
-	h := s.hashKey(key)
-	sh := s.madeShard(h)
-	if sh == nil {
-		return 0, false
-	}
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	slot, ok := sh.lookupLocked(key, h, nowMs)
+	sh, slot, ok := s.lockLive(key, nowMs)
 	if !ok {
 		return 0, false
 	}
+	defer sh.mu.Unlock()
 	sh.touchLocked(slot, nowMs)
 	e := &sh.slab[slot]
 	if e.kind() != KindString {

@@ -148,17 +148,11 @@ func (sh *shard) rechargeLocked(obj Object, before int64) {
 // Store), and reports whether it did. A live key of another kind gives
 // ErrWrongType and fn is not called. A read refreshes the key's LRU clock.
 func (s *Store) ReadObject(key []byte, kind Kind, nowMs int64, fn func(obj Object)) (bool, error) {
-	h := s.hashKey(key)
-	sh := s.madeShard(h)
-	if sh == nil {
-		return false, nil
-	}
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	slot, ok := sh.lookupLocked(key, h, nowMs)
+	sh, slot, ok := s.lockLive(key, nowMs)
 	if !ok {
 		return false, nil
 	}
+	defer sh.mu.Unlock()
 	if sh.slab[slot].kind() != kind {
 		return false, ErrWrongType
 	}
@@ -172,17 +166,11 @@ func (s *Store) ReadObject(key []byte, kind Kind, nowMs int64, fn func(obj Objec
 // Store), and reports whether it did. Unlike ReadObject it leaves the
 // key's LRU clock alone (OBJECT's lookups do not count as accesses).
 func (s *Store) PeekObject(key []byte, nowMs int64, fn func(obj Object)) bool {
-	h := s.hashKey(key)
-	sh := s.madeShard(h)
-	if sh == nil {
-		return false
-	}
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	slot, ok := sh.lookupLocked(key, h, nowMs)
+	sh, slot, ok := s.lockLive(key, nowMs)
 	if !ok {
 		return false
 	}
+	defer sh.mu.Unlock()
 	o := sh.objLocked(slot)
 	if o == nil {
 		return false
@@ -321,17 +309,11 @@ func (s *Store) ScanKind(cursor uint64, count int, nowMs int64, fn func(key []by
 // KeyMemory is what key is charged (MEMORY USAGE): its entry and name,
 // its text when kept verbatim, its object. O(1).
 func (s *Store) KeyMemory(key []byte, nowMs int64) (int64, bool) {
-	h := s.hashKey(key)
-	sh := s.madeShard(h)
-	if sh == nil {
-		return 0, false
-	}
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	slot, ok := sh.lookupLocked(key, h, nowMs)
+	sh, slot, ok := s.lockLive(key, nowMs)
 	if !ok {
 		return 0, false
 	}
+	defer sh.mu.Unlock()
 	e := &sh.slab[slot]
 	n := keyCost(e.klen)
 	if e.flags&flagRaw != 0 {

@@ -620,35 +620,40 @@ func zeroTTLExpiry(nowMs int64) int64 { return max(nowMs, 1) }
 
 // Get returns key's live value.
 func (s *Store) Get(key []byte, nowMs int64) (Value, bool) {
-	h := s.hashKey(key)
-	sh := s.madeShard(h)
-	if sh == nil {
-		return Value{}, false
-	}
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	slot, ok := sh.lookupLocked(key, h, nowMs)
+	sh, slot, ok := s.lockLive(key, nowMs)
 	if !ok {
 		return Value{}, false
 	}
+	defer sh.mu.Unlock()
 	sh.touchLocked(slot, nowMs)
 	return sh.valueLocked(slot), true
+}
+
+// lockLive finds key's live entry and returns its shard locked, for the
+// reads that look at one key under its shard's lock (the caller unlocks
+// sh.mu). ok false: key is missing or expired, or its shard was never
+// made (a read makes no shard), and nothing is locked. O(1).
+func (s *Store) lockLive(key []byte, nowMs int64) (sh *shard, slot uint32, ok bool) {
+	h := s.hashKey(key)
+	if sh = s.madeShard(h); sh == nil {
+		return nil, 0, false
+	}
+	sh.mu.Lock()
+	if slot, ok = sh.lookupLocked(key, h, nowMs); !ok {
+		sh.mu.Unlock()
+		return nil, 0, false
+	}
+	return sh, slot, true
 }
 
 // Version returns a number that changes whenever key is written or deleted,
 // and whether the key is live. WATCH compares two readings.
 func (s *Store) Version(key []byte, nowMs int64) (uint32, bool) {
-	h := s.hashKey(key)
-	sh := s.madeShard(h)
-	if sh == nil {
-		return 0, false
-	}
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	slot, ok := sh.lookupLocked(key, h, nowMs)
+	sh, slot, ok := s.lockLive(key, nowMs)
 	if !ok {
 		return 0, false
 	}
+	defer sh.mu.Unlock()
 	return sh.slab[slot].ver, true
 }
 

@@ -35,17 +35,11 @@ func StringValueOf(s string) Value {
 // counting as an access (OBJECT IDLETIME, OBJECT ENCODING). An expired key
 // is removed as on every lookup.
 func (s *Store) Inspect(key []byte, nowMs int64) (v Value, idleSec int64, ok bool) {
-	h := s.hashKey(key)
-	sh := s.madeShard(h)
-	if sh == nil {
-		return Value{}, 0, false
-	}
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	slot, ok := sh.lookupLocked(key, h, nowMs)
+	sh, slot, ok := s.lockLive(key, nowMs)
 	if !ok {
 		return Value{}, 0, false
 	}
+	defer sh.mu.Unlock()
 	clock := uint32(nowMs/1000) & lruMask
 	idle := int64((clock - sh.slab[slot].lru()) & lruMask)
 	return sh.valueLocked(slot), idle, true
