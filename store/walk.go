@@ -412,14 +412,20 @@ func (s *Store) DrainShardsViewNumbers(nowMs int64, first, limit int, scratch []
 			sh.deleted = deleted[:0]
 		}
 		objs := len(sh.objs) > 0
+		// A shard that never held a verbatim text or a window block
+		// (CL.THROTTLE's keys, inline windows) skips the text levels:
+		// each reads the flags of an entry a few ahead, which waited
+		// there for that entry's miss, started only viewAhead/2 keys
+		// before, instead of finding it arrived at its own turn.
+		texts := len(sh.rawv) > 0 || len(sh.win.heap) > 0
 		for j, slot := range dirty {
 			if j+viewAhead < len(dirty) {
 				sh.prefetchEntryLocked(dirty[j+viewAhead])
 			}
-			if j+viewAhead/2 < len(dirty) {
+			if texts && j+viewAhead/2 < len(dirty) {
 				sh.prefetchRawHeadLocked(dirty[j+viewAhead/2])
 			}
-			if j+viewAhead/4 < len(dirty) {
+			if texts && j+viewAhead/4 < len(dirty) {
 				sh.prefetchRawLocked(dirty[j+viewAhead/4])
 			}
 			if objs {
