@@ -312,7 +312,7 @@ func (p *persistence) snapshot(nowMs int64, w *persist.BaseWriter) error {
 	return p.eachStore(func(st *store.Store) error { // persistence_dbs.go
 		w.SetDB(st.ID())
 		for i := range store.NumShards {
-			st.DumpShard(i, nowMs, add)
+			st.DumpShardTAT(i, nowMs, add, w.AddTAT)
 			if err := w.Spill(); err != nil {
 				return err
 			}

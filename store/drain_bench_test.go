@@ -162,3 +162,39 @@ func BenchmarkDrainViewFixed(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDumpTAT is the base rewrite's walk per key over 400k live TAT
+// keys (bench/family.sh's keyspace): DumpShard (every key as a Change)
+// against DumpShardTAT (plain TATs to their own callback, as persistence
+// snapshots). The receivers only count.
+func BenchmarkDumpTAT(b *testing.B) {
+	const live = 400_000
+	s := New(Options{TrackDirty: true})
+	keys := benchKeys(live)
+	lim := benchLimit(b)
+	for _, k := range keys {
+		if _, err := s.Throttle(k, lim, 1, t0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, mode := range []string{"change", "tat"} {
+		b.Run(mode, func(b *testing.B) {
+			n := 0
+			count := func(Change) { n++ }
+			var tat func([]byte, uint64, int64)
+			if mode == "tat" {
+				tat = func([]byte, uint64, int64) { n++ }
+			}
+			for i := 0; i < b.N; i++ {
+				n = 0
+				for sh := range NumShards {
+					s.DumpShardTAT(sh, t0/1e6, count, tat)
+				}
+				if n != live {
+					b.Fatalf("dumped %d keys, want %d", n, live)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*live), "ns/key")
+		})
+	}
+}

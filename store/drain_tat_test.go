@@ -145,3 +145,66 @@ func TestDrainShardsViewNumbers(t *testing.T) {
 		t.Fatalf("%d dirty keys left after the drain", s.DirtyKeys())
 	}
 }
+
+// TestDumpShardTAT checks that DumpShardTAT hands over the same keys as
+// DumpShard: the live plain TATs (short and long keys, one without a TTL)
+// to tat with the TAT and expiry DumpShard's Change had, and everything
+// else (a verbatim number, an invalid text, a string, an inline window,
+// a LOG block) to fn, and that the expired key is in neither.
+// It fails if tat gets a key that is not a plain TAT or a value that
+// differs, or if a key is dropped or given twice.
+func TestDumpShardTAT(t *testing.T) {
+	lim := mustLimit(t, 100, 1, 1)
+	now := t0ms - t0ms%1000
+	s := New(Options{TrackDirty: true})
+	for i := range 300 {
+		if _, err := s.Throttle(fmt.Appendf(nil, "tat:%d", i), lim, 1, now*1e6); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Throttle([]byte("a-key-longer-than-sixteen-bytes"), lim, 1, now*1e6); err != nil {
+		t.Fatal(err)
+	}
+	putValue(s, "nottl", now, Value{TAT: 12345})
+	putValue(s, "expired", now, Value{TAT: 7, ExpireAtMs: now + 5}) // expired at the dump
+	putValue(s, "verbatim", now, Value{TAT: 5, Raw: "+5"})
+	putValue(s, "invalid", now, Value{Raw: "abc", Invalid: true})
+	putValue(s, "text", now, Value{Raw: "hello"})
+	for _, m := range []window.Mode{window.Fixed, window.Log} {
+		if _, err := s.Window(fmt.Appendf(nil, "win:%v", m), winLimit(m, 2, 1000), 1, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	describe := func(c Change) string {
+		return fmt.Sprintf("%s tat=%v/%d text=%q kind=%v exp=%d verbatim=%v win=%v",
+			c.Key, c.IsTAT, c.TAT, c.Text, c.Kind, c.ExpireAtMs, c.Verbatim, c.WinMode)
+	}
+	dumpMs := now + 10
+	var want, got []string
+	for i := range NumShards {
+		s.DumpShard(i, dumpMs, func(c Change) { want = append(want, describe(c)) })
+	}
+	tats := 0
+	for i := range NumShards {
+		s.DumpShardTAT(i, dumpMs, func(c Change) {
+			if c.IsTAT {
+				t.Errorf("a live plain TAT went to fn: %s", describe(c))
+			}
+			got = append(got, describe(c))
+		}, func(key []byte, tat uint64, exp int64) {
+			tats++
+			got = append(got, describe(Change{Key: key, TAT: tat, IsTAT: true, ExpireAtMs: exp}))
+		})
+	}
+	sort.Strings(want)
+	sort.Strings(got)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("DumpShardTAT's keys differ from DumpShard's:\n got %q\nwant %q", got, want)
+	}
+	if tats != 302 { // tat:0..299, the long key, nottl
+		t.Fatalf("%d keys went to tat, want 302", tats)
+	}
+	if len(want) != 302+5 { // verbatim, invalid, text, two windows
+		t.Fatalf("DumpShard gave %d keys, want %d", len(want), 302+5)
+	}
+}

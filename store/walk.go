@@ -601,6 +601,19 @@ const NumShards = nShards
 // base rewrite), taken one shard at a time so that each lock is held for
 // 1/256 of the keys. O(shard size).
 func (s *Store) DumpShard(i int, nowMs int64, fn func(Change)) {
+	s.DumpShardTAT(i, nowMs, fn, nil)
+}
+
+// DumpShardTAT is DumpShard with the live plain TATs (the Changes with
+// IsTAT) handed to tat, with their key (valid only during the call), TAT
+// and expiry, instead of to fn; every other key goes to fn. tat nil:
+// DumpShard. Same locking and order; tat runs under the shard's lock and
+// must only record the key.
+//
+// Cost: a plain TAT costs the walk's read of its entry and tat's call,
+// without building a Change (about 120 bytes written, then copied) and
+// fn's dispatch on its kind: the base rewrite of a CL.THROTTLE keyspace.
+func (s *Store) DumpShardTAT(i int, nowMs int64, fn func(Change), tat func(key []byte, tat uint64, exp int64)) {
 	sh := s.shards[i].Load()
 	if sh == nil {
 		return // never used: no key
@@ -613,11 +626,12 @@ func (s *Store) DumpShard(i int, nowMs int64, fn func(Change)) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	objs := len(sh.objs) > 0
+	texts := len(sh.rawv) > 0 || len(sh.win.heap) > 0 // as in DrainShardsViewNumbers
 	for j := range sh.slab {
-		if j+2*dumpAhead < len(sh.slab) {
+		if texts && j+2*dumpAhead < len(sh.slab) {
 			sh.prefetchRawHeadLocked(uint32(j + 2*dumpAhead))
 		}
-		if j+dumpAhead < len(sh.slab) {
+		if texts && j+dumpAhead < len(sh.slab) {
 			sh.prefetchTextLocked(&sh.slab[j+dumpAhead])
 		}
 		if objs {
@@ -625,6 +639,10 @@ func (s *Store) DumpShard(i int, nowMs int64, fn func(Change)) {
 		}
 		e := &sh.slab[j]
 		if e.flags&flagUsed == 0 || !e.alive(nowMs) {
+			continue
+		}
+		if tat != nil && e.plainTAT() {
+			tat(sh.keyOf(e), e.tat, e.exp) // changeLocked's IsTAT case
 			continue
 		}
 		if wc, ok := sh.inlineWindowChange(e); ok {
