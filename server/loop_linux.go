@@ -430,6 +430,12 @@ type eventLoop struct {
 	after []func()
 	posts []func()
 
+	// soon are functions posted by postSoon (RunOnLoop), under mu; hasSoon
+	// says the list may be non-empty, so that the loop, which looks at it
+	// after each connection it serves, pays one atomic load for it.
+	soon    []func()
+	hasSoon atomic.Bool
+
 	// polls counts waits that busy-polled first, pollHits those of them
 	// that found events by polling (INFO stats). Written by the loop.
 	polls, pollHits atomic.Int64
@@ -614,6 +620,9 @@ func (l *eventLoop) run() {
 					turnRead += lc.st.lastRead
 				}
 			}
+			if l.hasSoon.Load() {
+				l.runSoon() // between two connections' commands, not after the turn
+			}
 		}
 		if len(l.ready) > 0 || len(l.after) > 0 {
 			l.runResumed() // forward_loop_linux.go: sidecar mode only
@@ -726,6 +735,7 @@ func (l *eventLoop) handleWake() bool {
 	for _, fn := range posts {
 		l.runPosted(fn) // forward_loop_linux.go
 	}
+	l.runSoon()
 	for _, lc := range adds {
 		lc.st = l.s.newConnState(lc.c)
 		lc.events = unix.EPOLLIN | unix.EPOLLRDHUP
@@ -901,8 +911,9 @@ func (l *eventLoop) closeFds() {
 		unix.Close(l.wakefd)
 		// Functions posted before the loop stopped still run (Post
 		// refuses those after): a forwarder closes its sockets so.
-		posts := l.posts
-		l.posts = nil
+		posts := append(l.posts, l.soon...)
+		l.posts, l.soon = nil, nil
+		l.hasSoon.Store(false)
 		l.mu.Unlock()
 		for _, fn := range posts {
 			fn()

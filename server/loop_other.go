@@ -32,3 +32,6 @@ func forwardLoopOf(*loopConn) (ForwardLoop, func()) { return nil, nil }
 
 // Post: no loop runs anything (RunOnLoop falls back to its caller).
 func (*eventLoop) Post(func()) bool { return false }
+
+// postSoon: as Post.
+func (*eventLoop) postSoon(func()) bool { return false }

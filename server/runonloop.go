@@ -5,9 +5,10 @@ import (
 	"time"
 )
 
-// RunOnLoop runs fn on the first event loop's goroutine, between two of
-// its turns, and reports true once fn has returned. It reports false
-// without running fn when there is no event loop (none started yet, a
+// RunOnLoop runs fn on the first event loop's goroutine, between two
+// connections' commands (after the connection the loop is serving when fn
+// is posted, or at its next wake-up when it is idle), and reports true
+// once fn has returned. It reports false without running fn when there is no event loop (none started yet, a
 // goroutine per connection, a platform without epoll), the loop has
 // stopped, or the loop did not start fn within wait (it is busy in a
 // long command, or it is the caller: a command run by the loop that ends
@@ -23,7 +24,7 @@ import (
 // the loop's extra cost per call with the drain on the other core is
 // about twice the drain's own).
 //
-// Any goroutine. Cost: one Post (a lock and an eventfd write) and a
+// Any goroutine. Cost: one postSoon (a lock and an eventfd write) and a
 // channel receive; fn delays the loop's connections by its own run time.
 func (s *Server) RunOnLoop(fn func(), wait time.Duration) bool {
 	s.mu.Lock()
@@ -39,7 +40,7 @@ func (s *Server) RunOnLoop(fn func(), wait time.Duration) bool {
 	var state atomic.Int32
 	var panicked any
 	done := make(chan struct{})
-	if !l.Post(func() {
+	if !l.postSoon(func() {
 		if state.CompareAndSwap(0, 1) {
 			defer func() {
 				panicked = recover() // the caller's, not the loop's
