@@ -336,7 +336,8 @@ func (p *persistence) encode(nowMs int64, e *persist.Encoder) bool {
 // as encode does.
 //
 // The drain runs on the event loop when there is one (onLoop), in slices
-// of at most loopSliceOps changes, each between two of the loop's turns:
+// of at most loopSliceOps changes, each between two connections' commands
+// (server.RunOnLoop runs it after the connection the loop is serving):
 // the loop wrote the window's entries, so they are in its core's cache,
 // and the drain reads and clears each of them. From the flusher's
 // goroutine, on the other core, it took every drained entry's line away
