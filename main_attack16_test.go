@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -260,4 +261,246 @@ func a16Diff(before, after string) string {
 		}
 	}
 	return out.String()
+}
+
+// a16HashFuzz is TestProcessAttack16HashDiff's state: celld and
+// redis-server side by side, fed the same hash commands.
+type a16HashFuzz struct {
+	*kindsFuzz
+}
+
+// a16Bytes is a field or value of a length around the compact form's
+// boundaries (one byte for two lengths under 16; 64, the listpack value
+// limit), sometimes with NUL and 0xff bytes, sometimes a number.
+func (f *a16HashFuzz) a16Bytes(pool int) string {
+	r := f.rng
+	switch r.IntN(6) {
+	case 0:
+		return strconv.Itoa(r.IntN(pool))
+	case 1:
+		return []string{"1.5", "-3", "10", "1e3", "0", "-0", "9223372036854775806", "abc", ""}[r.IntN(9)]
+	}
+	n := []int{0, 1, 14, 15, 16, 17, 31, 63, 64, 65, 200}[r.IntN(11)]
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = "ab\x00\xff0"[r.IntN(5)]
+	}
+	if n > 0 && r.IntN(2) == 0 {
+		b[0] = byte('a' + r.IntN(pool%26+1))
+	}
+	return string(b)
+}
+
+func (f *a16HashFuzz) field() string {
+	if f.rng.IntN(3) == 0 {
+		return f.a16Bytes(8)
+	}
+	return "f" + strconv.Itoa(f.rng.IntN(160)) // crosses 128 entries
+}
+
+// sorted is a reply array's strings, sorted.
+func a16Sorted(v rv) []string {
+	s := make([]string, len(v.arr))
+	for i, e := range v.arr {
+		s[i] = e.s
+	}
+	sort.Strings(s)
+	return s
+}
+
+func (f *a16HashFuzz) one() {
+	k := f.key()
+	switch f.rng.IntN(20) {
+	case 0, 1, 2, 3, 4:
+		args := []string{"HSET", k}
+		for range 1 + f.rng.IntN(6) {
+			args = append(args, f.field(), f.a16Bytes(100))
+		}
+		f.both(args...)
+	case 5, 6:
+		args := []string{"HDEL", k}
+		for range 1 + f.rng.IntN(4) {
+			args = append(args, f.field())
+		}
+		f.both(args...)
+	case 7:
+		f.both("HINCRBY", k, f.field(), strconv.Itoa(f.rng.IntN(200)-100))
+	case 8:
+		f.both("HINCRBYFLOAT", k, f.field(), []string{"1.5", "-0.25", "1e3", "3", "-1e-5", "0"}[f.rng.IntN(6)])
+	case 9:
+		f.both("HSETNX", k, f.field(), f.a16Bytes(100))
+	case 10:
+		f.both("HGET", k, f.field())
+		f.both("HMGET", k, f.field(), f.field(), f.field())
+		f.both("HEXISTS", k, f.field())
+		f.both("HSTRLEN", k, f.field())
+	case 11:
+		f.both("HLEN", k)
+		f.both("HGETALL", k)
+		f.both("HKEYS", k)
+		f.both("HVALS", k)
+		f.both("OBJECT", "ENCODING", k)
+	case 12:
+		// HRANDFIELD: random, so checked against HGETALL, not Redis.
+		all := map[string]string{}
+		h := f.cell.do("HGETALL", k)
+		for i := 0; i+1 < len(h.arr); i += 2 {
+			all[h.arr[i].s] = h.arr[i+1].s
+		}
+		n := []int{1, 3, 200, -3, -200, 0}[f.rng.IntN(6)]
+		args := []string{"HRANDFIELD", k, strconv.Itoa(n), "WITHVALUES"}
+		f.note(args)
+		got := f.cell.do(args...)
+		if got.kind != '*' {
+			f.fail("HRANDFIELD: %s", got)
+		}
+		want := min(max(n, -n), len(all))
+		if n < 0 && len(all) > 0 {
+			want = -n
+		}
+		if len(got.arr) != 2*want {
+			f.fail("HRANDFIELD %d of %d fields: %d elements, want %d", n, len(all), len(got.arr), 2*want)
+		}
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(got.arr); i += 2 {
+			fl, v := got.arr[i].s, got.arr[i+1].s
+			if w, ok := all[fl]; !ok || w != v {
+				f.fail("HRANDFIELD gave %q=%q, not in the hash", fl, v)
+			}
+			if n > 0 && seen[fl] {
+				f.fail("HRANDFIELD %d gave %q twice", n, fl)
+			}
+			seen[fl] = true
+		}
+		f.both("HRANDFIELD", "nokey")
+	case 13:
+		// HSCAN to its end: every field, no field that is not there.
+		h := f.cell.do("HGETALL", k)
+		want := map[string]string{}
+		for i := 0; i+1 < len(h.arr); i += 2 {
+			want[h.arr[i].s] = h.arr[i+1].s
+		}
+		got := map[string]string{}
+		cursor := "0"
+		for i := 0; ; i++ {
+			args := []string{"HSCAN", k, cursor, "COUNT", strconv.Itoa(1 + f.rng.IntN(20))}
+			f.note(args)
+			v := f.cell.do(args...)
+			if v.kind != '*' || len(v.arr) != 2 {
+				f.fail("HSCAN: %s", v)
+			}
+			for j := 0; j+1 < len(v.arr[1].arr); j += 2 {
+				got[v.arr[1].arr[j].s] = v.arr[1].arr[j+1].s
+			}
+			if cursor = v.arr[0].s; cursor == "0" || i > 1000 {
+				break
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			f.fail("HSCAN gave %d fields, HGETALL %d", len(got), len(want))
+		}
+	case 14:
+		f.both("DEL", k)
+	case 15:
+		f.both("PERSIST", k)
+		f.both("PEXPIRE", k, "100000000")
+	case 16:
+		dst := f.key()
+		f.both("COPY", k, dst, "REPLACE")
+	case 17:
+		f.both("HGETALL", k)
+	case 18, 19:
+		args := []string{"HSET", k}
+		for range 20 + f.rng.IntN(60) {
+			args = append(args, "f"+strconv.Itoa(f.rng.IntN(160)), f.a16Bytes(40))
+		}
+		f.both(args...)
+	}
+}
+
+// TestProcessAttack16HashDiff: random hash commands (fields and values at
+// the compact form's length boundaries, binary bytes, numbers, growth past
+// 128 fields and 64-byte values) on celld and redis-server 7, replies
+// compared; HRANDFIELD and HSCAN checked against HGETALL. celld is
+// restarted every 400 steps: SIGTERM, SAVE + kill -9, or kill -9 after 5
+// flush intervals (20 ms, folds at 4 KiB); then every key is compared.
+func TestProcessAttack16HashDiff(t *testing.T) {
+	sock := startRedisServer(t, "--enable-debug-command", "yes")
+	seed := uint64(16)
+	if s := os.Getenv("CELLD_A16_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	steps := 2000
+	if s := os.Getenv("CELLD_A16_STEPS"); s != "" {
+		steps, _ = strconv.Atoi(s)
+	}
+	dir := t.TempDir()
+	args := []string{"--flush-interval", "20ms", "--log-fold-min-bytes", "4096"}
+	c := mustLaunch(t, dir, args...)
+	f := &a16HashFuzz{&kindsFuzz{t: t, rng: rand.New(rand.NewPCG(seed, 0x16)), seed: seed,
+		keys: []string{"h1", "h2", "sixteen-bytes-16", strings.Repeat("long", 10)}}}
+	f.ref = dialF(t, "redis", "unix", sock)
+	f.cell = dialF(t, "celld", "tcp", c.addr)
+	f.ref.do("FLUSHALL")
+	check := func() {
+		for _, k := range f.keys {
+			f.both("TYPE", k)
+			f.both("PTTL", k)
+			f.both("HGETALL", k)
+			f.both("OBJECT", "ENCODING", k)
+		}
+	}
+	for f.step = 0; f.step < steps; f.step++ {
+		f.one()
+		if f.step > 0 && f.step%400 == 0 {
+			check()
+			switch (f.step / 400) % 3 {
+			case 0:
+				c.termOK()
+			case 1:
+				if v := f.cell.do("SAVE"); v.isErr() {
+					f.fail("SAVE: %s", v)
+				}
+				c.kill()
+			case 2:
+				time.Sleep(100 * time.Millisecond)
+				c.kill()
+			}
+			c = mustLaunch(t, dir, args...)
+			f.cell = dialF(t, "celld", "tcp", c.addr)
+			// Redis's own restart: a hash loaded from its RDB takes the
+			// compact form again if it fits (OBJECT ENCODING).
+			if v := f.ref.do("DEBUG", "RELOAD"); v.isErr() {
+				t.Fatalf("redis DEBUG RELOAD: %s", v)
+			}
+			f.lastSent = "(restart)"
+			check()
+		}
+	}
+	check()
+}
+
+// TestProcessAttack16HIncrByFloat: HINCRBYFLOAT answers as redis-server's
+// (long double on x86-64): sums whose last digits float64 loses
+// (9223372036854775806 + 3 is ...809, float64 ...776000; 1000 - 1e-5 is
+// 999.99998999999999999, float64 999.99999), sums near long double's
+// range, hex floats, tiny increments, and the errors. Fails on float64
+// arithmetic (data/hash.go before).
+func TestProcessAttack16HIncrByFloat(t *testing.T) {
+	sock := startRedisServer(t)
+	c := mustLaunch(t, t.TempDir(), "--persist", "no")
+	f := &kindsFuzz{t: t, keys: []string{"h"}}
+	f.ref = dialF(t, "redis", "unix", sock)
+	f.cell = dialF(t, "celld", "tcp", c.addr)
+	f.ref.do("FLUSHALL")
+	f.both("HSET", "h", "a", "9223372036854775806", "b", "1000", "c", "inf", "d", "abc", "n", "12")
+	for _, args := range [][]string{
+		{"a", "3"}, {"b", "-1e-5"}, {"b", "0.1"}, {"b", "-0.3"}, {"c", "1"}, {"d", "1"}, {"e", "inf"}, {"e", "-inf"},
+		{"e", "nan"}, {"e", ""}, {"e", " 1"}, {"e", "1e4932"}, {"e", "0x1p3"}, {"e", "1e4932"}, {"f", "1.5"},
+		{"f", "-1.5"}, {"g", "5.0e3"}, {"h", "1e-400"}, {"n", "0.1"}, {"n", "1e19"}, {"i", "0.1"}, {"i", "0.2"},
+		{"i", "-1e-30"}, {"j", "1e308"}, {"j", "1e308"}, {"k", "3.0000000000000000001"},
+	} {
+		f.both("HINCRBYFLOAT", "h", args[0], args[1])
+	}
+	f.both("HGETALL", "h")
 }

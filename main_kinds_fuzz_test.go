@@ -179,7 +179,7 @@ func abbrev(args []string) string {
 
 // startRedisServer starts a redis-server with no persistence on a unix
 // socket. CI (CI set) fails without redis-server; elsewhere the test skips.
-func startRedisServer(t *testing.T) string {
+func startRedisServer(t *testing.T, extra ...string) string {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -190,8 +190,8 @@ func startRedisServer(t *testing.T) string {
 	}
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "redis.sock")
-	cmd := exec.Command(bin, "--port", "0", "--unixsocket", sock, "--save", "", "--appendonly", "no",
-		"--dir", dir, "--daemonize", "no", "--loglevel", "warning")
+	cmd := exec.Command(bin, append([]string{"--port", "0", "--unixsocket", sock, "--save", "", "--appendonly", "no",
+		"--dir", dir, "--daemonize", "no", "--loglevel", "warning"}, extra...)...)
 	var log strings.Builder
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
