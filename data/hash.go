@@ -292,55 +292,40 @@ func hincrbyCmd(x *server.Ctx) {
 	x.Int(result)
 }
 
-// parseLongDouble parses a float as Redis's string2ld: no leading space,
-// no NaN (infinities parse; the sum is checked).
-func parseLongDouble(b []byte) (float64, bool) {
-	if len(b) == 0 || len(b) > 5000 || b[0] == ' ' || b[0] == '\t' {
-		return 0, false
-	}
-	f, err := strconv.ParseFloat(string(b), 64)
-	if err != nil || math.IsNaN(f) {
-		return 0, false
-	}
-	for _, c := range b {
-		if c == '_' {
-			return 0, false
-		}
-	}
-	return f, true
-}
-
 func hincrbyfloatCmd(x *server.Ctx) {
 	args := x.Args()
-	incr, ok := parseLongDouble(args[3])
-	if !ok {
+	if !kinds.ValidFloat(args[3]) {
 		x.Error(errNotFloat)
 		return
 	}
-	if math.IsInf(incr, 0) {
+	// Redis adds in long double (x87, 64-bit significand), as INCRBYFLOAT:
+	// kinds.IncrByFloat's arithmetic, so that a sum's last digits agree
+	// (float64 gave 9223372036854776000 for 9223372036854775806 + 3,
+	// Redis 9223372036854775809). 0 + an infinity is the only way the
+	// increment alone is refused.
+	if _, err := kinds.IncrByFloat(nil, args[3]); err != nil {
 		x.Error("ERR value is NaN or Infinity")
 		return
 	}
 	var errText, result string
 	if _, ok := writeHash(x, true, func(h *kinds.Hash) bool {
-		var cur float64
+		var cur []byte
 		if v, had := h.Get(string(args[2])); had {
-			f, ok := parseLongDouble([]byte(v))
-			if !ok {
+			if !kinds.ValidFloat([]byte(v)) {
 				errText = "ERR hash value is not a float"
 				return false
 			}
-			cur = f
+			cur = []byte(v)
 		} else if tooBig(h.Len(), 1) {
 			errText = errTooBig
 			return false
 		}
-		sum := cur + incr
-		if math.IsNaN(sum) || math.IsInf(sum, 0) {
+		sum, err := kinds.IncrByFloat(cur, args[3])
+		if err != nil {
 			errText = "ERR increment would produce NaN or Infinity"
 			return false
 		}
-		result = formatHumanFloat(sum)
+		result = sum
 		h.Set(string(args[2]), result)
 		return true
 	}); !ok {

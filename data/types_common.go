@@ -109,12 +109,6 @@ func parseInt(b []byte) (int64, bool) {
 	return int64(n), true
 }
 
-// formatHumanFloat formats f as HINCRBYFLOAT replies it: fixed point,
-// without exponent or trailing zeros.
-func formatHumanFloat(f float64) string {
-	return strconv.FormatFloat(f, 'f', -1, 64)
-}
-
 // rangeIndexes turns Redis's start/stop (negative from the end) into a
 // clamped inclusive range of [0, n); ok is false when it is empty.
 func rangeIndexes(start, stop int64, n int) (int, int, bool) {
