@@ -91,6 +91,14 @@ type Config struct {
 	MaxInFlight int
 	// Logger, default slog.Default().
 	Logger *slog.Logger
+	// ReplyLimit, when above 0, bounds how much of one owner reply the
+	// sidecar collects: a reply that passes it is read on and discarded
+	// as it comes, and its request answered ForwardReq.Dropped, which
+	// makes the server close the client for its output limit. Set it to
+	// the hard output limit of the server the sidecar forwards for
+	// (--client-output-buffer-limit): a reply past it closes the client
+	// anyway, as Redis closes one. 0: replies are collected whole.
+	ReplyLimit int64
 }
 
 // Sidecar forwards commands to their owners; it implements
@@ -270,7 +278,8 @@ func (s *Sidecar) ownerFor(addr string) *owner {
 }
 
 func (s *Sidecar) dialOpts(resp3 bool) dialOptions {
-	return dialOptions{timeout: s.cfg.Timeout, user: s.cfg.User, password: s.cfg.Password, tls: s.cfg.TLS, resp3: resp3}
+	return dialOptions{timeout: s.cfg.Timeout, user: s.cfg.User, password: s.cfg.Password, tls: s.cfg.TLS, resp3: resp3,
+		replyLimit: s.cfg.ReplyLimit}
 }
 
 // refresh reads CLUSTER SLOTS from the current owners, then the seeds,
