@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -137,5 +138,223 @@ assert r.dbsize() == 0, r.dbsize()
 	}
 	if ran != len(checks) {
 		t.Errorf("ran %d redis-py snippets, want the %d this test checks", ran, len(checks))
+	}
+}
+
+// goBlocks returns the fenced ```go blocks of a Markdown page.
+func goBlocks(page string) []string {
+	var out []string
+	var cur []string
+	in := false
+	for _, line := range strings.Split(page, "\n") {
+		switch {
+		case !in && strings.TrimSpace(line) == "```go":
+			in, cur = true, nil
+		case in && strings.TrimSpace(line) == "```":
+			in = false
+			out = append(out, strings.Join(cur, "\n"))
+		case in:
+			cur = append(cur, line)
+		}
+	}
+	return out
+}
+
+// goSnippetFragment wraps a page's go-redis snippet that is not a whole
+// function (the HTTP handler's body of cl.pthrottle.md) in one that gives
+// it what it takes as given: ctx, rdb, the request's apiKey and the
+// response writer w.
+const goSnippetFragment = `func snippet_%s(ctx context.Context, rdb *redis.Client, w http.ResponseWriter, apiKey string) error {
+%s
+	return nil
+}
+`
+
+// goSnippetChecks are the drivers of the go-redis snippets, per page: Go
+// statements run with ctx and rdb against a real celld, which return an
+// error when a snippet's branches do not produce what the page says.
+var goSnippetChecks = map[string]string{
+	// 5 per 15 minutes: calls 1-5 pass, the 6th is refused with a wait.
+	"cl.mthrottle.md": `
+	for i := range 25 {
+		ok, wait, err := allowLogin(ctx, rdb, "203.0.113.7")
+		if err != nil {
+			return err
+		}
+		if !ok {
+			if i != 5 || wait <= 0 || wait > 900*time.Second {
+				return fmt.Errorf("limited at call %d with retry after %v", i+1, wait)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("login snippet: never limited")
+`,
+	// 20 per second: calls 1-20 pass with X-RateLimit-Remaining, the 21st
+	// answers 429 with Retry-After 1 and Retry-After-Ms in (0, 50].
+	"cl.pthrottle.md": `
+	for i := range 21 {
+		w := httptest.NewRecorder()
+		if err := snippet_cl_pthrottle(ctx, rdb, w, "k1"); err != nil {
+			return err
+		}
+		h := w.Result().Header
+		if i < 20 {
+			if w.Code != 200 || h.Get("X-RateLimit-Remaining") != strconv.Itoa(19-i) {
+				return fmt.Errorf("call %d: status %d, remaining %q", i+1, w.Code, h.Get("X-RateLimit-Remaining"))
+			}
+			continue
+		}
+		ms, _ := strconv.Atoi(h.Get("Retry-After-Ms"))
+		if w.Code != 429 || h.Get("Retry-After") != "1" || ms <= 0 || ms > 50 {
+			return fmt.Errorf("call 21: status %d, headers %v", w.Code, h)
+		}
+	}
+	return nil
+`,
+	// A peek: on a fresh user the full quota (16 of 16, full now), nothing
+	// written; after one request charged, twice the same 15 left, full
+	// again in 2 s (30 per 60 s), nothing more written.
+	"cl.throttle_ro.md": `
+	if left, full, err := quota(ctx, rdb, "43"); err != nil || left != 16 || full != 0 {
+		return fmt.Errorf("fresh quota: %d left, full in %d s (%v); want 16 and 0", left, full, err)
+	}
+	if n, err := rdb.DBSize(ctx).Result(); err != nil || n != 0 {
+		return fmt.Errorf("DBSIZE after a peek: %d, %v", n, err)
+	}
+	if err := rdb.Do(ctx, "CL.THROTTLE", "user:42", 15, 30, 60, 1).Err(); err != nil {
+		return err
+	}
+	for range 2 {
+		left, full, err := quota(ctx, rdb, "42")
+		if err != nil {
+			return err
+		}
+		if left != 15 || full < 1 || full > 2 {
+			return fmt.Errorf("quota after one request: %d left, full in %d s; want 15 and 1-2", left, full)
+		}
+	}
+	if n, err := rdb.DBSize(ctx).Result(); err != nil || n != 1 {
+		return fmt.Errorf("DBSIZE after the peeks: %d, %v; want 1", n, err)
+	}
+	return nil
+`,
+}
+
+// TestDocsFamilyGoSnippets compiles every go-redis snippet of the GCRA
+// family's pages (docs/gcra-family/*.md) with the go-redis this module
+// requires, into one program with a driver per page, and runs it against
+// a real celld: each snippet is called until its limited branch has run,
+// and what its branches return (or write to the HTTP response) is
+// checked. So a snippet that does not compile, unpacks a reply of the
+// wrong shape (go-redis's Int64Slice on a nested reply, an index past a
+// five-integer reply) or misreads a field fails here, as
+// TestDocsFamilyPythonSnippets does for redis-py.
+func TestDocsFamilyGoSnippets(t *testing.T) {
+	pages, err := filepath.Glob(filepath.Join("docs", "gcra-family", "*.md"))
+	if err != nil || len(pages) < 5 {
+		t.Fatalf("docs/gcra-family: %d pages (%v), want the family's five", len(pages), err)
+	}
+	var prog strings.Builder
+	prog.WriteString(`package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var _ = http.StatusOK
+var _ = httptest.NewRecorder
+var _ = strconv.Itoa
+var _ = time.Second
+
+`)
+	var names []string
+	var drivers strings.Builder
+	for _, page := range pages {
+		text, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := filepath.Base(page)
+		blocks := goBlocks(string(text))
+		if len(blocks) == 0 {
+			continue
+		}
+		check, ok := goSnippetChecks[base]
+		if !ok || len(blocks) != 1 {
+			t.Errorf("%s: %d go-redis snippets, this test checks %v of one; add a check", base, len(blocks), ok)
+			continue
+		}
+		name := strings.NewReplacer(".md", "", ".", "_").Replace(base)
+		if strings.HasPrefix(strings.TrimSpace(blocks[0]), "func ") {
+			prog.WriteString(blocks[0] + "\n\n")
+		} else {
+			prog.WriteString(fmt.Sprintf(goSnippetFragment, name, blocks[0]) + "\n")
+		}
+		fmt.Fprintf(&drivers, "\t%q: func() error {%s},\n", name, check)
+		names = append(names, name)
+	}
+	prog.WriteString("var checks = map[string]func() error{\n" + drivers.String() + "}\n")
+	prog.WriteString(`
+var (
+	ctx = context.Background()
+	rdb = redis.NewClient(&redis.Options{Addr: os.Args[1]})
+)
+
+// main runs the check named by os.Args[2] on a flushed server.
+func main() {
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		fmt.Println(err)
+		os.Exit(2)
+	}
+	if err := checks[os.Args[2]](); err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	fmt.Println("ok")
+}
+`)
+	if len(names) != len(goSnippetChecks) {
+		t.Fatalf("found go-redis snippets on %v, want the %d pages this test checks", names, len(goSnippetChecks))
+	}
+	// A module of its own with this one's requirements (go.mod and go.sum
+	// copied): the build needs no network, only the module cache.
+	dir := t.TempDir()
+	mod, err := os.ReadFile("go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := os.ReadFile("go.sum")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(mod), "\n")
+	for name, b := range map[string][]byte{"go.mod": []byte("module snippets\n" + rest), "go.sum": sum, "main.go": []byte(prog.String())} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := filepath.Join(dir, "snippets")
+	build := exec.Command(goToolPath(), "build", "-mod=mod", "-o", bin, ".")
+	build.Dir = dir
+	build.Env = append(os.Environ(), "GOFLAGS=", "GOPROXY=off", "GOWORK=off")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("the go-redis snippets do not compile: %v\n%s\n--- program:\n%s", err, out, prog.String())
+	}
+	c := mustLaunch(t, t.TempDir())
+	for _, name := range names {
+		out, err := exec.Command(bin, c.addr, name).CombinedOutput()
+		t.Logf("%s: %s", name, strings.TrimSpace(string(out)))
+		if err != nil {
+			t.Errorf("%s: %v: %s", name, err, out)
+		}
 	}
 }
