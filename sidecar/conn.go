@@ -338,7 +338,7 @@ func (m *muxConn) readLoop(br *bufio.Reader, buf []byte) {
 		}
 		m.partial.Store(dropped + int64(len(rb)))
 		if len(rb) == cap(rb) {
-			nb := make([]byte, len(rb), 2*cap(rb))
+			nb := make([]byte, len(rb), growTo(cap(rb), 32<<10, m.limit))
 			copy(nb, rb)
 			rb = nb
 		} else if len(rb) == 0 && cap(rb) > 1<<20 {

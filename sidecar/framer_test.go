@@ -358,3 +358,27 @@ func abs(n int) int {
 	}
 	return n
 }
+
+// TestGrowTo: a reader's buffer grows by doubling, and with a reply limit
+// to at most the limit and 64 KiB in one step once doubling would reach
+// the limit (one allocation past it, not a second of twice the size).
+func TestGrowTo(t *testing.T) {
+	for _, c := range []struct {
+		c, least int
+		limit    int64
+		want     int
+	}{
+		{0, 16 << 10, 0, 16 << 10},
+		{16 << 10, 16 << 10, 0, 32 << 10},
+		{16 << 20, 16 << 10, 0, 32 << 20},
+		{8 << 20, 16 << 10, 32 << 20, 16 << 20},
+		{16 << 20, 16 << 10, 32 << 20, 32<<20 + 64<<10},
+		{20 << 20, 16 << 10, 32 << 20, 32<<20 + 64<<10},
+		{32<<20 + 64<<10, 16 << 10, 32 << 20, 32<<20 + 128<<10},
+		{0, 16 << 10, 1000, 1000 + 64<<10},
+	} {
+		if got := growTo(c.c, c.least, c.limit); got != c.want {
+			t.Errorf("growTo(%d, %d, %d) = %d, want %d", c.c, c.least, c.limit, got, c.want)
+		}
+	}
+}

@@ -557,7 +557,7 @@ func (u *upConn) FdEvent(readable, writable bool) {
 // waits) and delivers every complete reply. It reports whether bytes came.
 func (u *upConn) read() bool {
 	if cap(u.rbuf)-len(u.rbuf) < 4<<10 {
-		nb := make([]byte, len(u.rbuf), max(2*cap(u.rbuf), 16<<10))
+		nb := make([]byte, len(u.rbuf), growTo(cap(u.rbuf), 16<<10, u.ls.sc.cfg.ReplyLimit))
 		copy(nb, u.rbuf)
 		u.rbuf = nb
 	}

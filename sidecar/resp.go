@@ -202,6 +202,18 @@ func shrinkTo(b []byte, n, keep int) []byte {
 	return nb
 }
 
+// growTo is the next capacity of a reader's buffer of capacity c: twice
+// c (at least least), but with a reply limit (Config.ReplyLimit) not much
+// past it: a reply that passes the limit is dropped, so the buffer need
+// not hold more than the limit and a read.
+func growTo(c, least int, limit int64) int {
+	n := max(2*c, least)
+	if limit > 0 && int64(n) >= limit {
+		n = max(int(min(limit, 1<<40))+64<<10, c+64<<10)
+	}
+	return n
+}
+
 // lineEnd returns the index of the first '\n' in b, or -1. Owner replies
 // are mostly short lines (":99\r\n", "*5\r\n": a CL.THROTTLE reply is
 // six of them), for which a plain loop over the first bytes is cheaper
