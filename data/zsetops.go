@@ -12,8 +12,11 @@ import (
 
 // ZUNION ZINTER ZDIFF (and their STORE forms) and ZINTERCARD: Redis 7's
 // set algebra over sorted sets. Each source is read under its own shard
-// lock and copied out (O(its size)); the result is computed without locks
-// and, for the STORE forms, replaces the destination whatever it held. The
+// lock, one at a time: ZUNION copies every source out (O(its size));
+// ZINTER, ZDIFF and ZINTERCARD copy one set's members (the candidates) and
+// look each up in the other sources in place (zsetInterDiff). The result
+// is sorted without locks and, for the STORE forms, replaces the
+// destination whatever it held. The
 // sources are not read atomically together outside MULTI/EXEC or a script
 // (which run isolated). Regular sets are not a celld kind: a source of any
 // kind but a sorted set is WRONGTYPE.
