@@ -168,3 +168,74 @@ func TestZInterDiffCopiesNotTheSources(t *testing.T) {
 		}
 	}
 }
+
+// TestZPopStreamsTheReply: ZPOPMIN and ZPOPMAX with a count write their
+// reply as they walk the popped run and unlink it in one walk: they
+// allocate nothing per popped member. Before, every popped member was
+// cloned into a slice first (1,000 allocations and more a call here), and
+// a million-member pop held the event loop for 415-672 ms against Redis's
+// 476-516.
+func TestZPopStreamsTheReply(t *testing.T) {
+	r := startRaw(t)
+	const members, pop = 60_000, 1_000
+	var req []byte
+	for i := 0; i < members; i += 1000 {
+		args := []string{"ZADD", "z"}
+		for j := i; j < i+1000; j++ {
+			args = append(args, strconv.Itoa(j), fmt.Sprintf("m%06d", j))
+		}
+		req = append(req, resp(args...)...)
+	}
+	if _, err := r.conn.Write(req); err != nil {
+		t.Fatal(err)
+	}
+	readN := func(n int) string {
+		got := 0
+		for got < n {
+			m, err := r.conn.Read(r.buf[got:n])
+			if err != nil {
+				t.Fatal(err)
+			}
+			got += m
+		}
+		return string(r.buf[:n])
+	}
+	readN(members / 1000 * len(":1000\r\n"))
+	low, high := 0, members-1 // the next member ZPOPMIN and ZPOPMAX take
+	for _, max := range []bool{false, true} {
+		name := map[bool]string{false: "ZPOPMIN", true: "ZPOPMAX"}[max]
+		// The replies of AllocsPerRun's 11 calls, made beforehand (their
+		// making allocates).
+		var wants []string
+		for range 11 {
+			want := fmt.Sprintf("*%d\r\n", 2*pop)
+			for range pop {
+				i := low
+				if max {
+					i, high = high, high-1
+				} else {
+					low++
+				}
+				s := strconv.Itoa(i)
+				want += fmt.Sprintf("$7\r\nm%06d\r\n$%d\r\n%s\r\n", i, len(s), s)
+			}
+			wants = append(wants, want)
+		}
+		req := resp(name, "z", strconv.Itoa(pop))
+		k := 0
+		call := func() {
+			if _, err := r.conn.Write(req); err != nil {
+				t.Fatal(err)
+			}
+			want := wants[k]
+			k++
+			if got := readN(len(want)); got != want {
+				t.Fatalf("%s z %d: reply differs (%.60q...)", name, pop, got)
+			}
+		}
+		n := testing.AllocsPerRun(10, call)
+		if n > pop/4 {
+			t.Errorf("%s z %d: %.0f allocations a call, want under %d", name, pop, n, pop/4)
+		}
+	}
+}
