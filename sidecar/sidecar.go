@@ -119,6 +119,7 @@ type Sidecar struct {
 	closed     chan struct{}
 	closeOnce  sync.Once
 	wg         sync.WaitGroup
+	goMu       sync.Mutex // goTracked: orders wg.Add before Close's Wait
 
 	stats Stats
 }
@@ -245,7 +246,9 @@ func (s *Sidecar) Start() {
 
 // Close stops the refreshes and probes and closes every upstream connection.
 func (s *Sidecar) Close() {
+	s.goMu.Lock()
 	s.closeOnce.Do(func() { close(s.closed) })
+	s.goMu.Unlock()
 	s.wg.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -411,13 +414,34 @@ func joinHostPort(host string, port int64) string {
 	return host + ":" + strconv.FormatInt(port, 10)
 }
 
+// goTracked counts in wg a goroutine about to start and reports true,
+// unless Close has begun (then false: start none). A WaitGroup's Add must
+// not race its Wait: an owner failing (a connection's reader calls
+// owner.failed, which starts a probe) while Close waits raced, and the
+// probe could start after Wait returned. The check and the Add are under
+// goMu, which Close takes to close s.closed. Any goroutine.
+func (s *Sidecar) goTracked() bool {
+	s.goMu.Lock()
+	defer s.goMu.Unlock()
+	select {
+	case <-s.closed:
+		return false
+	default:
+	}
+	s.wg.Add(1)
+	return true
+}
+
 // triggerRefresh reads the topology again in the background, unless a
 // read is already running.
 func (s *Sidecar) triggerRefresh() {
 	if !s.refreshing.CompareAndSwap(false, true) {
 		return
 	}
-	s.wg.Add(1)
+	if !s.goTracked() {
+		s.refreshing.Store(false)
+		return
+	}
 	go func() {
 		defer s.wg.Done()
 		defer s.refreshing.Store(false)
