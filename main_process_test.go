@@ -51,6 +51,17 @@ var binary struct {
 	err  error
 }
 
+// goToolPath is the go command: $GOROOT/bin/go when there is one, else
+// "go" from PATH.
+func goToolPath() string {
+	if root := os.Getenv("GOROOT"); root != "" {
+		if p := filepath.Join(root, "bin", "go"); fileExists(p) {
+			return p
+		}
+	}
+	return "go"
+}
+
 // celldBinary builds celld once (without -race: the child is the system
 // under test, not the code under the race detector) and returns its path.
 func celldBinary(t testing.TB) string {
@@ -61,13 +72,7 @@ func celldBinary(t testing.TB) string {
 			return
 		}
 		binary.path = filepath.Join(binary.dir, "celld")
-		goTool := "go"
-		if root := os.Getenv("GOROOT"); root != "" {
-			if p := filepath.Join(root, "bin", "go"); fileExists(p) {
-				goTool = p
-			}
-		}
-		out, err := exec.Command(goTool, "build", "-o", binary.path, ".").CombinedOutput()
+		out, err := exec.Command(goToolPath(), "build", "-o", binary.path, ".").CombinedOutput()
 		if err != nil {
 			binary.err = fmt.Errorf("go build: %v\n%s", err, out)
 		}

@@ -25,7 +25,10 @@ func newSidecar(cfg *config.Config, log *slog.Logger) (*sidecar.Sidecar, error) 
 	if err != nil {
 		return nil, err
 	}
-	sc := sidecar.Config{Seeds: cfg.UpstreamSeeds(), Fallback: mode, Timeout: cfg.UpstreamTimeout, BulkTimeout: cfg.UpstreamBulkTimeout, Logger: log}
+	sc := sidecar.Config{Seeds: cfg.UpstreamSeeds(), Fallback: mode, Timeout: cfg.UpstreamTimeout, BulkTimeout: cfg.UpstreamBulkTimeout, Logger: log,
+		// A reply past the clients' hard output limit closes the client:
+		// the sidecar need not collect it (sidecar.Config.ReplyLimit).
+		ReplyLimit: cfg.OutputBufferLimit.Hard}
 	if cfg.UpstreamPasswordFile != "" {
 		b, err := os.ReadFile(cfg.UpstreamPasswordFile)
 		if err != nil {

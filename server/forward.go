@@ -118,6 +118,13 @@ type ForwardReq struct {
 	// Local is set by Do: the owner cannot be reached and the fallback
 	// is to decide with this server's own state.
 	Local bool
+	// Dropped is set by Do instead of Reply: the owner's reply passed the
+	// hard output limit (Config.OutputBufferLimit, which the Forwarder
+	// was given) after this many bytes and was discarded as it came, not
+	// collected. The server closes the client for its output limit, as
+	// it would have once the reply was appended (Redis closes a client
+	// whose reply passes the hard limit).
+	Dropped int64
 }
 
 // errTrkSidecar answers CLIENT TRACKING ON in sidecar mode. The keys a
@@ -314,17 +321,21 @@ func (s *Server) forwardBatch(c *client, st *connState) (r pumpResult, ran, stop
 				c.pending++
 				c.lastCmd.Store(pc.cmd)
 				if req.Unit != nil {
-					s.selectAfterExec(c, req.Unit, req.Reply)
+					if req.Dropped == 0 {
+						s.selectAfterExec(c, req.Unit, req.Reply)
+					}
 					c.discardMulti()
 					s.watch.unwatchAll(c)
 				}
 				// A check point before each reply (obuf.go: replyFull):
 				// the replies before it go to the connection, whose output
 				// limit may close it; then nothing more is copied.
-				if !c.replyFull() {
+				if req.Dropped > 0 {
+					c.closeForOutput(int64(len(c.out)) + req.Dropped)
+				} else if !c.replyFull() {
 					c.out = append(c.out, req.Reply...)
 				}
-				req.Reply, req.Args, req.Raw, req.Unit = nil, nil, nil, nil
+				req.Reply, req.Args, req.Raw, req.Unit, req.Dropped = nil, nil, nil, nil, 0
 			}
 			i += len(f.reqs)
 			continue

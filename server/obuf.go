@@ -373,6 +373,27 @@ func (c *client) spillOut() bool {
 	return true
 }
 
+// closeForOutput closes c's connection for its output limit without
+// appending the reply that passed it (mem: the output with that reply, as
+// far as it was counted): a sidecar's client whose owner's reply was
+// dropped past the hard limit (ForwardReq.Dropped). The output not yet
+// written is dropped with the connection, as spillOut drops it. The
+// goroutine running c's commands only.
+func (c *client) closeForOutput(mem int64) {
+	if c.outGone {
+		return
+	}
+	if c.obuf != nil {
+		q, _ := c.obuf.outMemory()
+		mem += q
+	}
+	c.netConn.Close()
+	c.srv.outputLimitReached(c, c.addr, mem, "")
+	c.outGone, c.closed, c.spillAt = true, true, 0
+	c.outBase += len(c.out)
+	c.out = c.out[:0]
+}
+
 // outputHardOver reports whether an output of mem bytes passes c's hard
 // limit or, before AUTH, the unauthenticated one.
 func (s *Server) outputHardOver(c *client, mem int64) bool {

@@ -2,6 +2,8 @@ package sidecar
 
 import (
 	"errors"
+	"io"
+	"log/slog"
 	"testing"
 	"time"
 )
@@ -67,5 +69,29 @@ func TestBreakerStateMachine(t *testing.T) {
 	}
 	if _, _, failures, lastErr := b.snapshot(); failures != 2 || lastErr != "boom" {
 		t.Errorf("snapshot: failures %d, lastErr %q; want 2, boom", failures, lastErr)
+	}
+}
+
+// TestCloseWhileOwnerFails: an owner failing (a connection's reader calls
+// owner.failed, which starts a probe) while the sidecar closes must not
+// add to the WaitGroup that Close is waiting on: under -race that was
+// reported as a race (seen once in TestSidecarBlockingPath), and a probe
+// started after Wait returned outlived Close. Now failed starts no probe
+// once Close has begun (goTracked). Run with -race.
+func TestCloseWhileOwnerFails(t *testing.T) {
+	for range 200 {
+		sc, err := New(Config{Seeds: []string{"127.0.0.1:1"}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := sc.ownerFor("127.0.0.1:1")
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			o.failed(errTimeout)
+		}()
+		sc.Close()
+		<-done
+		sc.Close() // waits for a probe that started before the first Close
 	}
 }

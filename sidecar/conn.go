@@ -64,7 +64,8 @@ var errClosed = errors.New("sidecar: upstream connection closed")
 // also writes what others queued meanwhile (one write for many clients
 // under load). Safe for concurrent use.
 type muxConn struct {
-	nc net.Conn
+	nc    net.Conn
+	limit int64 // Config.ReplyLimit (0: none); the reader's only
 
 	mu      sync.Mutex // guards the fields below
 	wbuf    []byte     // bytes queued, not written yet
@@ -93,6 +94,8 @@ type dialOptions struct {
 	tls      *tls.Config
 	resp3    bool
 	db       int // SELECTed after the hand-shake when not 0
+	// replyLimit is Config.ReplyLimit: a reply past it is dropped.
+	replyLimit int64
 }
 
 // dial connects to addr, authenticates and switches protocol, all within
@@ -103,7 +106,7 @@ func dial(addr string, o dialOptions, onFail func(error)) (*muxConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &muxConn{nc: nc, onFail: onFail}
+	m := &muxConn{nc: nc, onFail: onFail, limit: o.replyLimit}
 	go m.readLoop(br, buf)
 	return m, nil
 }
@@ -272,10 +275,35 @@ func (m *muxConn) readLoop(br *bufio.Reader, buf []byte) {
 		rc, _ = tc.SyscallConn()
 	}
 	var fr framer // resumes framing the reply at rb[0] after each read
+	// dropping: the reply at rb[0] passed m.limit and is being dropped
+	// as it comes (framer.drop); dropped bytes of it so far.
+	dropping, dropped := false, int64(0)
 	for {
+		if !dropping && m.limit > 0 && int64(len(rb)) > m.limit {
+			dropping, dropped = true, 0
+		}
+		if dropping {
+			n, done, err := fr.drop(rb)
+			if err != nil {
+				m.mu.Lock()
+				m.failLocked(err)
+				m.mu.Unlock()
+				return
+			}
+			dropped += int64(n)
+			rb = rb[:copy(rb, rb[n:])] // the grown buffer reads on in large pieces
+			if done {
+				dropping = false
+				rb = shrinkTo(rb, 0, 32<<10)
+				if !m.deliver(nil, false, dropped) {
+					return
+				}
+				dropped = 0
+			}
+		}
 		// Deliver every complete reply in rb.
 		off := 0
-		for off < len(rb) {
+		for off < len(rb) && !dropping {
 			n, err := fr.next(rb[off:])
 			if err != nil {
 				m.mu.Lock()
@@ -292,12 +320,12 @@ func (m *muxConn) readLoop(br *bufio.Reader, buf []byte) {
 				// afresh.
 				reply := rb
 				rb = make([]byte, 0, 32<<10)
-				if !m.deliver(reply, true) {
+				if !m.deliver(reply, true, 0) {
 					return
 				}
 				break
 			}
-			if !m.deliver(rb[off:off+n], false) {
+			if !m.deliver(rb[off:off+n], false, 0) {
 				return
 			}
 			off += n
@@ -305,9 +333,12 @@ func (m *muxConn) readLoop(br *bufio.Reader, buf []byte) {
 		if off > 0 {
 			rb = rb[:copy(rb, rb[off:])]
 		}
-		m.partial.Store(int64(len(rb)))
+		if !dropping && m.limit > 0 && int64(len(rb)) > m.limit {
+			continue // the reply at rb[0] passed the limit: drop it (above)
+		}
+		m.partial.Store(dropped + int64(len(rb)))
 		if len(rb) == cap(rb) {
-			nb := make([]byte, len(rb), 2*cap(rb))
+			nb := make([]byte, len(rb), growTo(cap(rb), 32<<10, m.limit))
 			copy(nb, rb)
 			rb = nb
 		} else if len(rb) == 0 && cap(rb) > 1<<20 {
@@ -373,8 +404,10 @@ func (m *muxConn) rawRead(rc syscall.RawConn, p []byte) (int, error) {
 
 // deliver gives one reply to the oldest pending request; false when the
 // connection is broken (a reply nobody asked for breaks it too). own:
-// reply is a buffer of its own, handed over rather than copied.
-func (m *muxConn) deliver(reply []byte, own bool) bool {
+// reply is a buffer of its own, handed over rather than copied. dropped:
+// the reply passed the limit and was dropped after that many bytes (reply
+// is nil); the request gets a replyOverLimit error.
+func (m *muxConn) deliver(reply []byte, own bool, dropped int64) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.err != nil {
@@ -399,9 +432,12 @@ func (m *muxConn) deliver(reply []byte, own bool) bool {
 		m.pending = m.pending[:copy(m.pending, m.pending[m.head:])]
 		m.head = 0
 	}
-	if own {
+	switch {
+	case dropped > 0:
+		r.reply, r.err = r.reply[:0], &replyOverLimit{dropped}
+	case own:
 		r.reply = reply
-	} else {
+	default:
 		r.reply = append(r.reply[:0], reply...)
 	}
 	r.done.finish()

@@ -234,3 +234,151 @@ func BenchmarkFrameThrottleReplies(b *testing.B) {
 		}
 	}
 }
+
+// randBigReply appends a random reply as randReply does, or one with
+// bulk strings of up to 3,000 bytes (alone, in an array, or in a map
+// with small values), so that a reply can pass a small limit in the
+// middle of a string.
+func randBigReply(r *rand.Rand, b []byte) []byte {
+	bulk := func(b []byte) []byte {
+		s := bytes.Repeat([]byte{'w'}, r.IntN(3000))
+		b = strconv.AppendInt(append(b, '$'), int64(len(s)), 10)
+		b = append(append(append(b, "\r\n"...), s...), "\r\n"...)
+		return b
+	}
+	switch r.IntN(4) {
+	case 0:
+		return randReply(r, b, 5)
+	case 1:
+		return bulk(b)
+	case 2:
+		n := r.IntN(6)
+		b = strconv.AppendInt(append(b, '*'), int64(n), 10)
+		b = append(b, "\r\n"...)
+		for range n {
+			b = bulk(b)
+		}
+		return b
+	default:
+		n := 1 + r.IntN(4)
+		b = strconv.AppendInt(append(b, '%'), int64(n), 10)
+		b = append(b, "\r\n"...)
+		for range n {
+			b = randReply(r, b, 2)
+			b = bulk(b)
+		}
+		return b
+	}
+}
+
+// TestFramerDrop: a reader that frames replies as the sidecar's do, and
+// drops a reply once more than limit bytes of it are buffered
+// (framer.drop, as upConn.deliverAll and muxConn.readLoop do), stays in
+// step with the stream: every reply is found, whole or dropped, with its
+// exact length; a reply is dropped only past the limit, and always when
+// it is longer than the limit and a read; the buffer never holds more
+// than the limit, a read and a line.
+func TestFramerDrop(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for round := range 300 {
+		var stream []byte
+		var want []int
+		for range 1 + r.IntN(20) {
+			n := len(stream)
+			stream = randBigReply(r, stream)
+			want = append(want, len(stream)-n)
+		}
+		limit := 1 + r.IntN(2000)
+		chunk := 1 + r.IntN(700)
+		var f framer
+		var buf []byte
+		var got []int // lengths; negative: dropped
+		dropping, dropped, most := false, 0, 0
+		for pos := 0; pos < len(stream); {
+			k := min(1+r.IntN(chunk), len(stream)-pos)
+			buf = append(buf, stream[pos:pos+k]...)
+			pos += k
+			most = max(most, len(buf))
+			for {
+				if dropping {
+					n, done, err := f.drop(buf)
+					if err != nil {
+						t.Fatalf("round %d: drop: %v", round, err)
+					}
+					dropped += n
+					buf = buf[:copy(buf, buf[n:])]
+					if !done {
+						break
+					}
+					got = append(got, -dropped)
+					dropping, dropped = false, 0
+				}
+				n, err := f.next(buf)
+				if err != nil {
+					t.Fatalf("round %d: next: %v", round, err)
+				}
+				if n > 0 {
+					got = append(got, n)
+					buf = buf[:copy(buf, buf[n:])]
+					continue
+				}
+				if len(buf) > limit {
+					dropping = true
+					continue
+				}
+				break
+			}
+		}
+		if len(buf) != 0 || dropping {
+			t.Fatalf("round %d: %d bytes left, dropping %v", round, len(buf), dropping)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("round %d (limit %d, reads up to %d): %d replies found, want %d: %v vs %v", round, limit, chunk, len(got), len(want), got, want)
+		}
+		for i, g := range got {
+			if abs(g) != want[i] {
+				t.Fatalf("round %d reply %d: length %d, want %d", round, i, abs(g), want[i])
+			}
+			if g < 0 && want[i] <= limit {
+				t.Fatalf("round %d reply %d: dropped at %d bytes, under the limit %d", round, i, want[i], limit)
+			}
+			if g > 0 && want[i] > limit+chunk {
+				t.Fatalf("round %d reply %d: %d bytes collected whole, limit %d, reads up to %d", round, i, want[i], limit, chunk)
+			}
+		}
+		if most > limit+chunk+64 {
+			t.Fatalf("round %d: buffer held %d bytes, limit %d, reads up to %d", round, most, limit, chunk)
+		}
+	}
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
+}
+
+// TestGrowTo: a reader's buffer grows by doubling, and with a reply limit
+// to at most the limit and 64 KiB in one step once doubling would reach
+// the limit (one allocation past it, not a second of twice the size).
+func TestGrowTo(t *testing.T) {
+	for _, c := range []struct {
+		c, least int
+		limit    int64
+		want     int
+	}{
+		{0, 16 << 10, 0, 16 << 10},
+		{16 << 10, 16 << 10, 0, 32 << 10},
+		{16 << 20, 16 << 10, 0, 32 << 20},
+		{8 << 20, 16 << 10, 32 << 20, 16 << 20},
+		{16 << 20, 16 << 10, 32 << 20, 32<<20 + 64<<10},
+		{20 << 20, 16 << 10, 32 << 20, 32<<20 + 64<<10},
+		{32<<20 + 64<<10, 16 << 10, 32 << 20, 32<<20 + 128<<10},
+		{0, 16 << 10, 1000, 1000 + 64<<10},
+	} {
+		if got := growTo(c.c, c.least, c.limit); got != c.want {
+			t.Errorf("growTo(%d, %d, %d) = %d, want %d", c.c, c.least, c.limit, got, c.want)
+		}
+	}
+}

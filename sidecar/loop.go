@@ -104,6 +104,10 @@ type upConn struct {
 	// a bulk lane (replyLeft).
 	lastRead int64
 	headAt   int64
+	// dropping: the reply at rbuf[0] passed Config.ReplyLimit and is
+	// dropped as it comes (framer.drop); dropped bytes of it so far.
+	dropping bool
+	dropped  int64
 }
 
 // loopSession is a client connection's forwarding on an event loop
@@ -553,7 +557,7 @@ func (u *upConn) FdEvent(readable, writable bool) {
 // waits) and delivers every complete reply. It reports whether bytes came.
 func (u *upConn) read() bool {
 	if cap(u.rbuf)-len(u.rbuf) < 4<<10 {
-		nb := make([]byte, len(u.rbuf), max(2*cap(u.rbuf), 16<<10))
+		nb := make([]byte, len(u.rbuf), growTo(cap(u.rbuf), 16<<10, u.ls.sc.cfg.ReplyLimit))
 		copy(nb, u.rbuf)
 		u.rbuf = nb
 	}
@@ -575,8 +579,12 @@ func (u *upConn) read() bool {
 	return true
 }
 
-// deliverAll hands every complete reply in rbuf to its request.
+// deliverAll hands every complete reply in rbuf to its request. A reply
+// that passes Config.ReplyLimit is dropped as it comes instead.
 func (u *upConn) deliverAll(now int64) {
+	if u.dropping && !u.dropSome(now) {
+		return
+	}
 	off := 0
 	for off < len(u.rbuf) && !u.dead {
 		n, err := u.fr.next(u.rbuf[off:])
@@ -592,10 +600,10 @@ func (u *upConn) deliverAll(now int64) {
 			// becomes the reply (no copy of it); reading starts afresh.
 			reply := u.rbuf
 			u.rbuf = make([]byte, 0, 16<<10)
-			u.deliver(reply, now, true)
+			u.deliver(reply, now, true, 0)
 			return
 		}
-		u.deliver(u.rbuf[off:off+n], now, false)
+		u.deliver(u.rbuf[off:off+n], now, false, 0)
 		off += n
 	}
 	if u.dead {
@@ -607,12 +615,41 @@ func (u *upConn) deliverAll(now int64) {
 	case off > 0:
 		u.rbuf = u.rbuf[:copy(u.rbuf, u.rbuf[off:])]
 	}
+	if lim := u.ls.sc.cfg.ReplyLimit; lim > 0 && int64(len(u.rbuf)) > lim {
+		u.dropping, u.dropped = true, 0
+		if u.dropSome(now) {
+			u.deliverAll(now) // what followed the reply
+		}
+	}
+}
+
+// dropSome drops what rbuf holds of the reply being dropped; once it
+// ends, its request gets a replyOverLimit error and rbuf keeps what
+// follows. It reports whether the reply ended (and u is still up).
+func (u *upConn) dropSome(now int64) bool {
+	n, done, err := u.fr.drop(u.rbuf)
+	if err != nil {
+		u.failOwner(err)
+		return false
+	}
+	u.dropped += int64(n)
+	u.rbuf = u.rbuf[:copy(u.rbuf, u.rbuf[n:])] // the grown buffer reads on in large pieces
+	if !done {
+		return false
+	}
+	u.dropping = false
+	u.rbuf = shrinkTo(u.rbuf, 0, 16<<10)
+	u.deliver(nil, now, false, u.dropped)
+	u.dropped = 0
+	return !u.dead
 }
 
 // deliver gives one reply to the oldest awaited request; a reply nobody
 // asked for breaks the connection. own: reply is a buffer of its own,
-// handed over rather than copied.
-func (u *upConn) deliver(reply []byte, now int64, own bool) {
+// handed over rather than copied. dropped: the reply passed the limit and
+// was dropped after that many bytes (reply is nil); the request gets a
+// replyOverLimit error.
+func (u *upConn) deliver(reply []byte, now int64, own bool, dropped int64) {
 	if u.head == len(u.pending) {
 		u.failOwner(errProtocol)
 		return
@@ -635,9 +672,12 @@ func (u *upConn) deliver(reply []byte, now int64, own bool) {
 		u.head = 0
 	}
 	u.key.o.lat.observe(time.Duration(now - sent))
-	if own {
+	switch {
+	case dropped > 0:
+		s.replies[i], s.errs[i] = s.replies[i][:0], &replyOverLimit{dropped}
+	case own:
 		s.replies[i] = reply
-	} else {
+	default:
 		s.replies[i] = append(s.replies[i][:0], reply...)
 	}
 	s.answered()
@@ -715,12 +755,13 @@ func (u *upConn) left(now int64) time.Duration {
 	p := &u.pending[u.head]
 	cfg := &u.ls.sc.cfg
 	slow := false
-	if u.key.bulk && len(u.rbuf) == 0 && now-max(p.sent, u.headAt) > int64(cfg.Timeout) {
+	got := len(u.rbuf) + int(u.dropped)
+	if u.key.bulk && got == 0 && now-max(p.sent, u.headAt) > int64(cfg.Timeout) {
 		for i := u.head; i < len(u.pending) && !slow; i++ {
 			slow = u.pending[i].slow
 		}
 	}
-	return replyLeft(now, p.sent, max(p.sent, u.headAt), u.lastRead, len(u.rbuf),
+	return replyLeft(now, p.sent, max(p.sent, u.headAt), u.lastRead, got,
 		u.key.bulk, slow, cfg.Timeout, cfg.BulkTimeout)
 }
 

@@ -3,10 +3,12 @@ package sidecar
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"regexp"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -163,4 +165,123 @@ func pipelineOverLimit(t *testing.T, limit int64) (grew, omem, replies, reply in
 	t.Logf("%d LRANGEs of a %d KB reply, limit %d MB: closed at omem %d MB; heap %d MB before, peak %d MB",
 		pipeline, reply>>10, limit>>20, omem>>20, before>>20, peak.Load()>>20)
 	return grew, omem, replies, reply
+}
+
+// TestSidecarOutputLimitOneLargeReply: one LRANGE whose reply (22 MB) is
+// far larger than the clients' hard output limit (1 MB), through a
+// sidecar given that limit (Config.ReplyLimit, as main sets it from
+// --client-output-buffer-limit). The client must be closed for its
+// limit, the sidecar must not collect the reply meanwhile (it drops it
+// as it comes: the heap grows by far less than the reply), and the owner
+// connection must stay in step: another client's read sent behind it on
+// the same connection gets its own reply.
+//
+// Before the drop (main at 3a91490) the reply was collected whole (the
+// owner connection's buffer grown to 32 MB), then copied into the
+// client's output, and only then found over the limit: heap +83-84 MB,
+// against +13-19 MB with the drop (most of it the owner's output queue).
+func TestSidecarOutputLimitOneLargeReply(t *testing.T) {
+	const (
+		elems = 200_000
+		value = 100
+		limit = 1 << 20
+	)
+	owner := serve(t, nil, server.Config{}, nil)
+	od := client(t, owner.addr)
+	vals := make([]any, 10_000)
+	for j := range vals {
+		vals[j] = strings.Repeat("x", value)
+	}
+	for i := 0; i < elems; i += len(vals) {
+		if err := od.RPush(ctx, "L", vals...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sc, err := New(Config{Seeds: []string{owner.addr}, Timeout: 5 * time.Second, ReplyLimit: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Start()
+	var logs lockedBuffer
+	side := serve(t, nil, server.Config{OutputBufferLimit: server.OutputBufferLimit{Hard: limit},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))}, sc)
+	other := client(t, side.addr)
+	if err := other.Ping(ctx).Err(); err != nil { // its connections up
+		t.Fatal(err)
+	}
+
+	// Garbage collected often, so that the peak is what is held (the
+	// buffers grown on the way to the limit are garbage soon after).
+	defer debug.SetGCPercent(debug.SetGCPercent(10))
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	before := ms.HeapAlloc
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			if ms.HeapAlloc > peak.Load() {
+				peak.Store(ms.HeapAlloc)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	nc, err := net.Dial("tcp", side.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := nc.Write([]byte("*4\r\n$6\r\nLRANGE\r\n$1\r\nL\r\n$1\r\n0\r\n$2\r\n-1\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	// Behind it, on the owner's bulk lane: a small bulk read of another
+	// client, whose reply follows the dropped one on the same connection.
+	time.Sleep(5 * time.Millisecond)
+	head, err := other.LRange(ctx, "L", 0, 2).Result()
+	if err != nil || len(head) != 3 || head[0] != vals[0] {
+		t.Fatalf("LRANGE L 0 2 behind the dropped reply: %d elements, %v", len(head), err)
+	}
+	// The client is closed: its read ends with no complete reply.
+	nc.SetReadDeadline(time.Now().Add(time.Minute))
+	got, _ := io.Copy(io.Discard, nc)
+	close(stop)
+	<-sampled
+	// (counted just after the close the client saw)
+	for deadline := time.Now().Add(5 * time.Second); side.srv.Stats().OutputBufferLimitDisconnections == 0 &&
+		time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if n := side.srv.Stats().OutputBufferLimitDisconnections; n != 1 {
+		t.Fatalf("output limit disconnections %d, want 1", n)
+	}
+	reply := int64(elems * (value + 10))
+	if got >= reply {
+		t.Fatalf("the client read %d bytes: the whole reply (%d)", got, reply)
+	}
+	if n, err := other.LLen(ctx, "L").Result(); err != nil || n != elems {
+		t.Fatalf("LLEN after: %d, %v", n, err)
+	}
+	grew := int64(peak.Load()) - int64(before)
+	t.Logf("one LRANGE reply of %d MB, limit %d MB: heap %d MB before, peak %d MB (+%d MB); client read %d bytes; log %q",
+		reply>>20, limit>>20, before>>20, peak.Load()>>20, grew>>20, got, logs.String())
+	// The owner runs in this process: its output queue holds up to about
+	// half the reply while the sidecar reads (+11 MB for this reply read
+	// by a plain client straight from the owner). Collected whole, the
+	// reply is in the sidecar twice (its owner connection's buffer, grown
+	// by doubling, and the client's output): +54-88 MB.
+	if grew > reply*3/2 {
+		t.Errorf("heap grew by %d MB for a %d MB reply at a %d MB output limit", grew>>20, reply>>20, limit>>20)
+	}
+	if !strings.Contains(logs.String(), "omem=") {
+		t.Errorf("no output-limit log line: %q", logs.String())
+	}
 }

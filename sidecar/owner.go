@@ -105,8 +105,9 @@ func (o *owner) failed(err error) {
 	o.sc.log.Warn("upstream owner unreachable: fallback decides its keys", "owner", o.addr,
 		"fallback", o.sc.cfg.Fallback.String(), "err", err)
 	o.closeConns(false)
-	o.sc.wg.Add(1)
-	go o.probe()
+	if o.sc.goTracked() { // not once the sidecar is closing
+		go o.probe()
+	}
 }
 
 // refreshWhileDown is how often the topology is read again while an

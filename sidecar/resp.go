@@ -42,6 +42,9 @@ type framer struct {
 	off   int                // bytes of the current reply scanned (complete values)
 	depth int                // aggregates open
 	left  [maxReplyDepth]int // elements still expected, per open aggregate
+	// bulkLeft (drop only): bytes of a bulk string's payload and CRLF
+	// still to come, the string's header and first bytes already dropped.
+	bulkLeft int
 }
 
 // next returns the length of the reply that starts at b[0] once it is
@@ -108,20 +111,107 @@ func (f *framer) next(b []byte) (int, error) {
 			f.depth++
 			continue
 		}
-		// A value is complete: so is every aggregate it completes.
-		for f.depth > 0 {
-			f.left[f.depth-1]--
-			if f.left[f.depth-1] > 0 {
-				break
-			}
-			f.depth--
-		}
-		if f.depth == 0 {
+		if f.completed() {
 			n := f.off
 			f.off = 0
 			return n, nil
 		}
 	}
+}
+
+// completed counts a value as complete, and so every aggregate it
+// completes; it reports whether the reply is then complete.
+func (f *framer) completed() bool {
+	for f.depth > 0 {
+		f.left[f.depth-1]--
+		if f.left[f.depth-1] > 0 {
+			break
+		}
+		f.depth--
+	}
+	return f.depth == 0
+}
+
+// drop frames the reply that starts at b[0] as next does, for a reader
+// that discards it as it comes (a reply larger than Config.ReplyLimit):
+// it returns how many bytes at the front of b are done with (scanned
+// values, and the part of a bulk string that has come, however large
+// the string) and whether the reply ends there. The caller removes those
+// bytes from b before the next call (b then starts mid-reply, which the
+// framer's state covers); after done, b[n:] is the next reply and the
+// framer is reset for it. Called once a reply is past the limit, with b
+// holding the part not yet dropped; no allocation.
+func (f *framer) drop(b []byte) (n int, done bool, err error) {
+	if f.bulkLeft > 0 {
+		k := min(f.bulkLeft, len(b))
+		f.bulkLeft -= k
+		if f.bulkLeft > 0 {
+			return k, false, nil
+		}
+		if f.completed() {
+			return k, true, nil
+		}
+		n, b = k, b[k:]
+	}
+	end, err := f.next(b)
+	switch {
+	case err != nil:
+		return 0, false, err
+	case end > 0:
+		return n + end, true, nil
+	}
+	// b[f.off:] is the start of a value not complete yet: a bulk string
+	// whose header is here is dropped as far as it has come.
+	rest := b[f.off:]
+	if len(rest) > 0 && (rest[0] == '$' || rest[0] == '!' || rest[0] == '=') {
+		if nl := lineEnd(rest); nl >= 2 && rest[nl-1] == '\r' {
+			if size, ok := lineInt(rest[1 : nl-1]); ok && size >= 0 {
+				// next has seen the header and found size+2 bytes
+				// not all here (else it would have framed them).
+				whole := nl + 1 + size + 2
+				f.bulkLeft = whole - len(rest)
+				n += len(b)
+				f.off = 0
+				return n, false, nil
+			}
+		}
+	}
+	n += f.off
+	f.off = 0
+	return n, false, nil
+}
+
+// replyOverLimit is the outcome of a request whose reply passed
+// Config.ReplyLimit and was dropped as it came: n bytes of it had come
+// when it ended.
+type replyOverLimit struct{ n int64 }
+
+func (e *replyOverLimit) Error() string {
+	return "sidecar: owner reply of " + strconv.FormatInt(e.n, 10) + " bytes dropped past the output limit"
+}
+
+// shrinkTo drops b's first n bytes. A buffer grown past keep (for a large
+// reply) is replaced by one of keep bytes when the rest fits in it.
+func shrinkTo(b []byte, n, keep int) []byte {
+	rest := b[n:]
+	if cap(b) <= keep || len(rest) > keep {
+		return b[:copy(b, rest)]
+	}
+	nb := make([]byte, len(rest), keep)
+	copy(nb, rest)
+	return nb
+}
+
+// growTo is the next capacity of a reader's buffer of capacity c: twice
+// c (at least least), but with a reply limit (Config.ReplyLimit) not much
+// past it: a reply that passes the limit is dropped, so the buffer need
+// not hold more than the limit and a read.
+func growTo(c, least int, limit int64) int {
+	n := max(2*c, least)
+	if limit > 0 && int64(n) >= limit {
+		n = max(int(min(limit, 1<<40))+64<<10, c+64<<10)
+	}
+	return n
 }
 
 // lineEnd returns the index of the first '\n' in b, or -1. Owner replies

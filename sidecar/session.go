@@ -382,6 +382,13 @@ func (s *session) follow(req *server.ForwardReq, r *request, o *owner, ask bool)
 // hide what o did (docs/sidecar.md, "A write sent is never answered by
 // the fallback").
 func (s *session) failed(req *server.ForwardReq, o *owner, err error, sent bool) {
+	if e, ok := err.(*replyOverLimit); ok {
+		// The owner answered, past the client's output limit: the
+		// server closes the client (its reply is gone, as Redis drops
+		// the output of a client it closes for the limit).
+		req.Reply, req.Dropped = nil, e.n
+		return
+	}
 	if !sent || !req.Write || decisionReq(req) {
 		s.fallback(req, o)
 		return

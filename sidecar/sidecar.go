@@ -91,6 +91,14 @@ type Config struct {
 	MaxInFlight int
 	// Logger, default slog.Default().
 	Logger *slog.Logger
+	// ReplyLimit, when above 0, bounds how much of one owner reply the
+	// sidecar collects: a reply that passes it is read on and discarded
+	// as it comes, and its request answered ForwardReq.Dropped, which
+	// makes the server close the client for its output limit. Set it to
+	// the hard output limit of the server the sidecar forwards for
+	// (--client-output-buffer-limit): a reply past it closes the client
+	// anyway, as Redis closes one. 0: replies are collected whole.
+	ReplyLimit int64
 }
 
 // Sidecar forwards commands to their owners; it implements
@@ -111,6 +119,7 @@ type Sidecar struct {
 	closed     chan struct{}
 	closeOnce  sync.Once
 	wg         sync.WaitGroup
+	goMu       sync.Mutex // goTracked: orders wg.Add before Close's Wait
 
 	stats Stats
 }
@@ -237,7 +246,9 @@ func (s *Sidecar) Start() {
 
 // Close stops the refreshes and probes and closes every upstream connection.
 func (s *Sidecar) Close() {
+	s.goMu.Lock()
 	s.closeOnce.Do(func() { close(s.closed) })
+	s.goMu.Unlock()
 	s.wg.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -270,7 +281,8 @@ func (s *Sidecar) ownerFor(addr string) *owner {
 }
 
 func (s *Sidecar) dialOpts(resp3 bool) dialOptions {
-	return dialOptions{timeout: s.cfg.Timeout, user: s.cfg.User, password: s.cfg.Password, tls: s.cfg.TLS, resp3: resp3}
+	return dialOptions{timeout: s.cfg.Timeout, user: s.cfg.User, password: s.cfg.Password, tls: s.cfg.TLS, resp3: resp3,
+		replyLimit: s.cfg.ReplyLimit}
 }
 
 // refresh reads CLUSTER SLOTS from the current owners, then the seeds,
@@ -402,13 +414,34 @@ func joinHostPort(host string, port int64) string {
 	return host + ":" + strconv.FormatInt(port, 10)
 }
 
+// goTracked counts in wg a goroutine about to start and reports true,
+// unless Close has begun (then false: start none). A WaitGroup's Add must
+// not race its Wait: an owner failing (a connection's reader calls
+// owner.failed, which starts a probe) while Close waits raced, and the
+// probe could start after Wait returned. The check and the Add are under
+// goMu, which Close takes to close s.closed. Any goroutine.
+func (s *Sidecar) goTracked() bool {
+	s.goMu.Lock()
+	defer s.goMu.Unlock()
+	select {
+	case <-s.closed:
+		return false
+	default:
+	}
+	s.wg.Add(1)
+	return true
+}
+
 // triggerRefresh reads the topology again in the background, unless a
 // read is already running.
 func (s *Sidecar) triggerRefresh() {
 	if !s.refreshing.CompareAndSwap(false, true) {
 		return
 	}
-	s.wg.Add(1)
+	if !s.goTracked() {
+		s.refreshing.Store(false)
+		return
+	}
 	go func() {
 		defer s.wg.Done()
 		defer s.refreshing.Store(false)

@@ -551,4 +551,5 @@ func TestSidecarBlockingPath(t *testing.T) {
 	t.Run("SentWriteNotAnsweredByFallback", TestSidecarSentWriteNotAnsweredByFallback)
 	t.Run("OutputLimitBoundsPipelinedReplies", TestSidecarOutputLimitBoundsPipelinedReplies)
 	t.Run("OutputLimitClosesAtTheLimit", TestSidecarOutputLimitClosesAtTheLimit)
+	t.Run("OutputLimitOneLargeReply", TestSidecarOutputLimitOneLargeReply)
 }
