@@ -181,32 +181,39 @@ func sortElements(out []kinds.Element) {
 // copying every source (readSources): the candidates are the members of
 // one set (for an intersection the smallest, for a difference the first),
 // copied with their scores in that set's order; then every source is
-// read once, in key order, and each candidate still in looked up in it
-// (Score: O(1)), as Redis's zunionInterDiffGenericCommand does. An
-// intersection's scores are weighted and combined in key order as
-// zsetAlgebra does, and sorted once; a difference keeps the first set's
+// read once (an intersection's from the smallest set to the largest, as
+// Redis's qsort orders them; a difference's in key order), and each
+// candidate still in looked up in it (Score: O(1)), as Redis's
+// zunionInterDiffGenericCommand does. An intersection's scores are
+// weighted and combined in that order as zsetAlgebra does, and sorted
+// once; a difference keeps the first set's
 // scores and order, which is already the reply's. Every key is read (a
 // source of another kind is WRONGTYPE even when the result is empty). A
 // million-member ZINTER or ZDIFF of two sets copied 2M members into maps
 // and sorted the result: 1.2-2.0 s of event loop against Redis's
 // 0.7-0.9 s. The caller's goroutine; holds one source's lock at a time.
 func zsetInterDiff(x *server.Ctx, op int, keys [][]byte, weights []float64, agg string) ([]kinds.Element, bool) {
-	from := 0
+	// order is the order the sources are read and an intersection's
+	// scores combined in: Redis's, from the smallest set to the largest
+	// (a stable sort by cardinality), so that a sum rounds as Redis's
+	// and inf + -inf meets where it does; a difference's is key order.
+	order := make([]int, len(keys))
+	for i := range order {
+		order[i] = i
+	}
 	if op == opInter {
-		least := -1
+		card := make([]int, len(keys))
 		for i, k := range keys {
-			n := 0
 			if _, err := x.Store().ReadObject(k, store.KindZSet, x.NowMs(), func(o store.Object) {
-				n = o.(*kinds.ZSet).Len()
+				card[i] = o.(*kinds.ZSet).Len()
 			}); err != nil {
 				replyStoreErr(x, err)
 				return nil, false
 			}
-			if least < 0 || n < least {
-				least, from = n, i
-			}
 		}
+		slices.SortStableFunc(order, func(a, b int) int { return card[a] - card[b] })
 	}
+	from := order[0]
 	var cand []kinds.Element
 	if _, err := x.Store().ReadObject(keys[from], store.KindZSet, x.NowMs(), func(o store.Object) {
 		z := o.(*kinds.ZSet)
@@ -220,7 +227,8 @@ func zsetInterDiff(x *server.Ctx, op int, keys [][]byte, weights []float64, agg 
 		replyStoreErr(x, err)
 		return nil, false
 	}
-	for i, k := range keys {
+	for pos, i := range order {
+		k := keys[i]
 		if op == opDiff && i == 0 {
 			continue // the candidates, with their scores
 		}
@@ -236,10 +244,13 @@ func zsetInterDiff(x *server.Ctx, op int, keys [][]byte, weights []float64, agg 
 					}
 				case !in:
 					continue
-				case i == 0:
-					e.Score = zWeighted(weights[0], t)
+				case pos == 0:
+					e.Score = zWeighted(weights[i], t)
 				default:
-					e.Score = zCombine(agg, e.Score, zWeighted(weights[i], t))
+					// Not zWeighted: Redis checks the product for NaN
+					// only for the first set; a NaN here makes a sum 0
+					// and is ignored by MIN and MAX (zCombine).
+					e.Score = zCombine(agg, e.Score, weights[i]*t)
 				}
 				kept = append(kept, e)
 			}
@@ -273,11 +284,19 @@ func zWeighted(w, s float64) float64 {
 // zCombine aggregates v into acc by agg ("sum", "min" or "max"); a NaN
 // sum (inf + -inf) is 0, as in Redis.
 func zCombine(agg string, acc, v float64) float64 {
+	// Redis's comparisons, not math.Min/Max: a tie keeps acc, so that
+	// -0 against 0 keeps the first one's sign.
 	switch agg {
 	case "min":
-		return math.Min(acc, v)
+		if v < acc {
+			return v
+		}
+		return acc
 	case "max":
-		return math.Max(acc, v)
+		if v > acc {
+			return v
+		}
+		return acc
 	}
 	r := acc + v
 	if math.IsNaN(r) {
@@ -290,6 +309,21 @@ func zCombine(agg string, acc, v float64) float64 {
 // weighted scores (a NaN product is 0), aggregated by sum (a NaN sum is
 // 0), min or max; a difference keeps the first set's scores.
 func zsetAlgebra(op int, srcs []map[string]float64, weights []float64, agg string) map[string]float64 {
+	if op != opDiff {
+		// Redis combines the sources from the smallest set to the
+		// largest (qsort by cardinality): the order a sum's rounding
+		// and an inf + -inf depend on.
+		order := make([]int, len(srcs))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return len(srcs[a]) - len(srcs[b]) })
+		sorted, sw := make([]map[string]float64, len(srcs)), make([]float64, len(srcs))
+		for j, i := range order {
+			sorted[j], sw[j] = srcs[i], weights[i]
+		}
+		srcs, weights = sorted, sw
+	}
 	weighted := func(i int, s float64) float64 { return zWeighted(weights[i], s) }
 	combine := func(acc, v float64) float64 { return zCombine(agg, acc, v) }
 	res := map[string]float64{}
@@ -311,7 +345,7 @@ func zsetAlgebra(op int, srcs []map[string]float64, weights []float64, agg strin
 			for i := 1; i < len(srcs) && in; i++ {
 				var t float64
 				if t, in = srcs[i][m]; in {
-					acc = combine(acc, weighted(i, t))
+					acc = combine(acc, weights[i]*t) // unchecked product, as Redis's
 				}
 			}
 			if in {
