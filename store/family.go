@@ -33,8 +33,9 @@ func (s *Store) ThrottleIn(u gcra.Unit, key []byte, lim gcra.Limit, q int64, now
 	if ok {
 		e := &sh.slab[slot]
 		if e.flags&(flagInvalid|kindMask) != 0 {
+			err := e.unreadableErr() // under the lock: a writer of the shard changes flags
 			sh.mu.Unlock()
-			return gcra.Result{}, e.unreadableErr()
+			return gcra.Result{}, err
 		}
 		tat = sh.tatLocked(e)
 	}
@@ -98,8 +99,9 @@ func (s *Store) Peek(u gcra.Unit, key []byte, lim gcra.Limit, q int64, nowNs int
 			case !e.alive(nowNs / 1e6):
 				ok = false
 			case e.flags&(flagInvalid|kindMask) != 0:
+				err := e.unreadableErr() // under the lock: a writer of the shard changes flags
 				sh.mu.Unlock()
-				return gcra.Result{}, e.unreadableErr()
+				return gcra.Result{}, err
 			default:
 				tat = sh.tatLocked(e)
 			}

@@ -569,8 +569,9 @@ func (s *Store) Throttle(key []byte, lim gcra.Limit, q int64, nowNs int64) (gcra
 		e := &sh.slab[slot]
 		if e.flags&(flagInvalid|flagRaw|kindMask) != 0 {
 			if e.flags&(flagInvalid|kindMask) != 0 {
+				err := e.unreadableErr() // under the lock: a writer of the shard changes flags
 				sh.mu.Unlock()
-				return gcra.Result{}, e.unreadableErr()
+				return gcra.Result{}, err
 			}
 			tat = sh.tatLocked(e) // a verbatim number, such as "+5"
 		} else {
