@@ -206,6 +206,13 @@ func (l Limit) decideLog(state []byte, now, q int64, e *logEdit) (Result, bool, 
 		e.src, e.end = s.first+timeLen(state, s.first), s.last
 		tail = binary.AppendUvarint(tail, uint64(now-prevTime(state, s)))
 		tail = binary.AppendUvarint(tail, uint64(s.lastCount+q))
+	case s.n < MaxLogEntries && s.first == 1:
+		// Every entry is still in the window (about half the calls of a
+		// key called at a steady rate): the state stays as it is, t₀
+		// included, and the new entry goes after it.
+		e.src, e.end = 1, len(state)
+		tail = binary.AppendUvarint(tail, uint64(now-s.lastT))
+		tail = binary.AppendUvarint(tail, uint64(q))
 	case s.n < MaxLogEntries:
 		head = binary.AppendVarint(head, s.firstT)
 		e.src, e.end = s.first+timeLen(state, s.first), len(state)
@@ -252,7 +259,9 @@ func (l Limit) ApplyInPlace(state []byte, nowMs, q int64, buf []byte) (r Result,
 		return r, append(next, e.tail[:e.tn]...), false, true, nil
 	}
 	out := state[:n]
-	copy(out[1+e.hn:], state[e.src:e.end]) // first: the head may cover these bytes
+	if e.src != 1+e.hn { // else the kept entries are where they stay
+		copy(out[1+e.hn:], state[e.src:e.end]) // first: the head may cover these bytes
+	}
 	out[0] = byte(Log)
 	copy(out[1:], e.head[:e.hn])
 	copy(out[1+e.hn+kept:], e.tail[:e.tn])
