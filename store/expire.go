@@ -76,7 +76,7 @@ const sweepBatch = 64
 // sweepBatchLocked is one batch of the expiry sweep (SweepStep): it looks
 // at the next sweepBatch slots of the shard (fewer when the shard is
 // smaller), wrapping at the slab's end, removes the expired keys among
-// them (but an inline window key in its grace, winGrace), and returns how
+// them (but a window key in its grace, winGrace), and returns how
 // many slots it saw and keys it removed. Requires sh.mu.
 //
 // Cost: the slab entries are read in order (the hardware prefetcher

@@ -90,8 +90,9 @@ const (
 // inline rather than in a heap block.
 func (e *entry) winInline() bool { t := e.tat & 0xFF; return t == winTagFixed || t == winTagSliding }
 
-// winGraceMs is how long after its expiry the sweep leaves an inline
-// window key (FIXED or SLIDING counters in the entry) alone.
+// winGraceMs is how long after its expiry the sweep leaves a window key
+// alone: inline FIXED or SLIDING counters, or a LOG (or long-named) key's
+// state in its block.
 //
 // Why: every key of a FIXED window expires at the window's end, and under
 // load the next call comes soon after. If the sweep got there first, that
@@ -102,24 +103,31 @@ func (e *entry) winInline() bool { t := e.tat & 0xFF; return t == winTagFixed ||
 // (Window reuses an expired slot that it writes): no index change at all.
 // In a CPU profile of bench/window.sh's FIXED row at pipeline 16 that
 // churn was the largest cost a FIXED call paid beyond a CL.THROTTLE call.
+// A LOG key expires a window after its last allowed call; one called
+// again within the grace after that (a client a little slower than the
+// window, or back after a pause) is made again in its slot and its block
+// (putWindowLocked reuses a block the state fits): no index change, no
+// block freed and allocated, no deletion record for persistence. In
+// bench/window.sh's LOG row 6-8% of the calls remade a key the sweep had
+// removed during the CL.THROTTLE row before it.
 //
 // What it changes: no read or write sees the key. An expired key is
 // missing for every read and write whether or not the sweep has removed it
 // (the lookups test the expiry); the counts (DBSIZE, INFO keyspace) include
 // expired keys not yet removed, as Redis's do, so for up to a second they
-// count expired inline window keys that a sweep would have removed; the key is removed by the first lookup, the sweep after
-// the grace, or eviction, which takes expired keys at any time. Memory:
-// the keys that expired in the last second keep their entries (no block:
-// inline counters have none) a second longer, at most the keys that were
-// live a second ago; a LOG key, a longer name or counts held in a block
-// are swept as before.
+// count expired window keys that a sweep would have removed; the key is
+// removed by the first lookup that does not write it, the sweep after the
+// grace, or eviction, which takes expired keys at any time. Memory: the
+// window keys that expired in the last second keep their entries and
+// blocks (and their charge in used_memory) a second longer: at most the
+// window keys that were live a second ago.
 const winGraceMs = 1000
 
-// winGrace reports whether e, expired at nowMs, is an inline window key
-// within winGraceMs of its expiry, which the sweep leaves alone. Cost: a
+// winGrace reports whether e, expired at nowMs, is a window key within
+// winGraceMs of its expiry, which the sweep leaves alone. Cost: a
 // subtraction and a flags test for an expired key (the sweep's loop).
 func (e *entry) winGrace(nowMs int64) bool {
-	return nowMs-e.exp < winGraceMs && e.flags&kindMask == kindFlags(KindWindow) && e.winInline()
+	return nowMs-e.exp < winGraceMs && e.flags&kindMask == kindFlags(KindWindow)
 }
 
 // winPack packs counters of mode m into an entry's tat and off, or

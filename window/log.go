@@ -1,6 +1,9 @@
 package window
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
 // LOG's state is its entries, oldest first, each a time (Unix ms) and the
 // number of units accepted at it (≥ 1):
@@ -43,11 +46,11 @@ func scanLog(state []byte, now, w int64) (logScan, error) {
 		return s, nil
 	}
 	lo := now - w // entries at t > lo are in the window
-	t, n := binary.Varint(state[1:])
-	if n <= 0 {
+	t, off := varintHead(state)
+	if off <= 0 {
 		return s, ErrCorrupt
 	}
-	off := 1 + n
+	var n int
 	var (
 		used, lastCount int64
 		in, entries     int
@@ -106,6 +109,31 @@ func scanLog(state []byte, now, w int64) (logScan, error) {
 	s.used, s.n, s.entries = used, in, entries
 	s.last, s.lastT, s.lastCount = at, t, lastCount
 	return s, nil
+}
+
+// varintHead decodes t₀, the zigzag varint at state[1:] (len(state) ≥
+// 2): its value and the offset just past it, or an offset ≤ 0 where
+// binary.Varint's n is. With 8 bytes to read, a varint of up to 8 bytes
+// (t₀ in ms since the epoch takes 6) is decoded without a loop: the first
+// byte without its continuation bit ends it, and three mask-and-shift
+// steps pack its 7-bit groups. Else binary.Varint.
+func varintHead(state []byte) (int64, int) {
+	if len(state) >= 9 {
+		x := binary.LittleEndian.Uint64(state[1:])
+		if stops := ^x & 0x8080808080808080; stops != 0 {
+			n := bits.TrailingZeros64(stops)/8 + 1
+			x &= 1<<(uint(n)*8) - 1 // its n bytes (for n = 8 the shift gives 0, and 0 - 1 keeps all)
+			x = x&0x007f007f007f007f | x&0x7f007f007f007f00>>1
+			x = x&0x00003fff00003fff | x&0x3fff00003fff0000>>2
+			x = x&0x000000000fffffff | x&0x0fffffff00000000>>4
+			return int64(x>>1) ^ -int64(x&1), 1 + n
+		}
+	}
+	v, n := binary.Varint(state[1:])
+	if n <= 0 {
+		return 0, n
+	}
+	return v, 1 + n
 }
 
 // applyLog is LOG (spec "LOG").
@@ -178,6 +206,13 @@ func (l Limit) decideLog(state []byte, now, q int64, e *logEdit) (Result, bool, 
 		e.src, e.end = s.first+timeLen(state, s.first), s.last
 		tail = binary.AppendUvarint(tail, uint64(now-prevTime(state, s)))
 		tail = binary.AppendUvarint(tail, uint64(s.lastCount+q))
+	case s.n < MaxLogEntries && s.first == 1:
+		// Every entry is still in the window (about half the calls of a
+		// key called at a steady rate): the state stays as it is, t₀
+		// included, and the new entry goes after it.
+		e.src, e.end = 1, len(state)
+		tail = binary.AppendUvarint(tail, uint64(now-s.lastT))
+		tail = binary.AppendUvarint(tail, uint64(q))
 	case s.n < MaxLogEntries:
 		head = binary.AppendVarint(head, s.firstT)
 		e.src, e.end = s.first+timeLen(state, s.first), len(state)
@@ -224,7 +259,9 @@ func (l Limit) ApplyInPlace(state []byte, nowMs, q int64, buf []byte) (r Result,
 		return r, append(next, e.tail[:e.tn]...), false, true, nil
 	}
 	out := state[:n]
-	copy(out[1+e.hn:], state[e.src:e.end]) // first: the head may cover these bytes
+	if e.src != 1+e.hn { // else the kept entries are where they stay
+		copy(out[1+e.hn:], state[e.src:e.end]) // first: the head may cover these bytes
+	}
 	out[0] = byte(Log)
 	copy(out[1:], e.head[:e.hn])
 	copy(out[1+e.hn+kept:], e.tail[:e.tn])
@@ -235,8 +272,8 @@ func (l Limit) ApplyInPlace(state []byte, nowMs, q int64, buf []byte) (r Result,
 // entry at off (validated by scanLog).
 func timeLen(state []byte, off int) int {
 	if off == 1 {
-		_, n := binary.Varint(state[off:])
-		return n
+		_, end := varintHead(state)
+		return end - 1
 	}
 	_, n := binary.Uvarint(state[off:])
 	return n

@@ -155,3 +155,46 @@ func BenchmarkScanLog(b *testing.B) {
 		}
 	}
 }
+
+// TestVarintHead: varintHead decodes t₀ as binary.Varint does for every
+// length of varint (1 to 10 bytes), with and without 8 bytes to read
+// after the mode byte, every truncation and a continuation bit set on
+// each byte (both paths: a varint of more than 8 bytes, or a short
+// state, falls back to binary.Varint).
+func TestVarintHead(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 5))
+	vals := []int64{0, -1, 1, 63, -64, 64, 1<<41 + 12345, 1_700_000_000_000, -1_700_000_000_000, math.MaxInt64, math.MinInt64}
+	for shift := range 64 {
+		vals = append(vals, int64(1)<<shift, -(int64(1) << shift), r.Int64()>>shift, -(r.Int64() >> shift))
+	}
+	for _, v := range vals {
+		for _, pad := range []int{0, 1, 3, 9} {
+			st := binary.AppendVarint([]byte{byte(Log)}, v)
+			for range pad {
+				st = append(st, byte(r.IntN(256)))
+			}
+			for cut := 2; cut <= len(st); cut++ {
+				check := func(st []byte) {
+					t.Helper()
+					got, off := varintHead(st)
+					want, n := binary.Varint(st[1:])
+					if n <= 0 {
+						if off > 0 {
+							t.Fatalf("varintHead(%x) = %d, %d; binary.Varint n %d", st, got, off, n)
+						}
+						return
+					}
+					if got != want || off != 1+n {
+						t.Fatalf("varintHead(%x) = %d, %d; want %d, %d", st, got, off, want, 1+n)
+					}
+				}
+				check(st[:cut])
+				for i := 1; i < cut; i++ {
+					bad := append([]byte(nil), st[:cut]...)
+					bad[i] |= 0x80
+					check(bad)
+				}
+			}
+		}
+	}
+}
