@@ -1,6 +1,7 @@
 package data
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -294,34 +295,35 @@ func hincrbyCmd(x *server.Ctx) {
 
 func hincrbyfloatCmd(x *server.Ctx) {
 	args := x.Args()
-	if !kinds.ValidFloat(args[3]) {
-		x.Error(errNotFloat)
-		return
-	}
 	// Redis adds in long double (x87, 64-bit significand), as INCRBYFLOAT:
 	// kinds.IncrByFloat's arithmetic, so that a sum's last digits agree
 	// (float64 gave 9223372036854776000 for 9223372036854775806 + 3,
-	// Redis 9223372036854775809). 0 + an infinity is the only way the
-	// increment alone is refused.
+	// Redis 9223372036854775809). 0 + the increment checks it alone:
+	// not a float, or an infinity. Cost: about 3 µs more CPU a call
+	// than float64 (INCRBYFLOAT's).
 	if _, err := kinds.IncrByFloat(nil, args[3]); err != nil {
-		x.Error("ERR value is NaN or Infinity")
+		if errors.Is(err, kinds.ErrNotFloat) {
+			x.Error(errNotFloat)
+		} else {
+			x.Error("ERR value is NaN or Infinity")
+		}
 		return
 	}
 	var errText, result string
 	if _, ok := writeHash(x, true, func(h *kinds.Hash) bool {
 		var cur []byte
 		if v, had := h.Get(string(args[2])); had {
-			if !kinds.ValidFloat([]byte(v)) {
-				errText = "ERR hash value is not a float"
-				return false
-			}
 			cur = []byte(v)
 		} else if tooBig(h.Len(), 1) {
 			errText = errTooBig
 			return false
 		}
 		sum, err := kinds.IncrByFloat(cur, args[3])
-		if err != nil {
+		switch {
+		case errors.Is(err, kinds.ErrNotFloat): // the increment is one
+			errText = "ERR hash value is not a float"
+			return false
+		case err != nil:
 			errText = "ERR increment would produce NaN or Infinity"
 			return false
 		}
