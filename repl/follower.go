@@ -138,6 +138,7 @@ func (f *follower) session(c net.Conn) error {
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
+	c = rawConn(c)
 	w := bufio.NewWriter(c)
 	hello := binary.AppendUvarint([]byte(magic), f.epoch)
 	r, p, buf, refused, err := greet(c, frameHello, hello)
