@@ -9,56 +9,33 @@ import (
 // in a slice (so HRANDFIELD picks in O(1) and HGETALL walks memory in
 // order) indexed by a map; a deleted field is replaced by the last one.
 //
-// A small hash is kept compact (compact.go): its fields in one []byte,
-// in insertion order, until it holds more than CompactMaxHashEntries fields or
-// a field or value longer than CompactMaxValue.
+// A small hash is kept compact (hcompact.go): its fields in one block of
+// bytes, in insertion order, until it holds more than
+// CompactMaxHashEntries fields or a field or value longer than
+// CompactMaxValue.
 //
 // The zero value is an empty hash, ready to use. Not safe for concurrent
 // use.
 //
-// The struct is 24 bytes, a size class of its own (hashCompactBase): a
-// 10-field hash is mostly this struct, its bytes and the store's entry.
-// One pointer serves both forms: while compact p is the first byte of the
-// compact bytes (nil while nothing is allocated), whose length,
-// capacity and field count are packed in m, so the bytes cost 16 bytes of
-// header where a slice header and a count took 28; in the full form
-// (m = hashFullForm) p is its *hashFull. The garbage collector follows p
-// in either case (an unsafe.Pointer keeps whatever allocation it points
-// into alive). lp, setLp and full rebuild the typed views: a few register
-// operations, no load.
+// The struct is 16 bytes, a size class of its own (hashCompactBase): a
+// 10-field hash is mostly this struct, its block and the store's entry.
+// One pointer serves both forms: while compact p is the compact block
+// (nil while nothing is allocated), whose first 8 bytes hold the pairs'
+// length, the block's capacity and the field count (hcompact.go); in the
+// full form p is its *hashFull plus one (the low bit tells the forms apart
+// without a load; the pointer still points into the hashFull, so the
+// garbage collector keeps it alive). blk, lp and full rebuild the typed
+// views.
 type Hash struct {
 	journal                // journal.go; kept across the change of form
-	p       unsafe.Pointer // compact: the bytes; full: *hashFull
-	m       hashMeta       // compact: the bytes' length and capacity, the field count
-}
-
-// hashMeta packs a compact Hash's length, capacity and field count,
-// hashMetaBits each (a compact hash holds at most 512 fields of at most
-// 130 bytes: 66,560 bytes, in 69,632 allocated), or is hashFullForm.
-type hashMeta uint64
-
-const (
-	hashMetaBits = 20
-	hashMetaMask = 1<<hashMetaBits - 1
-	hashOneField = 1 << (2 * hashMetaBits) // m's unit of field count
-	hashFullForm = hashMeta(1 << 63)       // m in the full form
-)
-
-func (m hashMeta) ln() int { return int(m & hashMetaMask) }
-func (m hashMeta) cp() int { return int(m >> hashMetaBits & hashMetaMask) }
-func (m hashMeta) n() int  { return int(m >> (2 * hashMetaBits) & hashMetaMask) }
-
-// lp is a compact h's bytes.
-func (h *Hash) lp() []byte { return unsafe.Slice((*byte)(h.p), h.m.cp())[:h.m.ln()] }
-
-// setLp makes b a compact h's bytes.
-func (h *Hash) setLp(b []byte) {
-	h.p = unsafe.Pointer(unsafe.SliceData(b))
-	h.m = h.m&^(1<<(2*hashMetaBits)-1) | hashMeta(len(b)) | hashMeta(cap(b))<<hashMetaBits
+	p       unsafe.Pointer // compact: the block; full: *hashFull + 1
 }
 
 // full is a full h's form.
-func (h *Hash) full() *hashFull { return (*hashFull)(h.p) }
+func (h *Hash) full() *hashFull { return (*hashFull)(unsafe.Add(h.p, -1)) }
+
+// setFull makes f h's form.
+func (h *Hash) setFullForm(f *hashFull) { h.p = unsafe.Add(unsafe.Pointer(f), 1) }
 
 // hashFull is a Hash's full form.
 type hashFull struct {
@@ -80,7 +57,7 @@ func NewHash() *Hash { return &Hash{} }
 // Len is the number of fields.
 func (h *Hash) Len() int {
 	if h.compact() {
-		return h.m.n()
+		return h.meta().n()
 	}
 	return len(h.full().items)
 }
@@ -153,10 +130,14 @@ func (h *Hash) SetTransient(field, value string) (added bool) {
 // allocations, 448 bytes of garbage, against 1). Otherwise it does
 // nothing. O(1) and one allocation at most.
 func (h *Hash) Presize(pairs, bytes, longest int) {
-	if !h.compact() || h.m.cp() != 0 || pairs > CompactMaxHashEntries || longest > CompactMaxValue {
+	if !h.compact() || h.p != nil || pairs > CompactMaxHashEntries || longest > CompactMaxValue {
 		return
 	}
-	h.setLp(make([]byte, 0, allocSize(2*pairs+bytes)))
+	heads := pairs // every pair's head is one byte when its lengths are short
+	if longest > hpShortMax {
+		heads = 3 * pairs
+	}
+	h.newBlock(heads + bytes)
 }
 
 // setFull is Set on a full h, unrecorded.
@@ -214,7 +195,7 @@ func (h *Hash) At(i int) HashField {
 // Each calls fn for every field until it returns false.
 func (h *Hash) Each(fn func(field, value string) bool) {
 	if h.compact() {
-		for off := 0; off < h.m.ln(); {
+		for off, n := 0, h.meta().ln(); off < n; {
 			f, v, next := h.lpEntry(off)
 			if !fn(f, v) {
 				return

@@ -69,9 +69,19 @@ func (r *reader) count(min int) int {
 func (h *Hash) AppendImage(b []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(h.Len()))
 	if h.compact() {
-		// Its bytes are the image's pairs already: [len] field [len] value,
-		// every length under 128 (CompactMaxValue), a one-byte uvarint.
-		return append(b, h.lp()...)
+		// Each pair's head becomes two one-byte uvarints (every length is
+		// at most CompactMaxValue, under 128).
+		lp := h.lp()
+		b = slices.Grow(b, len(lp)+h.Len())
+		for off := 0; off < len(lp); {
+			fl, vl, hl := hpHead(lp, off)
+			off += hl
+			b = append(append(b, byte(fl)), lp[off:off+fl]...)
+			off += fl
+			b = append(append(b, byte(vl)), lp[off:off+vl]...)
+			off += vl
+		}
+		return b
 	}
 	h.Each(func(f, v string) bool {
 		b = appendStr(b, f)
