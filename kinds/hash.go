@@ -17,31 +17,27 @@ import (
 // The zero value is an empty hash, ready to use. Not safe for concurrent
 // use.
 //
-// The struct is 16 bytes, a size class of its own (hashCompactBase): a
-// 10-field hash is mostly this struct, its block and the store's entry.
-// One pointer serves both forms: while compact p is the compact block
-// (nil while nothing is allocated), whose first 8 bytes hold the pairs'
-// length, the block's capacity and the field count (hcompact.go); in the
-// full form p is its *hashFull plus one (the low bit tells the forms apart
-// without a load; the pointer still points into the hashFull, so the
-// garbage collector keeps it alive). blk, lp and full rebuild the typed
-// views.
+// The struct is one pointer, 8 bytes, a size class of its own
+// (hashCompactBase): a 10-field hash is mostly its block and the store's
+// entry. The pointer's low two bits tell its forms apart without a load
+// (hjournal.go): a compact hash that records nothing points at its block
+// (hcompact.go; nil while nothing is allocated), whose first 8 bytes hold
+// the pairs' length, the block's capacity and the field count; a compact
+// hash whose image is on disk and that has recorded nothing since points
+// at its block too, tagged; a compact hash with records of its own points
+// at a small struct holding its journal and its block; a full hash points
+// at its *hashFull, which holds its journal. Every tagged pointer still
+// points into its allocation, so the garbage collector keeps it alive.
 type Hash struct {
-	journal                // journal.go; kept across the change of form
-	p       unsafe.Pointer // compact: the block; full: *hashFull + 1
+	x unsafe.Pointer // the form and its pointer (hjournal.go)
 }
-
-// full is a full h's form.
-func (h *Hash) full() *hashFull { return (*hashFull)(unsafe.Add(h.p, -1)) }
-
-// setFull makes f h's form.
-func (h *Hash) setFullForm(f *hashFull) { h.p = unsafe.Add(unsafe.Pointer(f), 1) }
 
 // hashFull is a Hash's full form.
 type hashFull struct {
-	idx   map[string]int32
-	items []HashField
-	size  int64
+	journal // journal.go; the compact form's, kept across the change
+	idx     map[string]int32
+	items   []HashField
+	size    int64
 }
 
 // HashField is one field of a Hash and its value.
@@ -95,6 +91,11 @@ func (h *Hash) Set(field, value string) (added bool) {
 		// write can move the compact bytes they might point into.
 		h.rec2('S', field, value, h.Size())
 	}
+	return h.set(field, value)
+}
+
+// set is Set, unrecorded.
+func (h *Hash) set(field, value string) (added bool) {
 	if h.compact() {
 		if added, done := h.lpSet(field, value); done {
 			return added
@@ -130,7 +131,7 @@ func (h *Hash) SetTransient(field, value string) (added bool) {
 // allocations, 448 bytes of garbage, against 1). Otherwise it does
 // nothing. O(1) and one allocation at most.
 func (h *Hash) Presize(pairs, bytes, longest int) {
-	if !h.compact() || h.p != nil || pairs > CompactMaxHashEntries || longest > CompactMaxValue {
+	if !h.compact() || h.blk() != nil || pairs > CompactMaxHashEntries || longest > CompactMaxValue {
 		return
 	}
 	heads := pairs // every pair's head is one byte when its lengths are short
@@ -155,16 +156,19 @@ func (h *Hash) setFull(field, value string) (added bool) {
 }
 
 // Delete removes field and reports whether it was there.
-func (h *Hash) Delete(field string) bool {
+func (h *Hash) Delete(field string) bool { return h.del(field, true) }
+
+// del is Delete, recorded when record.
+func (h *Hash) del(field string, record bool) bool {
 	if h.compact() {
-		return h.lpDelete(field)
+		return h.lpDelete(field, record)
 	}
 	hf := h.full()
 	i, ok := hf.idx[field]
 	if !ok {
 		return false
 	}
-	if h.recording() {
+	if record && h.recording() {
 		h.rec1('D', field, h.Size())
 	}
 	f := &hf.items[i]

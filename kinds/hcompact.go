@@ -13,7 +13,7 @@ import "unsafe"
 // before each string and a separate 24-byte struct took 24 + 144.
 //
 // The block is plain bytes (no pointers for the garbage collector to
-// scan); h.p points at its start, and lp's slice starts after the header.
+// scan); blk is its start, and lp's slice starts after the header.
 
 // hashMeta packs a compact Hash's pairs' length, capacity and field count,
 // hashMetaBits each (a compact hash holds at most 512 fields of at most
@@ -39,14 +39,9 @@ func mkHashMeta(ln, cp, n int) hashMeta {
 	return hashMeta(ln) | hashMeta(cp)<<hashMetaBits | hashMeta(n)<<(2*hashMetaBits)
 }
 
-// hashCompactBase is a compact Hash's own allocation: the struct (16
-// bytes: the journal's pointer, journal.go, and the block's pointer), a
-// size class of its own.
-const hashCompactBase = 16
-
-// compact reports whether h is in its compact form (no load: the full
-// form's pointer has its low bit set).
-func (h *Hash) compact() bool { return uintptr(h.p)&1 == 0 }
+// hashCompactBase is a compact Hash's own allocation: the struct (8
+// bytes: the block's pointer), a size class of its own.
+const hashCompactBase = 8
 
 // Encoding is OBJECT ENCODING's name for h's form, as Redis 7.0 names the
 // same form: "listpack" while compact, "hashtable" after.
@@ -59,14 +54,15 @@ func (h *Hash) Encoding() string {
 
 // meta is a compact h's header (0 while h has no block).
 func (h *Hash) meta() hashMeta {
-	if h.p == nil {
+	b := h.blk()
+	if b == nil {
 		return 0
 	}
-	return *(*hashMeta)(h.p)
+	return *(*hashMeta)(b)
 }
 
 // setMeta writes a compact h's header (h has a block).
-func (h *Hash) setMeta(m hashMeta) { *(*hashMeta)(h.p) = m }
+func (h *Hash) setMeta(m hashMeta) { *(*hashMeta)(h.blk()) = m }
 
 // lp is a compact h's pairs, with the block's capacity.
 func (h *Hash) lp() []byte {
@@ -74,12 +70,13 @@ func (h *Hash) lp() []byte {
 	if m.cp() == 0 {
 		return nil
 	}
-	return unsafe.Slice((*byte)(unsafe.Add(h.p, hashHeader)), m.cp())[:m.ln()]
+	return unsafe.Slice((*byte)(unsafe.Add(h.blk(), hashHeader)), m.cp())[:m.ln()]
 }
 
-// compactSize is a compact h's Size: the struct and the block.
+// compactSize is a compact h's Size: the struct and the block (not the
+// journal's buffers, see hjournal.go).
 func (h *Hash) compactSize() int64 {
-	if h.p == nil {
+	if h.blk() == nil {
 		return hashCompactBase
 	}
 	return hashCompactBase + hashHeader + int64(h.meta().cp())
@@ -91,7 +88,7 @@ func (h *Hash) newBlock(pairs int) {
 	m := h.meta()
 	b := make([]byte, allocSize(hashHeader+pairs))
 	copy(b[hashHeader:], h.lp())
-	h.p = unsafe.Pointer(&b[0])
+	h.setBlk(unsafe.Pointer(&b[0]))
 	h.setMeta(mkHashMeta(m.ln(), len(b)-hashHeader, m.n()))
 }
 
@@ -217,20 +214,20 @@ func (h *Hash) lpSet(field, value string) (added, done bool) {
 	return true, true
 }
 
-// lpDelete is Delete on a compact h.
-func (h *Hash) lpDelete(field string) bool {
+// lpDelete is del on a compact h.
+func (h *Hash) lpDelete(field string, record bool) bool {
 	off := h.lpFind(field)
 	if off < 0 {
 		return false
 	}
-	if h.recording() {
+	if record && h.recording() {
 		h.rec1('D', field, h.Size()) // copies field before the splice
 	}
 	_, _, next := h.lpEntry(off)
 	m := h.meta()
 	h.splice(off, next, nil, m.n()-1)
 	if m = h.meta(); m.n() == 0 {
-		h.p = nil // the last field went: no block
+		h.setBlk(nil) // the last field went: no block
 	} else if m.cp() > 64 && m.ln() < m.cp()/2 {
 		h.newBlock(m.ln() + m.ln()/4) // give back the slack, as fit
 	}
@@ -275,17 +272,16 @@ func (h *Hash) toFull() {
 	}
 	// The journal stays: the conversion changes no content, so it records
 	// nothing, and the write that caused it records itself.
-	h.setFullForm(&hashFull{idx: idx, items: items, size: size})
+	h.setFullForm(&hashFull{journal: h.takeCompactJournal(), idx: idx, items: items, size: size})
 }
 
 // DataAddr is the address of h's compact block (nil in the full form or
-// when empty), for the store's prefetch (store.DataAddresser): it only
-// reads h's struct.
+// when empty).
 func (h *Hash) DataAddr() unsafe.Pointer {
 	if !h.compact() {
 		return nil
 	}
-	return h.p
+	return h.blk()
 }
 
 // hashPrefetchBytes is how much of a compact block PrefetchAddrs offers:
@@ -295,13 +291,25 @@ func (h *Hash) DataAddr() unsafe.Pointer {
 const hashPrefetchBytes = 192
 
 // PrefetchAddrs is what a write to h will touch after its struct, for the
-// store's prefetch (store.DataAddresser): the compact block's address and
-// up to hashPrefetchBytes (nil, 0 in the full form or when empty) and the
-// journal's record buffer (nil when h records nothing yet). It only reads
-// h's struct.
+// store's prefetch (store.DataAddresser). It only reads h's struct, so it
+// offers what that pointer leads to: a compact block (up to
+// hashPrefetchBytes) for a hash that records nothing or has recorded
+// nothing since its last take; the struct holding the journal and the
+// block for one that has (as its journal); the *hashFull, whose first line
+// holds the journal, for a full hash (as its journal). nil, 0, nil for an
+// empty hash.
 func (h *Hash) PrefetchAddrs() (data unsafe.Pointer, n int, journal unsafe.Pointer) {
-	if h.compact() && h.p != nil {
-		data, n = h.p, hashPrefetchBytes
+	switch h.form() {
+	case hxPlain:
+		if h.x != nil {
+			return h.x, hashPrefetchBytes, nil
+		}
+	case hxIdle:
+		return unsafe.Add(h.x, -hxIdle), hashPrefetchBytes, nil
+	case hxFull:
+		return nil, 0, unsafe.Add(h.x, -hxFull)
+	case hxOwn:
+		return nil, 0, unsafe.Add(h.x, -hxOwn)
 	}
-	return data, n, h.journal.addr()
+	return nil, 0, nil
 }

@@ -461,7 +461,7 @@ func checkHash(t *testing.T, h *Hash, m map[string]string) {
 	}
 	if h.compact() {
 		want = h.compactSize()
-		if h.p != nil {
+		if h.blk() != nil {
 			want = hashCompactBase + int64(allocSize(hashHeader+h.meta().cp()))
 		}
 	}
@@ -865,8 +865,8 @@ func TestHashOnePointerForms(t *testing.T) {
 	for i := range 10 {
 		h.Set("field"+strconv.Itoa(i), "value"+strconv.Itoa(i))
 	}
-	if got, ln := h.Size(), h.meta().ln(); got != 16+144 || ln != 130 {
-		t.Fatalf("10-field hash Size %d with %d bytes of pairs, want %d and 130", got, ln, 16+144)
+	if got, ln := h.Size(), h.meta().ln(); got != 8+144 || ln != 130 {
+		t.Fatalf("10-field hash Size %d with %d bytes of pairs, want %d and 130", got, ln, 8+144)
 	}
 	if h.DataAddr() == nil || h.DataAddr() != unsafe.Add(unsafe.Pointer(unsafe.SliceData(h.lp())), -hashHeader) {
 		t.Fatal("DataAddr of a compact hash")
@@ -1076,7 +1076,7 @@ func TestHashPresize(t *testing.T) {
 	h = NewHash()
 	h.Presize(10, 120, 6)
 	fill(h)
-	if h.Size() != plain.Size() || h.Size() != 16+144 || string(h.AppendImage(nil)) != string(plain.AppendImage(nil)) {
+	if h.Size() != plain.Size() || h.Size() != 8+144 || string(h.AppendImage(nil)) != string(plain.AppendImage(nil)) {
 		t.Fatalf("presized: Size %d, field by field %d", h.Size(), plain.Size())
 	}
 	for _, c := range []struct {
