@@ -16,12 +16,17 @@ import "unsafe"
 // take (every hash small enough to be written as an image at each drain,
 // store/journal.go's smallImage, and every hash at rest) costs its 8-byte
 // struct and its block, where a journal pointer of its own took 8 bytes
-// more. The hashOwn struct (16 bytes) is the journal's, as its record
-// buffer is: neither is in Size, which changes only with writes (the store
-// charges Size's changes around each write, and the journal's transitions
-// happen in its drain). A tagged pointer still points into its
-// allocation (every block is at least 8 bytes), so the garbage collector
-// keeps it alive, and unsafe.Add takes the tag off.
+// more. A hashOwn (80 bytes: the journal, the block's pointer and the
+// record buffer with its first 40 bytes inline, one allocation where the
+// journal's buffer alone took 64) is made by a window's first recorded
+// write and dropped by the take that ends the window, so at a write's
+// start the hash's pointer leads to its block (the store's prefetch
+// starts it) rather than to a kept buffer. Neither it nor a grown record
+// buffer is in Size, which changes only with writes (the store charges
+// Size's changes around each write, and the journal's transitions happen
+// in its drain). A tagged pointer still points into its allocation (every
+// block is at least 8 bytes), so the garbage collector keeps it alive,
+// and unsafe.Add takes the tag off.
 const (
 	hxPlain = 0
 	hxFull  = 1
@@ -33,6 +38,7 @@ const (
 type hashOwn struct {
 	journal
 	blk unsafe.Pointer
+	buf jbuf // the journal's record buffer (journal.p == &buf) once recording
 }
 
 // form is h's form (hxPlain, hxFull, hxIdle or hxOwn).
@@ -134,7 +140,9 @@ func (h *Hash) recording() bool {
 // has none (hxIdle). Only while recording.
 func (h *Hash) ownJournal() *journal {
 	if h.form() == hxIdle {
-		o := &hashOwn{journal: journal{journalIdle}, blk: unsafe.Add(h.x, -hxIdle)}
+		o := &hashOwn{blk: unsafe.Add(h.x, -hxIdle)}
+		o.buf.recs = o.buf.small[:0]
+		o.journal.p = &o.buf
 		h.x = unsafe.Add(unsafe.Pointer(o), hxOwn)
 	}
 	return h.jrn()
@@ -155,7 +163,7 @@ func (h *Hash) StartJournal() {
 			h.x = unsafe.Add(h.x, hxIdle)
 		}
 	case hxOwn:
-		h.own().StartJournal()
+		h.own().journal.p = journalIdle // nothing kept between windows
 		h.settle()
 	case hxFull:
 		h.full().StartJournal()
@@ -176,7 +184,8 @@ func (h *Hash) StopJournal() {
 }
 
 // TakeJournal appends what was recorded since the last start or take to
-// b (journal.TakeJournal).
+// b (journal.TakeJournal); unlike the other kinds' it keeps no record
+// buffer for the next window.
 func (h *Hash) TakeJournal(b []byte) (_ []byte, ok bool) {
 	switch h.form() {
 	case hxPlain:
@@ -186,7 +195,11 @@ func (h *Hash) TakeJournal(b []byte) (_ []byte, ok bool) {
 	case hxFull:
 		return h.full().TakeJournal(b)
 	}
-	b, ok = h.own().TakeJournal(b)
+	o := h.own()
+	b, ok = o.TakeJournal(b)
+	if ok {
+		o.journal.p = journalIdle // nothing kept between windows (see above)
+	}
 	h.settle()
 	return b, ok
 }

@@ -349,8 +349,11 @@ func TestPrefetchAddrs(t *testing.T) {
 				t.Fatalf("%s %s: data %p/%d, want %p/%d", when, name, d, n, wd, wn)
 			}
 			want := wantJournal
-			if name == "hash" && !h.compact() {
+			switch {
+			case name == "hash" && !h.compact():
 				want = true // the hashFull, which holds the journal
+			case name == "hash" && when == "taken":
+				want = false // a compact hash keeps no buffer across a take
 			}
 			if (j != nil) != want || j == unsafe.Pointer(journalIdle) {
 				t.Fatalf("%s %s: journal %p, want one: %v", when, name, j, want)

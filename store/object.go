@@ -151,7 +151,7 @@ const genImaged = 1 << 63
 // holds, plus one (0: none; a TAT means nothing for these kinds). An
 // indexed array rather than a map keyed by slot: a handler's or a drain's
 // lookup is one load, where a swiss-map probe over 100k objects took ~15%
-// of an HSET's CPU, and a live object costs its 32-byte slot instead of a
+// of an HSET's CPU, and a live object costs its 16-byte slot instead of a
 // map entry's ~64 bytes. Freed indices are reused LIFO.
 
 // objCost is what an object's place in shard.objs costs: its 16-byte slot,

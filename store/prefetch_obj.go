@@ -45,6 +45,7 @@ func prefetchObjData(o *objSlot, forDrain bool) {
 	data, n, jb := d.PrefetchAddrs()
 	if p := uintptr(jb); p != 0 {
 		prefetchw(p)
+		prefetchw(p + 63) // a struct of 64 bytes or more may span two lines (kinds' hashOwn)
 		if forDrain {
 			return
 		}
