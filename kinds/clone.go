@@ -1,9 +1,6 @@
 package kinds
 
-import (
-	"maps"
-	"unsafe"
-)
+import "maps"
 
 // Deep copies (COPY of a hash, list or sorted set). Each returns an
 // independent structure with the same content (a compact one without
@@ -17,12 +14,12 @@ import (
 // Clone returns a copy of h.
 func (h *Hash) Clone() *Hash {
 	if h.compact() {
-		c := &Hash{m: h.m}
-		c.setLp(append([]byte(nil), h.lp()...))
-		return c
+		return h.lpCopy()
 	}
 	f := h.full()
-	return &Hash{p: unsafe.Pointer(&hashFull{idx: maps.Clone(f.idx), items: append([]HashField(nil), f.items...), size: f.size}), m: hashFullForm}
+	c := &Hash{}
+	c.setFullForm(&hashFull{idx: maps.Clone(f.idx), items: append([]HashField(nil), f.items...), size: f.size})
+	return c
 }
 
 // Clone returns a copy of l.

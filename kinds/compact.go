@@ -13,9 +13,9 @@ import "unsafe"
 // point into its bytes: they are valid until the next write to the
 // structure (the handlers use them at once, under the key's lock).
 //
-// Layout. A hash entry is [len(field)] field [len(value)] value; a list
-// entry is [len] bytes [len], so a list can also be walked backwards (LREM
-// with a negative count, LPOS RANK -1, RPOP).
+// Layout. A compact hash's block is described in hcompact.go; a list's
+// items below, so that a list can also be walked backwards (LREM with a
+// negative count, LPOS RANK -1, RPOP).
 
 const (
 	// CompactMaxEntries is the most members a compact sorted set holds
@@ -112,129 +112,14 @@ func splice(b []byte, from, to int, s string) []byte {
 	return b
 }
 
-// hashCompactBase is a compact Hash's own allocation: the struct (24
-// bytes: the journal's pointer, journal.go, the bytes' (or the full
-// form's) pointer, the bytes' length and capacity and the field count
-// packed in 8 bytes), a size class of its own.
-const hashCompactBase = 24
-
-// compact reports whether h is in its compact form.
-func (h *Hash) compact() bool { return h.m != hashFullForm }
-
-// Encoding is OBJECT ENCODING's name for h's form, as Redis 7.0 names the
-// same form: "listpack" while compact, "hashtable" after.
-func (h *Hash) Encoding() string {
-	if h.compact() {
-		return "listpack"
-	}
-	return "hashtable"
-}
-
 // Encoding is OBJECT ENCODING's name for a list: "quicklist" in either
 // form, as Redis 7.0 answers for every list (its listpack-encoded lists
 // came in 7.2).
 func (l *List) Encoding() string { return "quicklist" }
 
-// compactSize is a compact h's Size.
-func (h *Hash) compactSize() int64 { return hashCompactBase + int64(h.m.cp()) }
-
-// lpEntry decodes the hash entry at off: field, value and the next offset.
-func (h *Hash) lpEntry(off int) (f, v string, next int) {
-	lp := h.lp()
-	fl := int(lp[off])
-	vl := int(lp[off+1+fl])
-	f = bstr(lp[off+1 : off+1+fl])
-	v = bstr(lp[off+2+fl : off+2+fl+vl])
-	return f, v, off + 2 + fl + vl
-}
-
-// lpFind returns the offset of field's entry, or -1.
-func (h *Hash) lpFind(field string) int {
-	lp := h.lp()
-	for off := 0; off < len(lp); {
-		fl := int(lp[off])
-		if fl == len(field) && string(lp[off+1:off+1+fl]) == field {
-			return off
-		}
-		off += 2 + fl + int(lp[off+1+fl])
-	}
-	return -1
-}
-
-// lpSet is Set on a compact h that stays compact; false when the write
-// needs the full form (h is unchanged then).
-func (h *Hash) lpSet(field, value string) (added, done bool) {
-	if len(field) > CompactMaxValue || len(value) > CompactMaxValue {
-		return false, false
-	}
-	if off := h.lpFind(field); off >= 0 {
-		lp := h.lp()
-		fl := int(lp[off])
-		voff := off + 2 + fl
-		vl := int(lp[voff-1])
-		lp[voff-1] = byte(len(value))
-		h.setLp(splice(lp, voff, voff+vl, value))
-		return false, true
-	}
-	if h.m.n() >= CompactMaxHashEntries {
-		return false, false
-	}
-	lp := reserve(h.lp(), 2+len(field)+len(value))
-	lp = append(lp, byte(len(field)))
-	lp = append(lp, field...)
-	lp = append(lp, byte(len(value)))
-	lp = append(lp, value...)
-	h.setLp(lp)
-	h.m += hashOneField
-	return true, true
-}
-
-// lpDelete is Delete on a compact h.
-func (h *Hash) lpDelete(field string) bool {
-	off := h.lpFind(field)
-	if off < 0 {
-		return false
-	}
-	if h.recording() {
-		h.rec1('D', field, h.Size()) // copies field before the splice
-	}
-	_, _, next := h.lpEntry(off)
-	h.setLp(fit(splice(h.lp(), off, next, "")))
-	h.m -= hashOneField
-	return true
-}
-
-// lpAt is At on a compact h: a walk from the first field.
-func (h *Hash) lpAt(i int) HashField {
-	off := 0
-	for range i {
-		_, _, off = h.lpEntry(off)
-	}
-	f, v, _ := h.lpEntry(off)
-	return HashField{f, v}
-}
-
-// toFull moves a compact h into the full form (map and slice), copying
-// the strings out of the bytes.
-func (h *Hash) toFull() {
-	items := make([]HashField, 0, h.m.n()+1)
-	idx := make(map[string]int32, h.m.n()+1)
-	size := int64(64)
-	for off := 0; off < h.m.ln(); {
-		f, v, next := h.lpEntry(off)
-		f, v = string([]byte(f)), string([]byte(v))
-		idx[f] = int32(len(items))
-		items = append(items, HashField{f, v})
-		size += hashFieldCost + int64(len(f)+len(v))
-		off = next
-	}
-	// The journal stays: the conversion changes no content, so it records
-	// nothing, and the write that caused it records itself.
-	h.p, h.m = unsafe.Pointer(&hashFull{idx: idx, items: items, size: size}), hashFullForm
-}
-
 // listCompactBase is a compact List's own allocation: the struct (48
-// bytes, laid out as Hash's), a size class of its own.
+// bytes: the journal, the full form's pointer, the bytes' slice header,
+// the count and the cursor), a size class of its own.
 const listCompactBase = 48
 
 // compact reports whether l is in its compact form.
@@ -397,16 +282,6 @@ func (l *List) toFull() {
 	l.listRing, l.lp, l.cur = &listRing{buf: items, size: size}, nil, 0
 }
 
-// DataAddr is the address of h's compact bytes (nil in the full form or
-// when empty), for the store's prefetch (store.DataAddresser): it only
-// reads h's struct.
-func (h *Hash) DataAddr() unsafe.Pointer {
-	if !h.compact() {
-		return nil
-	}
-	return h.p
-}
-
 // DataAddr is the address of l's compact bytes (nil in the full form or
 // when empty), as Hash.DataAddr.
 func (l *List) DataAddr() unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(l.lp)) }
@@ -414,17 +289,6 @@ func (l *List) DataAddr() unsafe.Pointer { return unsafe.Pointer(unsafe.SliceDat
 // DataAddr is the address of z's compact bytes (nil in the full form or
 // when empty), as Hash.DataAddr.
 func (z *ZSet) DataAddr() unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(z.lp)) }
-
-// PrefetchAddrs is what a write to h will touch after its struct, for the
-// store's prefetch (store.DataAddresser): the compact bytes' address and
-// length (nil, 0 in the full form or when empty) and the journal's record
-// buffer (nil when h records nothing yet). It only reads h's struct.
-func (h *Hash) PrefetchAddrs() (data unsafe.Pointer, n int, journal unsafe.Pointer) {
-	if h.compact() {
-		data, n = h.p, h.m.ln()
-	}
-	return data, n, h.journal.addr()
-}
 
 // PrefetchAddrs is as Hash.PrefetchAddrs.
 func (l *List) PrefetchAddrs() (data unsafe.Pointer, n int, journal unsafe.Pointer) {

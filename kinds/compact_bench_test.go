@@ -127,3 +127,20 @@ func BenchmarkSmallValues(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHashImage is the drain's image of a small compact hash (one
+// per dirty key for hashes under store's smallImage): 4 and 10 fields.
+func BenchmarkHashImage(b *testing.B) {
+	for _, n := range []int{4, 10} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			h := NewHash()
+			for i := range n {
+				h.Set("field"+strconv.Itoa(i), "value"+strconv.Itoa(i))
+			}
+			buf := make([]byte, 0, 4096)
+			for b.Loop() {
+				buf = h.AppendImage(buf[:0])
+			}
+		})
+	}
+}

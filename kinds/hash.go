@@ -9,62 +9,35 @@ import (
 // in a slice (so HRANDFIELD picks in O(1) and HGETALL walks memory in
 // order) indexed by a map; a deleted field is replaced by the last one.
 //
-// A small hash is kept compact (compact.go): its fields in one []byte,
-// in insertion order, until it holds more than CompactMaxHashEntries fields or
-// a field or value longer than CompactMaxValue.
+// A small hash is kept compact (hcompact.go): its fields in one block of
+// bytes, in insertion order, until it holds more than
+// CompactMaxHashEntries fields or a field or value longer than
+// CompactMaxValue.
 //
 // The zero value is an empty hash, ready to use. Not safe for concurrent
 // use.
 //
-// The struct is 24 bytes, a size class of its own (hashCompactBase): a
-// 10-field hash is mostly this struct, its bytes and the store's entry.
-// One pointer serves both forms: while compact p is the first byte of the
-// compact bytes (nil while nothing is allocated), whose length,
-// capacity and field count are packed in m, so the bytes cost 16 bytes of
-// header where a slice header and a count took 28; in the full form
-// (m = hashFullForm) p is its *hashFull. The garbage collector follows p
-// in either case (an unsafe.Pointer keeps whatever allocation it points
-// into alive). lp, setLp and full rebuild the typed views: a few register
-// operations, no load.
+// The struct is one pointer, 8 bytes, a size class of its own
+// (hashCompactBase): a 10-field hash is mostly its block and the store's
+// entry. The pointer's low two bits tell its forms apart without a load
+// (hjournal.go): a compact hash that records nothing points at its block
+// (hcompact.go; nil while nothing is allocated), whose first 8 bytes hold
+// the pairs' length, the block's capacity and the field count; a compact
+// hash whose image is on disk and that has recorded nothing since points
+// at its block too, tagged; a compact hash with records of its own points
+// at a small struct holding its journal and its block; a full hash points
+// at its *hashFull, which holds its journal. Every tagged pointer still
+// points into its allocation, so the garbage collector keeps it alive.
 type Hash struct {
-	journal                // journal.go; kept across the change of form
-	p       unsafe.Pointer // compact: the bytes; full: *hashFull
-	m       hashMeta       // compact: the bytes' length and capacity, the field count
+	x unsafe.Pointer // the form and its pointer (hjournal.go)
 }
-
-// hashMeta packs a compact Hash's length, capacity and field count,
-// hashMetaBits each (a compact hash holds at most 512 fields of at most
-// 130 bytes: 66,560 bytes, in 69,632 allocated), or is hashFullForm.
-type hashMeta uint64
-
-const (
-	hashMetaBits = 20
-	hashMetaMask = 1<<hashMetaBits - 1
-	hashOneField = 1 << (2 * hashMetaBits) // m's unit of field count
-	hashFullForm = hashMeta(1 << 63)       // m in the full form
-)
-
-func (m hashMeta) ln() int { return int(m & hashMetaMask) }
-func (m hashMeta) cp() int { return int(m >> hashMetaBits & hashMetaMask) }
-func (m hashMeta) n() int  { return int(m >> (2 * hashMetaBits) & hashMetaMask) }
-
-// lp is a compact h's bytes.
-func (h *Hash) lp() []byte { return unsafe.Slice((*byte)(h.p), h.m.cp())[:h.m.ln()] }
-
-// setLp makes b a compact h's bytes.
-func (h *Hash) setLp(b []byte) {
-	h.p = unsafe.Pointer(unsafe.SliceData(b))
-	h.m = h.m&^(1<<(2*hashMetaBits)-1) | hashMeta(len(b)) | hashMeta(cap(b))<<hashMetaBits
-}
-
-// full is a full h's form.
-func (h *Hash) full() *hashFull { return (*hashFull)(h.p) }
 
 // hashFull is a Hash's full form.
 type hashFull struct {
-	idx   map[string]int32
-	items []HashField
-	size  int64
+	journal // journal.go; the compact form's, kept across the change
+	idx     map[string]int32
+	items   []HashField
+	size    int64
 }
 
 // HashField is one field of a Hash and its value.
@@ -80,7 +53,7 @@ func NewHash() *Hash { return &Hash{} }
 // Len is the number of fields.
 func (h *Hash) Len() int {
 	if h.compact() {
-		return h.m.n()
+		return h.meta().n()
 	}
 	return len(h.full().items)
 }
@@ -118,6 +91,11 @@ func (h *Hash) Set(field, value string) (added bool) {
 		// write can move the compact bytes they might point into.
 		h.rec2('S', field, value, h.Size())
 	}
+	return h.set(field, value)
+}
+
+// set is Set, unrecorded.
+func (h *Hash) set(field, value string) (added bool) {
 	if h.compact() {
 		if added, done := h.lpSet(field, value); done {
 			return added
@@ -153,10 +131,14 @@ func (h *Hash) SetTransient(field, value string) (added bool) {
 // allocations, 448 bytes of garbage, against 1). Otherwise it does
 // nothing. O(1) and one allocation at most.
 func (h *Hash) Presize(pairs, bytes, longest int) {
-	if !h.compact() || h.m.cp() != 0 || pairs > CompactMaxHashEntries || longest > CompactMaxValue {
+	if !h.compact() || h.blk() != nil || pairs > CompactMaxHashEntries || longest > CompactMaxValue {
 		return
 	}
-	h.setLp(make([]byte, 0, allocSize(2*pairs+bytes)))
+	heads := pairs // every pair's head is one byte when its lengths are short
+	if longest > hpShortMax {
+		heads = 3 * pairs
+	}
+	h.newBlock(heads + bytes)
 }
 
 // setFull is Set on a full h, unrecorded.
@@ -174,16 +156,19 @@ func (h *Hash) setFull(field, value string) (added bool) {
 }
 
 // Delete removes field and reports whether it was there.
-func (h *Hash) Delete(field string) bool {
+func (h *Hash) Delete(field string) bool { return h.del(field, true) }
+
+// del is Delete, recorded when record.
+func (h *Hash) del(field string, record bool) bool {
 	if h.compact() {
-		return h.lpDelete(field)
+		return h.lpDelete(field, record)
 	}
 	hf := h.full()
 	i, ok := hf.idx[field]
 	if !ok {
 		return false
 	}
-	if h.recording() {
+	if record && h.recording() {
 		h.rec1('D', field, h.Size())
 	}
 	f := &hf.items[i]
@@ -214,7 +199,7 @@ func (h *Hash) At(i int) HashField {
 // Each calls fn for every field until it returns false.
 func (h *Hash) Each(fn func(field, value string) bool) {
 	if h.compact() {
-		for off := 0; off < h.m.ln(); {
+		for off, n := 0, h.meta().ln(); off < n; {
 			f, v, next := h.lpEntry(off)
 			if !fn(f, v) {
 				return

@@ -213,19 +213,16 @@ func (r *reader) index(n int) (int, bool) {
 }
 
 func (h *Hash) apply(tag byte, r *reader) bool {
-	saved := h.journal.p
-	h.journal.p = nil
-	defer func() { h.journal.p = saved }()
 	switch tag {
 	case 'S':
 		f := r.str()
 		v := r.str()
 		if !r.bad {
-			h.Set(f, v)
+			h.set(f, v)
 		}
 	case 'D':
 		if f := r.str(); !r.bad {
-			h.Delete(f)
+			h.del(f, false)
 		}
 	default:
 		return false

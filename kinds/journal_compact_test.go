@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -356,4 +357,109 @@ func TestCloneDoesNotShareJournal(t *testing.T) {
 			}
 		}
 	}
+}
+
+// hashContent is h's fields and values, sorted (a copy decoded from a
+// full hash's image is compact, and the forms keep different orders).
+func hashContent(h *Hash) string {
+	var kv []string
+	h.Each(func(f, v string) bool {
+		kv = append(kv, f+"="+v)
+		return true
+	})
+	slices.Sort(kv)
+	return strings.Join(kv, " ")
+}
+
+// TestHashJournalForms drives hashes through the store's drain cycle
+// (store/journal.go): windows of writes, then a take replayed on a copy
+// (or, when there is no whole journal, an image decoded afresh), then
+// StartJournal or StopJournal by Size as the store decides. After every
+// window the copy holds exactly the hash's content; Start, Stop and Take
+// never change Size (the store charges Size only around writes); no
+// compact hash keeps a journal struct of its own past a drain; collections run between windows, so a
+// tagged pointer the garbage collector did not follow would show.
+func TestHashJournalForms(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	const n = 64
+	hs := make([]*Hash, n)
+	cs := make([]*Hash, n)
+	imaged := make([]bool, n)
+	for i := range hs {
+		hs[i], cs[i] = NewHash(), NewHash()
+	}
+	var recs []byte
+	var before, seen [4]int // hashes in each form before and after a drain
+	for w := range 400 {
+		for i, h := range hs {
+			for range r.IntN(6) {
+				f := "f" + strconv.Itoa(r.IntN(4+i/4))
+				switch k := r.IntN(10); {
+				case k < 6:
+					v := strings.Repeat("v", r.IntN(20))
+					if i%16 == 0 && r.IntN(30) == 0 {
+						v = strings.Repeat("x", CompactMaxValue+1) // to the full form
+					}
+					h.Set(f, v)
+				case k < 9:
+					h.Delete(f)
+				default:
+					for h.Len() > 0 { // emptied: the store deletes the key
+						h.Delete(h.At(0).Field)
+					}
+				}
+			}
+			if h.Len() == 0 {
+				hs[i], cs[i], imaged[i] = NewHash(), NewHash(), false
+				continue
+			}
+			before[h.form()]++
+			size := h.Size()
+			var ok bool
+			if imaged[i] {
+				recs, ok = h.TakeJournal(recs[:0])
+			}
+			if ok {
+				if err := ApplyJournal(cs[i], recs); err != nil {
+					t.Fatalf("window %d hash %d: %v", w, i, err)
+				}
+			} else {
+				c, err := DecodeHash(h.AppendImage(nil))
+				if err != nil {
+					t.Fatal(err)
+				}
+				cs[i], imaged[i] = c, true
+				if h.Size() <= 160 {
+					h.StopJournal()
+				} else {
+					h.StartJournal()
+				}
+			}
+			if h.Size() != size {
+				t.Fatalf("window %d hash %d: Size %d after the drain, %d before", w, i, h.Size(), size)
+			}
+			if got, want := hashContent(cs[i]), hashContent(h); got != want {
+				t.Fatalf("window %d hash %d (form %d): copy differs\n got %s\nwant %s", w, i, h.form(), got, want)
+			}
+			if h.form() == hxOwn {
+				t.Fatalf("window %d hash %d: a journal struct of its own kept past the drain", w, i)
+			}
+			if h.compact() && !h.recording() && h.form() != hxPlain {
+				t.Fatalf("window %d hash %d: not recording in form %d", w, i, h.form())
+			}
+			seen[h.form()]++
+		}
+		if w%50 == 0 {
+			runtime.GC()
+		}
+	}
+	for f := range 3 {
+		if seen[f] == 0 {
+			t.Errorf("no drain left form %d (plain, full, idle): %v", f, seen)
+		}
+	}
+	if before[hxOwn] == 0 {
+		t.Errorf("no drain found a journal of its own: %v", before)
+	}
+	t.Logf("forms (plain, full, idle, own) before a drain %v, after %v", before, seen)
 }

@@ -460,7 +460,10 @@ func checkHash(t *testing.T, h *Hash, m map[string]string) {
 		want += hashFieldCost + int64(len(f)+len(v))
 	}
 	if h.compact() {
-		want = hashCompactBase + int64(cap(h.lp()))
+		want = h.compactSize()
+		if h.blk() != nil {
+			want = hashCompactBase + int64(allocSize(hashHeader+h.meta().cp()))
+		}
 	}
 	if len(got) != len(m) || h.Size() != want {
 		t.Fatalf("each/size mismatch: %d fields of %d, size %d want %d", len(got), len(m), h.Size(), want)
@@ -850,9 +853,10 @@ func TestCompactImagesMatchFull(t *testing.T) {
 	}
 }
 
-// TestHashOnePointerForms: a Hash keeps its compact bytes or its full form
-// behind one pointer (24-byte struct). A 10-field hash costs the struct and
-// its bytes' size class (24 + 144); the bytes and the full forms stay
+// TestHashOnePointerForms: a Hash keeps its compact block or its full form
+// behind one pointer (16-byte struct). A 10-field hash costs the struct and
+// its block's size class (16 + 144: 8 header bytes and 10 pairs of a
+// one-byte head and 12 bytes); the block and the full forms stay
 // alive and intact through collections (the garbage collector follows the
 // unsafe.Pointer), through the change of form, Clone of either form, and
 // DataAddr answers the bytes only while compact.
@@ -861,10 +865,10 @@ func TestHashOnePointerForms(t *testing.T) {
 	for i := range 10 {
 		h.Set("field"+strconv.Itoa(i), "value"+strconv.Itoa(i))
 	}
-	if got := h.Size(); got != 24+144 {
-		t.Fatalf("10-field hash Size %d, want %d", got, 24+144)
+	if got, ln := h.Size(), h.meta().ln(); got != 8+144 || ln != 130 {
+		t.Fatalf("10-field hash Size %d with %d bytes of pairs, want %d and 130", got, ln, 8+144)
 	}
-	if h.DataAddr() == nil || h.DataAddr() != unsafe.Pointer(unsafe.SliceData(h.lp())) {
+	if h.DataAddr() == nil || h.DataAddr() != unsafe.Add(unsafe.Pointer(unsafe.SliceData(h.lp())), -hashHeader) {
 		t.Fatal("DataAddr of a compact hash")
 	}
 	// The largest compact hash fits m's fields.
@@ -875,8 +879,8 @@ func TestHashOnePointerForms(t *testing.T) {
 		big.Set(f, v)
 		bm[f] = v
 	}
-	if !big.compact() || big.m.ln() != CompactMaxHashEntries*(2+2*CompactMaxValue) || big.Size() != int64(hashCompactBase+big.m.cp()) {
-		t.Fatalf("largest compact hash: compact %v, %d bytes, Size %d", big.compact(), big.m.ln(), big.Size())
+	if !big.compact() || big.meta().ln() != CompactMaxHashEntries*(3+2*CompactMaxValue) || big.Size() != int64(hashCompactBase+hashHeader+big.meta().cp()) {
+		t.Fatalf("largest compact hash: compact %v, %d bytes, Size %d", big.compact(), big.meta().ln(), big.Size())
 	}
 	checkHash(t, big, bm)
 	big.Set("one more", "")
@@ -914,7 +918,7 @@ func TestHashOnePointerForms(t *testing.T) {
 		for i, h := range hs {
 			checkHash(t, h, ms[i])
 			checkHash(t, clones[i], ms[i])
-			if h.compact() && h.m.ln() > 0 && h.DataAddr() != unsafe.Pointer(&h.lp()[0]) || !h.compact() && h.DataAddr() != nil {
+			if h.compact() && h.Len() > 0 && h.DataAddr() != unsafe.Add(unsafe.Pointer(&h.lp()[0]), -hashHeader) || !h.compact() && h.DataAddr() != nil {
 				t.Fatalf("hash %d: compact %v, DataAddr %p", i, h.compact(), h.DataAddr())
 			}
 		}
@@ -1072,7 +1076,7 @@ func TestHashPresize(t *testing.T) {
 	h = NewHash()
 	h.Presize(10, 120, 6)
 	fill(h)
-	if h.Size() != plain.Size() || h.Size() != 24+144 || string(h.AppendImage(nil)) != string(plain.AppendImage(nil)) {
+	if h.Size() != plain.Size() || h.Size() != 8+144 || string(h.AppendImage(nil)) != string(plain.AppendImage(nil)) {
 		t.Fatalf("presized: Size %d, field by field %d", h.Size(), plain.Size())
 	}
 	for _, c := range []struct {

@@ -44,7 +44,7 @@ type follower struct {
 	rate rateMeter // guarded by mu
 
 	// apply's scratch (the session goroutine's)
-	ents []dbChange
+	ents []ent
 	keys [][]byte
 	hs   [32]uint64
 }
@@ -138,6 +138,7 @@ func (f *follower) session(c net.Conn) error {
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
+	c = rawConn(c)
 	w := bufio.NewWriter(c)
 	hello := binary.AppendUvarint([]byte(magic), f.epoch)
 	r, p, buf, refused, err := greet(c, frameHello, hello)
@@ -267,20 +268,28 @@ var errBadDB = errors.New("repl: entry for a database this node does not have")
 // TAT when maxTAT, or a batch's or a resync's snapshot, in order),
 // striking snapshot keys off left. Entries
 // go in chunks whose keys are prefetched first (store.Prefetch), so that
-// the index and slab misses of a chunk overlap.
+// the index and slab misses of a chunk overlap. A plain TAT (the stream's
+// commonest entry) is decoded into a small ent, not a whole store.Change
+// (~200 bytes zeroed and copied per entry); any other entry is decoded
+// again from its offset when applied.
 func (f *follower) apply(p []byte, maxTAT bool, left []map[string]struct{}) error {
 	nowMs := time.Now().UnixMilli()
 	d := decoder{b: p}
 	f.ents = f.ents[:0]
 	for len(d.b) > 0 {
-		db, c := d.entry()
+		at := len(p) - len(d.b)
+		db, key, tat, exp, isTAT := d.tatEntry()
 		if d.err != nil {
 			return d.err
 		}
 		if db >= f.n.dbs.Len() {
 			return errBadDB
 		}
-		f.ents = append(f.ents, dbChange{db, c})
+		e := ent{db: db, key: key, tat: tat, exp: exp, at: -1}
+		if !isTAT {
+			e.at = at
+		}
+		f.ents = append(f.ents, e)
 	}
 	const chunk = 32
 	for i := 0; i < len(f.ents); i += chunk {
@@ -288,20 +297,24 @@ func (f *follower) apply(p []byte, maxTAT bool, left []map[string]struct{}) erro
 		f.keys = f.keys[:0]
 		for _, e := range part {
 			if e.db == part[0].db {
-				f.keys = append(f.keys, e.c.Key)
+				f.keys = append(f.keys, e.key)
 			}
 		}
 		f.n.dbs.DB(part[0].db).Prefetch(f.keys, f.hs[:len(f.keys)])
 		for j := range part {
 			e := &part[j]
-			if c := &e.c; c.IsTAT && !c.Deleted {
-				f.n.dbs.DB(e.db).ApplyTAT(c.Key, c.TAT, c.ExpireAtMs, maxTAT, nowMs)
+			if e.at < 0 {
+				f.n.dbs.DB(e.db).ApplyTAT(e.key, e.tat, e.exp, maxTAT, nowMs)
 				if left != nil && left[e.db] != nil {
-					delete(left[e.db], string(c.Key))
+					delete(left[e.db], string(e.key))
 				}
 				continue
 			}
-			c := e.c
+			d := decoder{b: p[e.at:]}
+			_, c := d.entry()
+			if d.err != nil {
+				return d.err // cannot happen: tatEntry read it whole
+			}
 			var obj store.Object
 			if !c.Deleted && c.Kind != store.KindString && c.Kind != store.KindWindow {
 				var err error
@@ -322,10 +335,15 @@ func (f *follower) apply(p []byte, maxTAT bool, left []map[string]struct{}) erro
 	return nil
 }
 
-// dbChange is a decoded entry: a change of database db.
-type dbChange struct {
-	db int
-	c  store.Change
+// ent is a decoded entry of database db: a plain TAT's (key, tat, exp)
+// when at is -1, else the offset of the whole entry in the payload, for
+// apply to decode into a store.Change.
+type ent struct {
+	db  int
+	key []byte
+	tat uint64
+	exp int64
+	at  int
 }
 
 func (f *follower) status(st *Status) {

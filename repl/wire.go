@@ -186,6 +186,24 @@ func (d *decoder) fail() {
 }
 
 // entry decodes the next entry; its byte slices alias the payload.
+// tatEntry reads one entry as entry does, returning a plain TAT's fields
+// (isTAT true) without building a store.Change; for any other kind it
+// only skips the entry (key is its key, the rest zero).
+func (d *decoder) tatEntry() (db int, key []byte, tat uint64, exp int64, isTAT bool) {
+	b := d.b
+	db = int(d.uvarint())
+	op := d.byte1()
+	key = d.bytes()
+	if op == 't' {
+		tat = d.uvarint()
+		exp = d.varint()
+		return db, key, tat, exp, d.err == nil
+	}
+	d.b = b
+	db, c := d.entry()
+	return db, c.Key, 0, 0, false
+}
+
 func (d *decoder) entry() (db int, c store.Change) {
 	db = int(d.uvarint())
 	op := d.byte1()

@@ -125,7 +125,8 @@ func (sh *shard) drainObjectLocked(slot uint32, key, buf []byte) (Change, []byte
 	if o == nil {
 		return sh.objectChangeLocked(slot, key, buf)
 	}
-	j, journaled := o.obj.(Journaled)
+	obj := o.object()
+	j, journaled := obj.(Journaled)
 	if !journaled {
 		return sh.objectChangeLocked(slot, key, buf)
 	}
@@ -146,12 +147,12 @@ func (sh *shard) drainObjectLocked(slot uint32, key, buf []byte) (Change, []byte
 		buf = buf[:start]
 	}
 	o.gen = (o.gen+1)&^genImaged | genImaged
-	if o.obj.Size() <= smallImage {
+	if obj.Size() <= smallImage {
 		j.StopJournal()
 	} else {
 		j.StartJournal()
 	}
-	buf = o.obj.AppendImage(buf)
+	buf = obj.AppendImage(buf)
 	c.Gen = o.gen &^ genImaged
 	c.Image = buf[start:len(buf):len(buf)]
 	return c, buf
@@ -165,7 +166,7 @@ func (sh *shard) snapshotObjectLocked(slot uint32, key, buf []byte) (Change, []b
 	if o == nil {
 		return sh.objectChangeLocked(slot, key, buf)
 	}
-	if j, journaled := o.obj.(Journaled); journaled && o.gen&genImaged != 0 {
+	if j, journaled := o.object().(Journaled); journaled && o.gen&genImaged != 0 {
 		// Abandoned (not whole): the next drain hands out an image of a
 		// later generation than this one's, which supersedes it.
 		if sealed, _ := takeSegmentLocked(o, j, sh.sealed[slot]); len(sealed) > 0 {
@@ -218,22 +219,23 @@ func (s *Store) LoadDelta(key []byte, kind Kind, payload []byte, expireAtMs int6
 	if o == nil {
 		return 0, nil
 	}
-	before := o.obj.Size()
+	obj := o.object()
+	before := obj.Size()
 	err = eachSegment(payload, func(gen uint64, recs []byte) {
 		if gen <= o.gen&^genImaged {
 			return // the image holds it already
 		}
-		if apply(o.obj, recs) != nil {
+		if apply(obj, recs) != nil {
 			mismatched++
 		}
 		o.gen = gen&^genImaged | o.gen&genImaged
 	})
-	sh.rechargeLocked(o.obj, before) // before a removal credits the new Size
+	sh.rechargeLocked(obj, before) // before a removal credits the new Size
 	sh.slab[slot].exp = expireAtMs
-	if j, ok := o.obj.(Journaled); ok {
+	if j, ok := obj.(Journaled); ok {
 		j.StartJournal() // apply did not record, but start clean
 	}
-	if o.obj.Len() == 0 {
+	if obj.Len() == 0 {
 		sh.removeLocked(slot, sh.posOfLocked(key, h))
 		if sh.track {
 			sh.deleted = sh.deleted[:len(sh.deleted)-1] // as Unload: the disk says so

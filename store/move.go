@@ -149,7 +149,7 @@ func (sh *shard) copyableLocked(slot uint32, move bool) bool {
 		if o == nil {
 			return false
 		}
-		_, ok := o.obj.(Duplicator)
+		_, ok := o.object().(Duplicator)
 		return ok
 	}
 	return false
@@ -180,12 +180,12 @@ func (sh *shard) copyKindLocked(dslot uint32, src *shard, sslot uint32, move boo
 			if o == nil {
 				return
 			}
-			sh.putObjLocked(dslot, objSlot{obj: o.obj.(Duplicator).Duplicate().(Object)})
+			sh.putObjLocked(dslot, newObjSlot(o.object().(Duplicator).Duplicate().(Object), 0))
 			return
 		}
 		// Handed over: src's delete releases nothing more.
-		if o := src.takeObjLocked(sslot); o.obj != nil {
-			sh.putObjLocked(dslot, objSlot{obj: o.obj})
+		if o := src.takeObjLocked(sslot); o.p != nil {
+			sh.putObjLocked(dslot, objSlot{p: o.p}) // the generation restarts, as before
 		}
 	}
 }

@@ -1,5 +1,13 @@
 package store
 
+import (
+	"fmt"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
 // Objects: the state of keys of the richer kinds (hashes, lists, sorted
 // sets, ...) kept beside their entries. The entry carries the key, its kind
 // tag, expiry, version and LRU clock exactly as for a TAT, so expiry,
@@ -44,19 +52,96 @@ func (sh *shard) objectChangeLocked(slot uint32, key, buf []byte) (Change, []byt
 	e := &sh.slab[slot]
 	start := len(buf)
 	if o := sh.objLocked(slot); o != nil {
-		buf = o.obj.AppendImage(buf)
+		buf = o.object().AppendImage(buf)
 	}
 	return Change{Key: key, Kind: e.kind(), Image: buf[start:len(buf):len(buf)], ExpireAtMs: e.exp}, buf
 }
 
-// objSlot is an object and its persistence generation: 24 bytes.
+// objSlot is an object and its persistence generation: 16 bytes. The
+// object is kept as its pointer, where an Object interface took 16 bytes:
+// every object is a pointer to a struct of at least 8 bytes (kinds.Hash,
+// List, ZSet), and the pointer's low 3 bits say which of at most
+// maxObjTypes types it is (objTypes), so object rebuilds the interface
+// with two register moves and a load of a table that stays in cache. The
+// tagged pointer still points into the object, so the garbage collector
+// keeps it alive.
 type objSlot struct {
-	obj Object
+	p unsafe.Pointer // the object + its type's number (nil: none)
 	// gen is the generation last handed out to persistence, with
 	// genImaged set once an image of the key's object was
 	// (journal.go).
 	gen uint64
 }
+
+// maxObjTypes is how many types of Object a process may store.
+const maxObjTypes = 8
+
+// objTypes are the Object types stored so far, as the type words of
+// their interfaces, by number. Written under mu and published by n, so
+// object's lock-free read of a number that a slot holds is ordered after
+// the write (by the shard lock under which the slot was written).
+var objTypes struct {
+	mu  sync.Mutex
+	n   atomic.Int32
+	tab [maxObjTypes]unsafe.Pointer
+}
+
+// iface is an interface value's two words (Go's layout of a non-empty
+// interface: its type word, then its data pointer).
+type iface struct{ tab, data unsafe.Pointer }
+
+// newObjSlot is the slot of obj (a pointer to a struct of at least 8
+// bytes, 8-aligned; anything else panics, as do more than maxObjTypes
+// types) with generation gen.
+func newObjSlot(obj Object, gen uint64) objSlot {
+	w := (*iface)(unsafe.Pointer(&obj))
+	if w.data == nil || uintptr(w.data)&(maxObjTypes-1) != 0 {
+		panic(fmt.Sprintf("store: Object %T at %p: nil or not 8-byte aligned", obj, w.data))
+	}
+	return objSlot{p: unsafe.Add(w.data, objTypeNum(w.tab, obj)), gen: gen}
+}
+
+// objTypeNum is the number of obj's type, whose interface type word is
+// tab, registering it the first time.
+func objTypeNum(tab unsafe.Pointer, obj Object) int {
+	n := int(objTypes.n.Load())
+	for i := range n {
+		if objTypes.tab[i] == tab {
+			return i
+		}
+	}
+	objTypes.mu.Lock()
+	defer objTypes.mu.Unlock()
+	n = int(objTypes.n.Load())
+	for i := range n {
+		if objTypes.tab[i] == tab {
+			return i
+		}
+	}
+	if t := reflect.TypeOf(obj); t.Kind() != reflect.Pointer || t.Elem().Size() < maxObjTypes || t.Elem().Align() < maxObjTypes {
+		panic(fmt.Sprintf("store: Object %v is not a pointer to a struct of at least %d bytes", t, maxObjTypes))
+	}
+	if n == maxObjTypes {
+		panic(fmt.Sprintf("store: more than %d Object types", maxObjTypes))
+	}
+	objTypes.tab[n] = tab
+	objTypes.n.Store(int32(n + 1))
+	return n
+}
+
+// object is o's object (nil when it has none). O(1), no allocation.
+func (o *objSlot) object() Object {
+	if o.p == nil {
+		return nil
+	}
+	t := uintptr(o.p) & (maxObjTypes - 1)
+	var obj Object
+	*(*iface)(unsafe.Pointer(&obj)) = iface{objTypes.tab[t], unsafe.Add(o.p, -int(t))}
+	return obj
+}
+
+// addr is the address of o's object's struct, for prefetches (o has one).
+func (o *objSlot) addr() uintptr { return uintptr(o.p) &^ (maxObjTypes - 1) }
 
 // genImaged is objSlot.gen's flag: an image of the object was handed out.
 const genImaged = 1 << 63
@@ -66,15 +151,15 @@ const genImaged = 1 << 63
 // holds, plus one (0: none; a TAT means nothing for these kinds). An
 // indexed array rather than a map keyed by slot: a handler's or a drain's
 // lookup is one load, where a swiss-map probe over 100k objects took ~15%
-// of an HSET's CPU, and a live object costs its 32-byte slot instead of a
+// of an HSET's CPU, and a live object costs its 16-byte slot instead of a
 // map entry's ~64 bytes. Freed indices are reused LIFO.
 
-// objCost is what an object's place in shard.objs costs: its 24-byte slot,
+// objCost is what an object's place in shard.objs costs: its 16-byte slot,
 // the table's growth slack (a quarter at most) and its free-list word.
-const objCost = 32
+const objCost = 24
 
 // objCharge is what o's object costs its key beyond keyCost. O(1).
-func objCharge(o *objSlot) int64 { return objCost + o.obj.Size() }
+func objCharge(o *objSlot) int64 { return objCost + o.object().Size() }
 
 // objLocked returns slot's object, or nil when it has none (the key is of
 // another kind, or its object is not set yet). The pointer is valid until
@@ -157,7 +242,7 @@ func (s *Store) ReadObject(key []byte, kind Kind, nowMs int64, fn func(obj Objec
 		return false, ErrWrongType
 	}
 	sh.touchLocked(slot, nowMs)
-	fn(sh.objLocked(slot).obj)
+	fn(sh.objLocked(slot).object())
 	return true, nil
 }
 
@@ -175,7 +260,7 @@ func (s *Store) PeekObject(key []byte, nowMs int64, fn func(obj Object)) bool {
 	if o == nil {
 		return false
 	}
-	fn(o.obj)
+	fn(o.object())
 	return true
 }
 
@@ -214,15 +299,15 @@ func (s *Store) WriteObject(key []byte, kind Kind, nowMs int64, create func() Ob
 		if sh.slab[slot].kind() != kind {
 			return false, ErrWrongType
 		}
-		o := sh.objLocked(slot)
-		before := o.obj.Size()
-		changed := fn(o.obj)
-		sh.rechargeLocked(o.obj, before) // before a deletion credits the new Size
+		obj := sh.objLocked(slot).object()
+		before := obj.Size()
+		changed := fn(obj)
+		sh.rechargeLocked(obj, before) // before a deletion credits the new Size
 		if !changed {
 			sh.touchLocked(slot, nowMs)
 			return true, nil
 		}
-		if o.obj.Len() == 0 {
+		if obj.Len() == 0 {
 			sh.deleteSlotLocked(slot)
 			return true, nil
 		}
@@ -238,7 +323,7 @@ func (s *Store) WriteObject(key []byte, kind Kind, nowMs int64, create func() Ob
 	}
 	sh.putLocked(key, h, 0, 0, lruFlags(nowMs)|kindFlags(kind), "")
 	slot, _, _ = sh.findLocked(key, h)
-	sh.putObjLocked(slot, objSlot{obj: obj})
+	sh.putObjLocked(slot, newObjSlot(obj, 0))
 	return true, nil
 }
 
@@ -265,7 +350,7 @@ func (s *Store) LoadObject(key []byte, kind Kind, obj Object, expireAtMs int64) 
 	if j, ok := obj.(Journaled); ok {
 		j.StartJournal()
 	}
-	sh.putObjLocked(slot, objSlot{obj: obj, gen: genImaged})
+	sh.putObjLocked(slot, newObjSlot(obj, genImaged))
 }
 
 // ScanKind is Scan with each key's kind (SCAN's TYPE option): the same

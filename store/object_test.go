@@ -2,7 +2,10 @@ package store
 
 import (
 	"errors"
+	"fmt"
+	"runtime"
 	"testing"
+	"unsafe"
 )
 
 // testObj is a minimal Object: a counter of elements with a byte size.
@@ -122,5 +125,58 @@ func TestObjectExpiryAndOOM(t *testing.T) {
 	}
 	if _, ok := s.Get([]byte("new"), now); ok {
 		t.Fatal("created despite ErrOOM")
+	}
+}
+
+// TestObjectSlotTracksHeap: what a key's object place is charged (objCost,
+// with the object's own Size) against the heap it really adds beyond a TAT
+// key: two stores of the same keys, one of TATs and one of objects whose
+// Size is their 16-byte allocation, measured after collections. The slot
+// is a 16-byte pointer and generation (not a 16-byte interface and a
+// generation), and objCost is its size, its quarter of growth slack and
+// its free-list word.
+func TestObjectSlotTracksHeap(t *testing.T) {
+	if got := unsafe.Sizeof(objSlot{}); got != 16 || objCost != 16+16/4+4 {
+		t.Fatalf("objSlot is %d bytes, objCost %d; want 16 and %d", got, objCost, 16+16/4+4)
+	}
+	n := 100_000
+	if testing.Short() || raceEnabled {
+		n = 40_000
+	}
+	const now = 1_000_000
+	perKey := func(obj bool) (heap, charged float64) {
+		h0 := liveHeap()
+		s := New(Options{TrackDirty: true})
+		u0 := s.UsedMemory()
+		key := make([]byte, 0, 16)
+		for i := range n {
+			key = fmt.Appendf(key[:0], "k%07d", i)
+			if obj {
+				if _, err := s.WriteObject(key, KindHash, now, newTestObj, func(o Object) bool {
+					o.(*testObj).n, o.(*testObj).size = 1, 16 // its allocation
+					return true
+				}); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				putValue(s, string(key), now, Value{TAT: 1})
+			}
+			if i%10_000 == 0 {
+				s.Drain(now, nil)
+			}
+		}
+		s.Drain(now, nil)
+		heap = float64(liveHeap()-h0) / float64(n)
+		charged = float64(s.UsedMemory()-u0) / float64(n)
+		runtime.KeepAlive(s)
+		return heap, charged
+	}
+	hT, cT := perKey(false)
+	hO, cO := perKey(true)
+	r := (cO - cT) / (hO - hT)
+	t.Logf("per key: TAT heap %.1f charged %.1f; object heap %.1f charged %.1f; the object's place: heap %.1f, charged %.1f (%.3f)",
+		hT, cT, hO, cO, hO-hT, cO-cT, r)
+	if r < 0.8 || r > 1.25 {
+		t.Errorf("an object's place is charged %.1f B for %.1f B of heap (%.3f), want 0.8-1.25", cO-cT, hO-hT, r)
 	}
 }

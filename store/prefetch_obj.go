@@ -38,13 +38,14 @@ const prefetchDataLines = 4
 // elements are not read), else the elements (an image is written from
 // them). Requires the object's shard lock.
 func prefetchObjData(o *objSlot, forDrain bool) {
-	d, ok := o.obj.(DataAddresser)
+	d, ok := o.object().(DataAddresser)
 	if !ok {
 		return
 	}
 	data, n, jb := d.PrefetchAddrs()
 	if p := uintptr(jb); p != 0 {
 		prefetchw(p)
+		prefetchw(p + 63) // a struct of 64 bytes or more may span two lines (kinds' hashOwn)
 		if forDrain {
 			return
 		}
@@ -94,8 +95,8 @@ func (s *Store) prefetchObjects(keys [][]byte, hs []uint64) {
 		}
 		sh := s.shardFor(w)
 		sh.mu.Lock()
-		if o := sh.objLocked(uint32(w) - 1); o != nil && o.obj != nil {
-			p := (*[2]uintptr)(unsafe.Pointer(&o.obj))[1] // the interface's data word
+		if o := sh.objLocked(uint32(w) - 1); o != nil && o.p != nil {
+			p := o.addr() // the object's struct
 			prefetch(p)
 			prefetch(p + 47) // a 48-byte struct may span two lines
 		}

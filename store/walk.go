@@ -546,12 +546,12 @@ func (sh *shard) prefetchObjLevelsLocked(dirty []uint32, j int) {
 		}
 	}
 	if k := j + viewObjAhead; k < len(dirty) {
-		if o := sh.objAtLocked(dirty[k]); o != nil && o.obj != nil {
-			prefetch((*[2]uintptr)(unsafe.Pointer(&o.obj))[1]) // the interface's data word
+		if o := sh.objAtLocked(dirty[k]); o != nil && o.p != nil {
+			prefetch(o.addr()) // the object's struct
 		}
 	}
 	if k := j + viewObjDataAhead; k < len(dirty) {
-		if o := sh.objAtLocked(dirty[k]); o != nil && o.obj != nil {
+		if o := sh.objAtLocked(dirty[k]); o != nil && o.p != nil {
 			prefetchObjData(o, true)
 		}
 	}
@@ -684,12 +684,12 @@ func (sh *shard) prefetchDumpObjLocked(j int) {
 		}
 	}
 	if k := j + 2*dumpObjStep; k < len(sh.slab) {
-		if o := sh.objUsedLocked(k); o != nil && o.obj != nil {
-			prefetch((*[2]uintptr)(unsafe.Pointer(&o.obj))[1]) // the interface's data word
+		if o := sh.objUsedLocked(k); o != nil && o.p != nil {
+			prefetch(o.addr()) // the object's struct
 		}
 	}
 	if k := j + dumpObjStep; k < len(sh.slab) {
-		if o := sh.objUsedLocked(k); o != nil && o.obj != nil {
+		if o := sh.objUsedLocked(k); o != nil && o.p != nil {
 			prefetchObjData(o, false)
 		}
 	}
