@@ -198,7 +198,7 @@ func a16Load(t *testing.T, addr string, seed uint64, workers int, d time.Duratio
 
 // TestProcessAttack16DrainMixedKinds: with --io-loops 0, 1 and 2, a 20 ms
 // flush interval and a 4 KiB fold threshold, 8 connections of mixed-kind
-// writes (see a16Load) for 1.5 s; the state then survives SIGTERM exactly,
+// writes (see a16Load) for 0.8 s; the state then survives SIGTERM exactly,
 // and, after another round of load and 5 flush intervals of quiet, kill -9.
 func TestProcessAttack16DrainMixedKinds(t *testing.T) {
 	for _, loops := range []string{"0", "1", "2"} {
@@ -206,7 +206,7 @@ func TestProcessAttack16DrainMixedKinds(t *testing.T) {
 			dir := t.TempDir()
 			args := []string{"--io-loops", loops, "--flush-interval", "20ms", "--log-fold-min-bytes", "4096"}
 			c := mustLaunch(t, dir, args...)
-			a16Load(t, c.addr, 16, 8, 1500*time.Millisecond)
+			a16Load(t, c.addr, 16, 8, 800*time.Millisecond)
 			before := a16View(t, c.client())
 			if n := strings.Count(before, "\n"); n < 100 {
 				t.Fatalf("only %d keys after the load", n)
@@ -216,12 +216,12 @@ func TestProcessAttack16DrainMixedKinds(t *testing.T) {
 			} else {
 				t.Logf("%d keys, %s flushes, %s bases", strings.Count(before, "\n"), m["flushes"], m["bases"])
 			}
-			c.termOK()
+			t.Logf("SIGTERM took %v", c.termOK().Round(time.Millisecond))
 			c = mustLaunch(t, dir, args...)
 			if after := a16View(t, c.client()); after != before {
 				t.Fatalf("SIGTERM + restart changed the state:\n%s", a16Diff(before, after))
 			}
-			a16Load(t, c.addr, 17, 8, 1500*time.Millisecond)
+			a16Load(t, c.addr, 17, 8, 800*time.Millisecond)
 			before = a16View(t, c.client())
 			time.Sleep(100 * time.Millisecond) // 5 flush intervals
 			c.kill()
