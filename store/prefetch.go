@@ -38,7 +38,7 @@ func (sh *shard) publishLocked() {
 // scratch space of len(keys).
 //
 // Cost per key: one hash, one prefetch of its index line (two when its
-// first prefetchProbe words cross a line: 3 keys in 8), atomic loads of up
+// first prefetchProbe words cross a line: 7 keys in 8), atomic loads of up
 // to prefetchProbe words that the first pass has usually brought in, and
 // two prefetches of the entry.
 func (s *Store) Prefetch(keys [][]byte, hs []uint64) {
@@ -67,10 +67,14 @@ func (s *Store) Prefetch(keys [][]byte, hs []uint64) {
 }
 
 // prefetchProbe is how many words of a key's probe run entrySlot reads
-// looking for its word: enough for nearly every key at the index's load
-// factors (a successful lookup reads under 2.5 words on average at 3/4
-// full), few enough that a long run of collisions costs a batch little.
-const prefetchProbe = 4
+// looking for its word: one line's worth, so at most two lines to prefetch
+// (prefetchRun). A successful lookup reads under 2.5 words on average at
+// 3/4 full, but a key set made after another sits further from home: in
+// bench/window.sh's live rows, 4 words found 99% of CL.THROTTLE's keys and
+// 93% of CL.WINDOW FIXED's, 8 words 99.5% and 97.5% (perf, FIXED row:
+// findLocked 41-63 perf-ns per call on main, 30-44 with 4 words, 16-26
+// with 8). A key not present stops at the first empty word.
+const prefetchProbe = 8
 
 // prefetchRun starts loading the index words entrySlot reads for the key
 // hashed to h: its home word's line and, when the first prefetchProbe words
