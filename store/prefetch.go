@@ -37,8 +37,9 @@ func (sh *shard) publishLocked() {
 // with everything; a key changed meanwhile merely wastes its prefetch. hs is
 // scratch space of len(keys).
 //
-// Cost per key: one hash, one prefetch of its index line, atomic loads of
-// up to prefetchProbe words that the first pass has usually brought in, and
+// Cost per key: one hash, one prefetch of its index line (two when its
+// first prefetchProbe words cross a line: 7 keys in 8), atomic loads of up
+// to prefetchProbe words that the first pass has usually brought in, and
 // two prefetches of the entry.
 func (s *Store) Prefetch(keys [][]byte, hs []uint64) {
 	hs = hs[:len(keys)]
@@ -48,7 +49,7 @@ func (s *Store) Prefetch(keys [][]byte, hs []uint64) {
 		if sh := s.madeShard(h); sh == nil {
 			continue // never used: nothing to load
 		} else if v := sh.view.Load(); v != nil && len(v.table) > 0 {
-			prefetch(uintptr(unsafe.Pointer(&v.table[int(h>>8)&(len(v.table)-1)])))
+			v.prefetchRun(h)
 		}
 	}
 	for _, h := range hs {
@@ -66,24 +67,46 @@ func (s *Store) Prefetch(keys [][]byte, hs []uint64) {
 }
 
 // prefetchProbe is how many words of a key's probe run entrySlot reads
-// looking for its word: enough for nearly every key at the index's load
-// factors (a successful lookup reads under 2.5 words on average at 3/4
-// full), few enough that a long run of collisions costs a batch little.
-const prefetchProbe = 4
+// looking for its word: one line's worth, so at most two lines to prefetch
+// (prefetchRun). A successful lookup reads under 2.5 words on average at
+// 3/4 full, but a key set made after another sits further from home: in
+// bench/window.sh's live rows, 4 words found 99% of CL.THROTTLE's keys and
+// 93% of CL.WINDOW FIXED's, 8 words 99.5% and 97.5% (perf, FIXED row:
+// findLocked 41-63 perf-ns per call on main, 30-44 with 4 words, 16-26
+// with 8). A key not present stops at the first empty word.
+const prefetchProbe = 8
+
+// prefetchRun starts loading the index words entrySlot reads for the key
+// hashed to h: its home word's line and, when the first prefetchProbe words
+// of its run cross into the next line, that line too. Without the second
+// line entrySlot had to stop at the end of the home line (a word there
+// would be a miss waited for), and missed every key that linear probing
+// put past it: in bench/window.sh a key set made after another one sits
+// further from home (its homes were taken), and the batch prefetch found
+// 96% of CL.THROTTLE's keys but 82-89% of CL.WINDOW FIXED's, whose
+// lookups then stalled on the entry under the shard lock (findLocked ~45
+// against ~15 perf-ns per call). v.table must not be empty.
+func (v *view) prefetchRun(h uint64) {
+	mask := len(v.table) - 1
+	i := int(h>>8) & mask
+	p := uintptr(unsafe.Pointer(&v.table[i]))
+	prefetch(p)
+	if q := uintptr(unsafe.Pointer(&v.table[(i+prefetchProbe-1)&mask])); q>>6 != p>>6 {
+		prefetch(q)
+	}
+}
 
 // entrySlot is the slot of the entry that the key hashed to h most likely
 // occupies, read from v without the lock: the first word of the key's
 // probe run with the key's fingerprint, among the run's first
-// prefetchProbe words that lie in its home word's cache line (the line
-// Prefetch's first pass brought in; a word in the next line would be a
-// miss waited for here). ok is false when none is found there, or v has no
-// index. The run is followed, not just the home word: with linear probing
-// a key often sits past its home word (a quarter of the keys in
-// TestPrefetchFindsEntriesPastHome; the index is kept 3/8 to 3/4 full),
-// and a key whose entry was not prefetched costs its lookup a cache miss
-// under the shard lock. The slot
-// is within v.slab (a tombstone, whose bits match a fingerprint of all
-// ones, gives a slot beyond it: not found). No allocation.
+// prefetchProbe words (the lines prefetchRun brought in). ok is false when
+// none is found there, or v has no index. The run is followed, not just
+// the home word: with linear probing a key often sits past its home word
+// (a quarter of the keys in TestPrefetchFindsEntriesPastHome; the index is
+// kept 3/8 to 3/4 full), and a key whose entry was not prefetched costs
+// its lookup a cache miss under the shard lock. The slot is within v.slab
+// (a tombstone, whose bits match a fingerprint of all ones, gives a slot
+// beyond it: not found). No allocation.
 func (v *view) entrySlot(h uint64) (slot int, ok bool) {
 	if len(v.table) == 0 {
 		return 0, false
@@ -91,14 +114,13 @@ func (v *view) entrySlot(h uint64) (slot int, ok bool) {
 	mask := len(v.table) - 1
 	fp := fingerprint(h)
 	for i, n := int(h>>8)&mask, 0; n < prefetchProbe; i, n = (i+1)&mask, n+1 {
-		p := &v.table[i]
-		w := atomic.LoadUint64(p)
+		w := atomic.LoadUint64(&v.table[i])
 		if w&^0xFFFFFFFF == fp {
 			slot = int(uint32(w) - 1)
 			return slot, slot < len(v.slab)
 		}
-		if w == emptyWord || (uintptr(unsafe.Pointer(p))+8)&63 == 0 {
-			break // the end of the run (a key not present), or of the line
+		if w == emptyWord {
+			break // the end of the run: a key not present
 		}
 	}
 	return 0, false
