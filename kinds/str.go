@@ -306,6 +306,23 @@ func ValidFloat(text []byte) bool {
 	return ok
 }
 
+// CheckIncrByFloat is IncrByFloat's verdict on incr alone, as if added to
+// a missing key: ErrNotFloat when it is not a float (out of long double's
+// range included, as parseLongDouble refuses it), ErrNaNInf when it is an
+// infinity; nil otherwise. For a command
+// that must refuse a bad increment before it looks at the stored value
+// (HINCRBYFLOAT): one parse, no sum and no formatting.
+func CheckIncrByFloat(incr []byte) error {
+	b, ok := parseLongDouble(incr)
+	switch {
+	case !ok:
+		return ErrNotFloat
+	case b.inf != 0:
+		return ErrNaNInf
+	}
+	return nil
+}
+
 // IncrByFloat is INCRBYFLOAT's arithmetic on texts: cur (the stored string,
 // nil for a missing key, read as 0) plus incr, in long double, formatted as
 // Redis stores and replies it. Errors: ErrNotFloat (either text is not a

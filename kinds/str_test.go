@@ -184,3 +184,19 @@ func TestEncoding(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckIncrByFloatAgreesWithIncrByFloat: HINCRBYFLOAT refuses a bad
+// increment with CheckIncrByFloat before it reads the hash; its verdict
+// must be IncrByFloat's for the increment added to a missing key.
+func TestCheckIncrByFloatAgreesWithIncrByFloat(t *testing.T) {
+	for _, in := range []string{
+		"1", "-1.5", "0", "-0", "1e10", "0x1p3", "3.0e", "", " 1", "1 ", "abc",
+		"inf", "-inf", "+Infinity", "nan", "1e4932", "1e4933", "1e5000", "-1e5000",
+		"1e-4950", "1e-4960", "1_000", "9223372036854775807",
+	} {
+		_, want := IncrByFloat(nil, []byte(in))
+		if got := CheckIncrByFloat([]byte(in)); got != want {
+			t.Errorf("CheckIncrByFloat(%q) = %v, IncrByFloat(nil, %q) = %v", in, got, in, want)
+		}
+	}
+}
