@@ -53,17 +53,7 @@ func (l *eventLoop) Unwatch(fd int) {
 func (l *eventLoop) AfterEvents(fn func()) { l.after = append(l.after, fn) }
 
 // Post implements ForwardLoop.
-func (l *eventLoop) Post(fn func()) bool {
-	l.mu.Lock()
-	if l.closedFds {
-		l.mu.Unlock()
-		return false
-	}
-	l.posts = append(l.posts, fn)
-	l.mu.Unlock()
-	l.wake()
-	return true
-}
+func (l *eventLoop) Post(fn func()) bool { return l.enqueue(fn, false) }
 
 // postSoon is Post for a function the loop should start soon even while
 // it is busy: the loop runs it after the connection it is serving (one
@@ -73,16 +63,25 @@ func (l *eventLoop) Post(fn func()) bool {
 // 2 ms and drained on the other core). Any goroutine; false once the loop
 // has stopped. The function must not assume a turn has ended: it runs
 // between two connections of one.
-func (l *eventLoop) postSoon(fn func()) bool {
+func (l *eventLoop) postSoon(fn func()) bool { return l.enqueue(fn, true) }
+
+// enqueue queues fn for the loop, in soon (postSoon) or posts (Post), and
+// wakes the loop (an idle loop waits in epoll_wait: handleWake runs both
+// lists). False once the loop has stopped. Any goroutine.
+func (l *eventLoop) enqueue(fn func(), soon bool) bool {
 	l.mu.Lock()
 	if l.closedFds {
 		l.mu.Unlock()
 		return false
 	}
-	l.soon = append(l.soon, fn)
-	l.hasSoon.Store(true)
+	if soon {
+		l.soon = append(l.soon, fn)
+		l.hasSoon.Store(true)
+	} else {
+		l.posts = append(l.posts, fn)
+	}
 	l.mu.Unlock()
-	l.wake() // an idle loop waits in epoll_wait: handleWake runs it
+	l.wake()
 	return true
 }
 
