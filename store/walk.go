@@ -417,7 +417,7 @@ func (s *Store) DrainShardsViewNumbers(nowMs int64, first, limit int, scratch []
 		// each reads the flags of an entry a few ahead, which waited
 		// there for that entry's miss, started only viewAhead/2 keys
 		// before, instead of finding it arrived at its own turn.
-		texts := len(sh.rawv) > 0 || len(sh.win.heap) > 0
+		texts := sh.mayHoldTextsLocked()
 		for j, slot := range dirty {
 			if j+viewAhead < len(dirty) {
 				sh.prefetchEntryLocked(dirty[j+viewAhead])
@@ -557,6 +557,12 @@ func (sh *shard) prefetchObjLevelsLocked(dirty []uint32, j int) {
 	}
 }
 
+// mayHoldTextsLocked reports whether sh ever held a verbatim text or a
+// window block (its rawv or its window heap has grown): only then do the
+// drain's and the dump's text prefetch levels have anything to load.
+// Requires sh.mu. O(1).
+func (sh *shard) mayHoldTextsLocked() bool { return len(sh.rawv) > 0 || len(sh.win.heap) > 0 }
+
 // objAtLocked is objLocked for a slot from a dirty list, which may have
 // been freed since (then its entry's flags say so, or the slot is past
 // the slab). Requires sh.mu.
@@ -626,7 +632,7 @@ func (s *Store) DumpShardTAT(i int, nowMs int64, fn func(Change), tat func(key [
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	objs := len(sh.objs) > 0
-	texts := len(sh.rawv) > 0 || len(sh.win.heap) > 0 // as in DrainShardsViewNumbers
+	texts := sh.mayHoldTextsLocked() // as in DrainShardsViewNumbers
 	for j := range sh.slab {
 		if texts && j+2*dumpAhead < len(sh.slab) {
 			sh.prefetchRawHeadLocked(uint32(j + 2*dumpAhead))
