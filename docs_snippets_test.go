@@ -11,14 +11,15 @@ import (
 	"testing"
 )
 
-// pythonBlocks returns the fenced ```python blocks of a Markdown page.
-func pythonBlocks(page string) []string {
+// fencedBlocks returns the bodies of a Markdown page's blocks fenced as
+// ```lang ... ```.
+func fencedBlocks(page, lang string) []string {
 	var out []string
 	var cur []string
 	in := false
 	for _, line := range strings.Split(page, "\n") {
 		switch {
-		case !in && strings.TrimSpace(line) == "```python":
+		case !in && strings.TrimSpace(line) == "```"+lang:
 			in, cur = true, nil
 		case in && strings.TrimSpace(line) == "```":
 			in = false
@@ -29,6 +30,9 @@ func pythonBlocks(page string) []string {
 	}
 	return out
 }
+
+// pythonBlocks returns the fenced ```python blocks of a Markdown page.
+func pythonBlocks(page string) []string { return fencedBlocks(page, "python") }
 
 // docsSnippetPrelude defines what the pages' redis-py snippets take as
 // given (a client r, the request's ip / api_key / users, a web framework's
@@ -142,23 +146,7 @@ assert r.dbsize() == 0, r.dbsize()
 }
 
 // goBlocks returns the fenced ```go blocks of a Markdown page.
-func goBlocks(page string) []string {
-	var out []string
-	var cur []string
-	in := false
-	for _, line := range strings.Split(page, "\n") {
-		switch {
-		case !in && strings.TrimSpace(line) == "```go":
-			in, cur = true, nil
-		case in && strings.TrimSpace(line) == "```":
-			in = false
-			out = append(out, strings.Join(cur, "\n"))
-		case in:
-			cur = append(cur, line)
-		}
-	}
-	return out
-}
+func goBlocks(page string) []string { return fencedBlocks(page, "go") }
 
 // goSnippetFragment wraps a page's go-redis snippet that is not a whole
 // function (the HTTP handler's body of cl.pthrottle.md) in one that gives
@@ -360,23 +348,7 @@ func main() {
 }
 
 // jsBlocks returns the fenced ```js blocks of a Markdown page.
-func jsBlocks(page string) []string {
-	var out []string
-	var cur []string
-	in := false
-	for _, line := range strings.Split(page, "\n") {
-		switch {
-		case !in && strings.TrimSpace(line) == "```js":
-			in, cur = true, nil
-		case in && strings.TrimSpace(line) == "```":
-			in = false
-			out = append(out, strings.Join(cur, "\n"))
-		case in:
-			cur = append(cur, line)
-		}
-	}
-	return out
-}
+func jsBlocks(page string) []string { return fencedBlocks(page, "js") }
 
 // jsSnippetPrelude stands in for ioredis (not packaged by Debian; CI does
 // not reach npm): a Redis whose call(...args) sends one command over a

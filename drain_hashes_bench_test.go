@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"testing"
 
@@ -45,30 +44,9 @@ func BenchmarkDrainHashes(b *testing.B) {
 					set(keys[i], f, "0")
 				}
 			}
-			n := 0
-			count := func(*store.Change) { n++ }
-			_, scratch := s.DrainShardsViewTAT(now, 0, 0, nil, count, nil)
-			rng := rand.New(rand.NewPCG(1, 2))
-			var cpu int64
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				b.StopTimer()
-				perm := rng.Perm(live)[:dirty]
-				for j, k := range perm {
-					set(keys[k], fields[j%shape.fields], strconv.Itoa(i+j))
-				}
-				n = 0
-				b.StartTimer()
-				c0 := processCPUNs()
-				_, scratch = s.DrainShardsViewTAT(now, 0, 0, scratch, count, nil)
-				cpu += processCPUNs() - c0
-				if n != dirty {
-					b.Fatalf("drained %d changes, want %d", n, dirty)
-				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*dirty), "ns/key")
-			b.ReportMetric(float64(cpu)/float64(b.N*dirty), "cpu-ns/key")
+			benchDrainDirty(b, s, now, live, dirty, func(k, j, i int) {
+				set(keys[k], fields[j%shape.fields], strconv.Itoa(i+j))
+			})
 		})
 	}
 }
