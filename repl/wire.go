@@ -185,7 +185,6 @@ func (d *decoder) fail() {
 	d.b = nil
 }
 
-// entry decodes the next entry; its byte slices alias the payload.
 // tatEntry reads one entry as entry does, returning a plain TAT's fields
 // (isTAT true) without building a store.Change; for any other kind it
 // only skips the entry (key is its key, the rest zero).
@@ -204,6 +203,7 @@ func (d *decoder) tatEntry() (db int, key []byte, tat uint64, exp int64, isTAT b
 	return db, c.Key, 0, 0, false
 }
 
+// entry decodes the next entry; its byte slices alias the payload.
 func (d *decoder) entry() (db int, c store.Change) {
 	db = int(d.uvarint())
 	op := d.byte1()
