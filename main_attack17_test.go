@@ -10,7 +10,9 @@ import (
 	"context"
 	binenc "encoding/binary"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -630,6 +632,74 @@ func TestProcessAttack17DamagedDeltaKeepsRealState(t *testing.T) {
 	got = rdb.LRange(ctx, "l", 0, -1).Val()
 	if len(got) != 3001 || got[0] != "Y" || got[1] != "2" || got[3000] != "z" {
 		t.Fatalf("after more changes and another kill -9: %d items, first %v, last %q; want Y 2 ... 3000 z", len(got), got[:min(len(got), 4)], got[len(got)-1])
+	}
+	c.termOK()
+}
+
+// TestProcessAttack17CutBackKeysStayBounded: one client fills a hash or a
+// sorted set to 20,000 elements, cuts it back to 10, and goes on with the
+// next key, 40 times, at --maxmemory 8mb. Each cut-back key's Go map kept
+// its table (~1.75 MB) while used_memory charged its 10 elements, so the
+// live heap went far past the bound (main: 36.5 MB for 40 keys, and
+// linearly more with more keys) without one -OOM. Now the map is rebuilt
+// small and charged for its empty places: the live heap stays near the
+// bound.
+func TestProcessAttack17CutBackKeysStayBounded(t *testing.T) {
+	pp := freeAddr(t)
+	c := mustLaunch(t, t.TempDir(), "--persist", "no", "--maxmemory", "8mb", "--pprof-addr", pp)
+	rdb := c.client()
+	ctx := context.Background()
+	const fields = 20_000
+	for k := range 40 {
+		p := rdb.Pipeline()
+		key := fmt.Sprintf("k%d", k)
+		for j := 0; j < fields; j += 1000 {
+			args := []any{}
+			for i := j; i < j+1000; i++ {
+				if k%2 == 0 {
+					args = append(args, "f"+strconv.Itoa(i), "v")
+				} else {
+					args = append(args, i, "m"+strconv.Itoa(i))
+				}
+			}
+			if k%2 == 0 {
+				p.HSet(ctx, key, args...)
+			} else {
+				p.Do(ctx, append([]any{"ZADD", key}, args...)...)
+			}
+		}
+		for j := 10; j < fields; j += 1000 {
+			if k%2 == 0 {
+				del := []string{}
+				for i := j; i < min(j+1000, fields); i++ {
+					del = append(del, "f"+strconv.Itoa(i))
+				}
+				p.HDel(ctx, key, del...)
+			}
+		}
+		if k%2 == 1 {
+			p.ZRemRangeByRank(ctx, key, 10, -1)
+		}
+		if _, err := p.Exec(ctx); err != nil {
+			t.Fatalf("key %d: %v", k, err) // an -OOM would do: the bound acted
+		}
+	}
+	resp, err := http.Get("http://" + pp + "/debug/pprof/heap?gc=1&debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var heap int64
+	for _, l := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(l, "# HeapAlloc = "); ok {
+			heap, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	used := infoInt(info(t, rdb, "memory"), "used_memory")
+	t.Logf("40 keys cut from %d to 10 elements: live heap %.1f MB, used_memory %.2f MB, bound 8 MB", fields, float64(heap)/1e6, float64(used)/1e6)
+	if heap == 0 || heap > 16<<20 {
+		t.Fatalf("live heap %d B (used_memory %d B) at --maxmemory 8mb: the cut-back keys hold memory nothing charges", heap, used)
 	}
 	c.termOK()
 }
