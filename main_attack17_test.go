@@ -703,3 +703,35 @@ func TestProcessAttack17CutBackKeysStayBounded(t *testing.T) {
 	}
 	c.termOK()
 }
+
+// TestProcessAttack17MultiUnknownSubcommand: inside MULTI, a container
+// command with an unknown subcommand (CLIENT NOSUCH) or a subcommand of
+// the wrong arity (CONFIG GET alone) is refused when queued and dooms the
+// transaction, as Redis 7 does (processCommand looks subcommands up before
+// queuing). Main queued it, and EXEC then ran the rest of the transaction
+// (SET a 1 took effect where Redis discards everything with EXECABORT).
+// Side by side with redis-server.
+func TestProcessAttack17MultiUnknownSubcommand(t *testing.T) {
+	sock := startRedisServer(t)
+	c := mustLaunch(t, t.TempDir(), "--persist", "no")
+	f := &kindsFuzz{t: t, keys: []string{"a", "b"}}
+	f.ref = dialF(t, "redis", "unix", sock)
+	f.cell = dialF(t, "celld", "tcp", c.addr)
+	f.ref.do("FLUSHALL")
+	for _, tx := range [][][]string{
+		{{"CLIENT", "NOSUCH"}, {"SET", "a", "1"}},
+		{{"SET", "b", "2"}, {"CONFIG", "NOSUCH", "x"}},
+		{{"OBJECT", "NOSUCH", "a"}, {"SET", "a", "3"}},
+		{{"CONFIG", "GET"}, {"SET", "b", "4"}},
+		{{"CLIENT", "SETNAME", "x", "y"}, {"SET", "a", "5"}},
+		{{"CLIENT", "SETNAME", "ok"}, {"OBJECT", "ENCODING", "nokey"}, {"SET", "a", "6"}}, // valid: runs
+	} {
+		f.both("MULTI")
+		for _, cmd := range tx {
+			f.both(cmd...)
+		}
+		f.both("EXEC")
+		f.both("GET", "a")
+		f.both("GET", "b")
+	}
+}
