@@ -218,7 +218,9 @@ func (p *persistence) load(now time.Time) error {
 		buf     [20]byte
 	)
 	p.log.Info("restoring state", "base_bytes", p.db.BaseBytes(), "log_bytes", p.db.LogBytes())
-	var perm []uint32 // the database mapping, when one was written
+	var perm []uint32             // the database mapping, when one was written
+	gapNamed := map[string]bool{} // keys whose deltas were left out after a damaged record (loadObject), named in a WARN
+	gapMore := 0                  // such deltas of keys past maxGapLines
 	stats, err := p.db.ReplayAll(restoreMs, func(dbid uint32, key, value []byte, exp int64, kind persist.Kind, deleted bool) error {
 		if dbid == persist.DBMapID {
 			var err error
@@ -261,7 +263,23 @@ func (p *persistence) load(now time.Time) error {
 		if err != nil {
 			return err
 		}
-		return loadObject(st, key, kind, image, exp)
+		gaps, err := loadObject(st, key, kind, image, exp)
+		if gaps > 0 {
+			// A damaged record held one of this key's deltas: the later
+			// ones are not applied (store.LoadDelta). One line per key,
+			// for the first maxGapLines keys; the rest are counted.
+			name := fmt.Sprintf("%d/%q", dbid, key)
+			switch {
+			case gapNamed[name]:
+			case len(gapNamed) < maxGapLines:
+				gapNamed[name] = true
+				p.log.Warn("persist: a damaged change-log record held changes of this key; its later changes are not replayed, it keeps its state from before the damage",
+					"db", dbid, "key", string(key))
+			default:
+				gapMore++
+			}
+		}
+		return err
 	})
 	if err != nil {
 		return err
@@ -280,10 +298,17 @@ func (p *persistence) load(now time.Time) error {
 		p.log.Warn("clock is behind the last flush: shifted restored TATs and expiries back by the difference",
 			"clock_back_ms", backMs, "tats_shifted", shifted, "keys_rewritten", p.restoredKeys)
 	}
+	if gapMore > 0 {
+		p.log.Warn("persist: more deltas of other keys were not replayed after a damaged change-log record", "deltas", gapMore)
+	}
 	p.log.Info("restored state", "keys", p.restoredKeys, "expired_skipped", stats.Expired,
 		"base_bytes", stats.BaseBytes, "log_bytes", stats.LogBytes, "duration", stats.Duration.String())
 	return nil
 }
+
+// maxGapLines is how many keys a restore names, one WARN line each, when a
+// damaged change-log record held changes of theirs (loadObject's gaps).
+const maxGapLines = 10
 
 // snapshot writes every live key into w, one store shard at a time
 // (persist's base rewrite; called by the flusher's goroutine). Each shard's

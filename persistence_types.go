@@ -14,15 +14,23 @@ import (
 //
 // An image of a generation (persist.ObjectGen) is loaded with it, and a
 // delta (persist.ObjectDelta) is applied to the object loaded before it
-// (store.LoadDelta: only its segments of later generations).
-func loadObject(st *store.Store, key []byte, kind byte, image []byte, exp int64) error {
+// (store.LoadDelta: only its segments of later generations). gaps counts
+// the delta's segments left out because an earlier one of the key is
+// missing (a damaged record skipped): the caller reports the key.
+func loadObject(st *store.Store, key []byte, kind byte, image []byte, exp int64) (gaps int, err error) {
 	if kind&persist.ObjectDelta != 0 {
 		k := store.Kind(kind & persist.ObjectKindMask)
-		if _, err := st.LoadDelta(key, k, image, exp, applyJournal); err != nil {
-			return fmt.Errorf("restoring %q (%s): %w: %v", key, k, persist.ErrCorrupt, err)
+		_, gaps, err := st.LoadDelta(key, k, image, exp, applyJournal)
+		if err != nil {
+			return 0, fmt.Errorf("restoring %q (%s): %w: %v", key, k, persist.ErrCorrupt, err)
 		}
-		return nil
+		return gaps, nil
 	}
+	return 0, loadImage(st, key, kind, image, exp)
+}
+
+// loadImage is loadObject for an image entry.
+func loadImage(st *store.Store, key []byte, kind byte, image []byte, exp int64) error {
 	var gen uint64
 	if kind&persist.ObjectGen != 0 {
 		var err error

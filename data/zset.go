@@ -632,12 +632,10 @@ func zpopCmd(x *server.Ctx, max bool) {
 	}
 	count, withCount := int64(1), len(args) == 3
 	if withCount {
+		// Redis 7 (getPositiveLongFromObjectOrReply) answers a count that
+		// is not an integer with the same error as a negative one.
 		c, ok := parseInt(args[2])
-		if !ok {
-			x.Error(errNotInt)
-			return
-		}
-		if c < 0 {
+		if !ok || c < 0 {
 			x.Error(errPositive)
 			return
 		}

@@ -1,7 +1,5 @@
 package kinds
 
-import "maps"
-
 // Deep copies (COPY of a hash, list or sorted set). Each returns an
 // independent structure with the same content (a compact one without
 // the original's slack, so its Size may be smaller); the element
@@ -18,7 +16,8 @@ func (h *Hash) Clone() *Hash {
 	}
 	f := h.full()
 	c := &Hash{}
-	c.setFullForm(&hashFull{idx: maps.Clone(f.idx), items: append([]HashField(nil), f.items...), size: f.size})
+	items := append([]HashField(nil), f.items...)
+	c.setFullForm(&hashFull{idx: hashIndex(items), items: items, size: f.size, peak: len(items)})
 	return c
 }
 

@@ -37,15 +37,30 @@ type hashFull struct {
 	journal // journal.go; the compact form's, kept across the change
 	idx     map[string]int32
 	items   []HashField
-	size    int64
+	size    int64 // the live fields' cost: bytes, hashFieldCost each, the struct
+	// peak is the most fields idx has held since it was made: a Go map
+	// never gives back its table when entries are deleted, so what it
+	// takes follows its peak, not its length. Size charges the table's
+	// empty places (hashMapCost each); del rebuilds idx at its length
+	// once that falls under a quarter of the peak (as Redis's dict
+	// shrinks), so the charge and the heap stay within 4x of the fields.
+	peak int
 }
 
 // HashField is one field of a Hash and its value.
 type HashField struct{ Field, Value string }
 
 // hashFieldCost is a field's heap apart from its bytes: its slot in items
-// (two string headers) and its map entry (string header, int32, slack).
-const hashFieldCost = 32 + 40
+// (hashItemCost: two string headers) and its map entry (hashMapCost:
+// string header, int32, slack).
+const (
+	hashItemCost  = 32
+	hashMapCost   = 40
+	hashFieldCost = hashItemCost + hashMapCost
+)
+
+// hashShrinkMin is the peak under which del never rebuilds the index.
+const hashShrinkMin = 64
 
 // NewHash returns an empty hash.
 func NewHash() *Hash { return &Hash{} }
@@ -60,6 +75,17 @@ func (h *Hash) Len() int {
 
 // Size is the hash's approximate heap footprint in bytes.
 func (h *Hash) Size() int64 {
+	if h.compact() {
+		return h.compactSize()
+	}
+	f := h.full()
+	return f.size + int64(f.peak-len(f.items))*hashMapCost + int64(cap(f.items)-len(f.items))*hashItemCost
+}
+
+// liveSize is Size without what a full form's history left (its map's
+// empty places, its slice's spare capacity): what the content costs, the
+// same in two full copies of one content. O(1).
+func (h *Hash) liveSize() int64 {
 	if h.compact() {
 		return h.compactSize()
 	}
@@ -152,7 +178,17 @@ func (h *Hash) setFull(field, value string) (added bool) {
 	hf.idx[field] = int32(len(hf.items))
 	hf.items = append(hf.items, HashField{field, value})
 	hf.size += hashFieldCost + int64(len(field)+len(value))
+	hf.peak = max(hf.peak, len(hf.items))
 	return true
+}
+
+// hashIndex is a new index of items, sized to them. O(len(items)).
+func hashIndex(items []HashField) map[string]int32 {
+	idx := make(map[string]int32, len(items))
+	for i, f := range items {
+		idx[f.Field] = int32(i)
+	}
+	return idx
 }
 
 // Delete removes field and reports whether it was there.
@@ -183,6 +219,10 @@ func (h *Hash) del(field string, record bool) bool {
 	hf.items = hf.items[:last]
 	if cap(hf.items) > 64 && len(hf.items) < cap(hf.items)/4 {
 		hf.items = append([]HashField(nil), hf.items...)
+	}
+	if hf.peak > hashShrinkMin && len(hf.items) < hf.peak/4 {
+		hf.idx = hashIndex(hf.items)
+		hf.peak = len(hf.items)
 	}
 	return true
 }

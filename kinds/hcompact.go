@@ -272,7 +272,7 @@ func (h *Hash) toFull() {
 	}
 	// The journal stays: the conversion changes no content, so it records
 	// nothing, and the write that caused it records itself.
-	h.setFullForm(&hashFull{journal: h.takeCompactJournal(), idx: idx, items: items, size: size})
+	h.setFullForm(&hashFull{journal: h.takeCompactJournal(), idx: idx, items: items, size: size, peak: len(items)})
 }
 
 // DataAddr is the address of h's compact block (nil in the full form or

@@ -190,6 +190,13 @@ func zsetAgainstModel(t *testing.T, universe int, long, wantFull bool) {
 			}
 		}
 	}
+	if !z.compact() {
+		// The map's empty places its peak left are charged too.
+		if z.peak < z.n || (z.peak > zShrinkMin && z.n < z.peak/4) {
+			t.Fatalf("peak %d for %d members", z.peak, z.n)
+		}
+		want += int64(z.peak-z.n) * zMapCost
+	}
 	if z.Size() != want {
 		t.Fatalf("size %d want %d", z.Size(), want)
 	}
@@ -464,6 +471,14 @@ func checkHash(t *testing.T, h *Hash, m map[string]string) {
 		if h.blk() != nil {
 			want = hashCompactBase + int64(allocSize(hashHeader+h.meta().cp()))
 		}
+	} else {
+		// The map's empty places its peak left and the spare capacity of
+		// items are charged too.
+		f := h.full()
+		if f.peak < len(f.items) || (f.peak > hashShrinkMin && len(f.items) < f.peak/4) {
+			t.Fatalf("peak %d for %d fields", f.peak, len(f.items))
+		}
+		want += int64(f.peak-len(f.items))*hashMapCost + int64(cap(f.items)-len(f.items))*hashItemCost
 	}
 	if len(got) != len(m) || h.Size() != want {
 		t.Fatalf("each/size mismatch: %d fields of %d, size %d want %d", len(got), len(m), h.Size(), want)

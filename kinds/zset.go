@@ -36,7 +36,13 @@ type zFull struct {
 	tail  *zNode
 	level int
 	dict  map[string]float64
-	size  int64
+	size  int64 // the live elements' cost: bytes, zElemCost each, the struct
+	// peak is the most members dict has held since it was made: a Go map
+	// keeps its table when entries are deleted, so Size charges the
+	// table's empty places (zMapCost each) and unlink rebuilds dict at its
+	// length once that falls under a quarter of the peak (as Redis's dict
+	// shrinks): charge and heap stay within 4x of the members.
+	peak int
 }
 
 const zMaxLevel = 32
@@ -57,7 +63,13 @@ type zNode struct {
 // (member header, score, prev, slice header), its levels (avg 1.33 × 16 B),
 // the map entry (key header, score, the map's slack), and the member's
 // bytes, which the node and the map share.
-const zElemCost = 56 + 24 + 48
+const zElemCost = 56 + 24 + zMapCost
+
+// zMapCost is an element's map entry (key header, score, the map's slack).
+const zMapCost = 48
+
+// zShrinkMin is the peak under which unlink never rebuilds dict.
+const zShrinkMin = 64
 
 // NewZSet returns an empty sorted set.
 func NewZSet() *ZSet { return &ZSet{} }
@@ -72,6 +84,15 @@ func (z *ZSet) Len() int { return z.n }
 
 // Size is the set's approximate heap footprint in bytes.
 func (z *ZSet) Size() int64 {
+	if z.compact() {
+		return z.compactSize()
+	}
+	return z.size + int64(z.peak-z.n)*zMapCost
+}
+
+// liveSize is Size without the empty places of a full form's map: what
+// the content costs, the same in two full copies of one content. O(1).
+func (z *ZSet) liveSize() int64 {
 	if z.compact() {
 		return z.compactSize()
 	}
@@ -152,6 +173,7 @@ func (z *ZSet) insert(score float64, member string) {
 	z.n++
 	z.dict[member] = score
 	z.size += zElemCost + int64(len(member))
+	z.peak = max(z.peak, z.n)
 }
 
 // remove deletes the element (score, member), known to be present.
@@ -191,6 +213,15 @@ func (z *ZSet) unlink(x *zNode, update *[zMaxLevel]*zNode) {
 	z.n--
 	delete(z.dict, x.member)
 	z.size -= zElemCost + int64(len(x.member))
+	if z.peak > zShrinkMin && z.n < z.peak/4 {
+		// Rebuilt from the skiplist, which unlink's callers walk (never
+		// dict), so a removal in the middle of a walk is safe here.
+		d := make(map[string]float64, z.n)
+		for y := z.head.lv[0].next; y != nil; y = y.lv[0].next {
+			d[y.member] = y.score
+		}
+		z.dict, z.peak = d, z.n
+	}
 }
 
 // Set stores member with score, adding or moving it; it reports whether

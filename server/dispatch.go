@@ -126,6 +126,9 @@ func (s *Server) dispatch(c *client, cmd *command, args [][]byte) {
 		c.reject(errNoMulti) // SAVE, SHUTDOWN: dooms the transaction
 		return
 	}
+	if c.inMulti && cmd.subs != nil && len(args) > 1 && !cmd.immediate && !s.queueableSub(c, cmd, args) {
+		return // an unknown subcommand or its wrong arity dooms the transaction
+	}
 	// The memory bound, as Redis's processCommand applies it: over the
 	// bound, once one chunk of evictions by the policy frees nothing
 	// (overMemory), a command flagged denyoom (SET, APPEND, HSET, RPUSH,
@@ -222,6 +225,27 @@ func (s *Server) subcommand(c *client, parent *command, args [][]byte) {
 	}
 	c.lastCmd.Store(sub)
 	s.call(c, sub, args)
+}
+
+// queueableSub checks a container command's subcommand (CLIENT NOSUCH,
+// CONFIG GET without a parameter) before it is queued in MULTI, as
+// Redis's processCommand looks subcommands up before queuing: an unknown
+// one or a wrong arity is refused and dooms the transaction to EXECABORT,
+// where queuing it would run the rest of the transaction and answer the
+// error inside EXEC's reply. Outside MULTI subcommand() answers the same
+// errors. Only for commands queued in MULTI.
+func (s *Server) queueableSub(c *client, parent *command, args [][]byte) bool {
+	sub := lookup(parent.subs, args[1])
+	switch {
+	case sub == nil:
+		c.reject("ERR unknown subcommand '" + string(cString(args[1])) +
+			"'. Try " + strings.ToUpper(parent.name) + " HELP.")
+		return false
+	case !arityOK(sub.arity, len(args)):
+		s.rejectCmd(c, sub, wrongArity(sub.fullname))
+		return false
+	}
+	return true
 }
 
 // errNoMulti is Redis's refusal of a no-multi command (SAVE, SHUTDOWN)

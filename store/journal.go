@@ -204,26 +204,42 @@ func (s *Store) LoadObjectGen(key []byte, kind Kind, obj Object, gen uint64, exp
 // records apply refuses (it returns an error): a delta is followed on disk
 // by the entries of whatever replaced the key since, so such a delta
 // belongs to a value the log goes on to replace. mismatched counts them.
+//
+// Generations follow each other one by one (takeSegmentLocked, every
+// image a new one), so a segment more than one generation after the
+// object's means one in between is missing: a damaged change-log record
+// that persist skipped. Its records and every later segment of the key are
+// not applied (gaps counts them): list records are positional (LSET 1,
+// LPOP), and replayed past a lost LPUSH they would change the wrong items,
+// leaving a value the key never held. The key keeps the last state it
+// really had before the damage, until a later image of it replaces it;
+// the caller reports it. Segments written after this restore start again
+// from the object's generation, so they apply at the next restore.
+//
 // Only a payload that does not split into segments is an error. Only for
 // restoring.
-func (s *Store) LoadDelta(key []byte, kind Kind, payload []byte, expireAtMs int64, apply func(obj Object, recs []byte) error) (mismatched int, err error) {
+func (s *Store) LoadDelta(key []byte, kind Kind, payload []byte, expireAtMs int64, apply func(obj Object, recs []byte) error) (mismatched, gaps int, err error) {
 	h := s.hashKey(key)
 	sh := s.shardFor(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	slot, _, ok := sh.findLocked(key, h)
 	if !ok || sh.slab[slot].kind() != kind {
-		return 0, eachSegment(payload, func(uint64, []byte) { mismatched = 1 })
+		return 0, 0, eachSegment(payload, func(uint64, []byte) { mismatched = 1 })
 	}
 	o := sh.objLocked(slot)
 	if o == nil {
-		return 0, nil
+		return 0, 0, nil
 	}
 	obj := o.object()
 	before := obj.Size()
 	err = eachSegment(payload, func(gen uint64, recs []byte) {
 		if gen <= o.gen&^genImaged {
 			return // the image holds it already
+		}
+		if gen > o.gen&^genImaged+1 {
+			gaps++ // a generation in between is missing (see above)
+			return
 		}
 		if apply(obj, recs) != nil {
 			mismatched++
@@ -240,9 +256,9 @@ func (s *Store) LoadDelta(key []byte, kind Kind, payload []byte, expireAtMs int6
 		if sh.track {
 			sh.deleted = sh.deleted[:len(sh.deleted)-1] // as Unload: the disk says so
 		}
-		return mismatched, err
+		return mismatched, gaps, err
 	}
-	return mismatched, err
+	return mismatched, gaps, err
 }
 
 // posOfLocked is the index position of key, which must be present.
