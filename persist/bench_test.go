@@ -164,7 +164,7 @@ func BenchmarkRestore1M(b *testing.B) {
 }
 
 // BenchmarkEncodeSealTATs is a window of 60,000 CL.THROTTLE keys (about
-// 1.5 MB of records, the allowed row's window) encoded and sealed: the
+// 1.6 MB of records, the allowed row's window) encoded and sealed: the
 // flusher's CPU per key before the write, checksum included. ns/op is
 // per key; B/key is the records' bytes per key. The expiry is what
 // CL.THROTTLE writes: the new TAT's millisecond (now + trunc((TAT − now) /
