@@ -126,10 +126,23 @@ func (e *Encoder) Delete(key []byte) {
 }
 
 // TAT adds key holding tat (the decimal text of it) until exp.
+//
+// Cost: CL.THROTTLE's entry (database 0, a key under 128 bytes, an
+// expiry within a byte of the TAT: an 'r' entry) is stored into the room
+// begin made, without append's checks per field.
 func (e *Encoder) TAT(key []byte, tat uint64, exp int64) {
 	s := e.begin(len(key) + entryHeadMax)
-	e.buf = appendDBPrefix(e.buf, e.db)
-	e.buf = appendTAT(e.buf, key, tat, exp)
+	if d, ok := tatRel(tat, exp); ok && e.db == 0 && len(key) < 0x80 {
+		b := e.buf[s : s+len(key)+11] // begin made room for it
+		b[0], b[1] = entryTATRel, byte(len(key))
+		copy(b[2:], key)
+		binary.LittleEndian.PutUint64(b[2+len(key):], tat)
+		b[10+len(key)] = byte(d)
+		e.buf = e.buf[:s+len(b)]
+	} else {
+		e.buf = appendDBPrefix(e.buf, e.db)
+		e.buf = appendTAT(e.buf, key, tat, exp)
+	}
 	e.added(s)
 }
 

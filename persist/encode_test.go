@@ -28,6 +28,9 @@ func randomOps(r *rand.Rand, n int) []Op {
 			op = Op{Key: key, Delete: true, DB: op.DB}
 		case 1:
 			op.IsTAT, op.TAT = true, r.Uint64()
+			if r.IntN(2) == 0 { // CL.THROTTLE's expiry, the TAT's ms: an 'r' entry, or a 't' past a byte
+				op.ExpireAtMs = int64(op.TAT/1e6) + r.Int64N(261) - 130
+			}
 		case 2:
 			op.Value = strconv.AppendUint(nil, r.Uint64N(1e12), 10) // canonical: a 't' entry
 		case 3:

@@ -11,17 +11,26 @@ import (
 //
 //	set:    's' uvarint(len(key)) key varint(ExpireAtMs) uvarint(len(value)) value
 //	TAT:    't' uvarint(len(key)) key varint(ExpireAtMs) uint64 little-endian TAT
+//	TAT near its expiry:
+//	        'r' uvarint(len(key)) key uint64 little-endian TAT int8(ExpireAtMs − TAT/1e6)
 //	delete: 'd' uvarint(len(key)) key
 //
 // A 't' entry is a set whose value is the TAT's decimal text (v3; most
 // entries): 8 bytes instead of ~19, and no text to format or parse.
 // Values that are canonical decimal uint64 text are written as 't' too.
+// An 'r' entry (session 17) is a 't' entry whose expiry is given as one
+// signed byte relative to the TAT's millisecond: what CL.THROTTLE writes
+// (its expiry is now + trunc((TAT − now) / 1 ms), the TAT's millisecond
+// give or take one), 5 bytes shorter than the expiry's varint (31 → 26
+// bytes for a 15-byte key). The writers choose it whenever the expiry
+// fits and is not itself a one-byte varint (appendTAT); readers take both.
 //
 // Entries are applied in order; within a log chunk a later entry for a key
 // wins, and a later chunk wins over an earlier one.
 const (
 	entrySet    = 's'
 	entryTAT    = 't'
+	entryTATRel = 'r'
 	entryDelete = 'd'
 )
 
@@ -43,12 +52,12 @@ func entrySize(op *Op) int {
 		return objectOpSize(op) // delta.go
 	case op.Delete:
 	case op.IsTAT:
-		n += varintLen(op.ExpireAtMs) + 8
+		n += tatValueLen(op.TAT, op.ExpireAtMs)
 	default:
 		if op.Verbatim {
 			n += varintLen(op.ExpireAtMs) + uvarintLen(uint64(len(op.Value))) + len(op.Value)
-		} else if _, ok := canonicalUint(op.Value); ok {
-			n += varintLen(op.ExpireAtMs) + 8
+		} else if v, ok := canonicalUint(op.Value); ok {
+			n += tatValueLen(v, op.ExpireAtMs)
 		} else {
 			n += varintLen(op.ExpireAtMs) + uvarintLen(uint64(len(op.Value))) + len(op.Value)
 		}
@@ -90,13 +99,44 @@ func appendEntry(b []byte, op *Op) []byte {
 	return appendSet(b, op.Key, op.Value, op.ExpireAtMs)
 }
 
-// appendTAT appends a 't' entry to b.
+// appendTAT appends a TAT entry to b: an 'r' entry when exp is within a
+// signed byte of tat's millisecond and not itself a one-byte varint
+// (tatRel), else a 't' entry. Cost: CL.THROTTLE's entry (15-byte key) in
+// about 5 ns, with one division by a constant.
 func appendTAT(b, key []byte, tat uint64, exp int64) []byte {
+	if d, ok := tatRel(tat, exp); ok {
+		b = append(b, entryTATRel)
+		b = binary.AppendUvarint(b, uint64(len(key)))
+		b = append(b, key...)
+		b = binary.LittleEndian.AppendUint64(b, tat)
+		return append(b, byte(d))
+	}
 	b = append(b, entryTAT)
 	b = binary.AppendUvarint(b, uint64(len(key)))
 	b = append(b, key...)
 	b = binary.AppendVarint(b, exp)
 	return binary.LittleEndian.AppendUint64(b, tat)
+}
+
+// tatRel is exp relative to tat's millisecond (tat/1e6), and whether an
+// 'r' entry holds it: the difference fits a signed byte and exp is not a
+// one-byte varint (then a 't' entry is as short, and 0, no TTL, stays a
+// 't' entry). The reader adds tat/1e6 back (tatRelExpiry); the arithmetic
+// wraps both ways, so any exp that passes comes back exactly.
+func tatRel(tat uint64, exp int64) (int8, bool) {
+	d := exp - int64(tat/1e6)
+	return int8(d), d == int64(int8(d)) && (exp < -64 || exp > 63)
+}
+
+// tatRelExpiry is the expiry an 'r' entry's byte d gives for tat.
+func tatRelExpiry(tat uint64, d int8) int64 { return int64(tat/1e6) + int64(d) }
+
+// tatValueLen is the size of a TAT entry's expiry and TAT (appendTAT).
+func tatValueLen(tat uint64, exp int64) int {
+	if _, ok := tatRel(tat, exp); ok {
+		return 9
+	}
+	return varintLen(exp) + 8
 }
 
 // canonicalUint parses text that strconv.FormatUint would have written
@@ -208,6 +248,16 @@ func decodeChunk(chunk []byte, fn entryFunc, obj ...ObjectFunc) (fnErr, formatEr
 			off += n
 			tat := binary.LittleEndian.Uint64(chunk[off:])
 			off += 8
+			if err := fn(db, key, strconv.AppendUint(text[:0], tat, 10), exp, KindString, false); err != nil {
+				return err, nil
+			}
+		case entryTATRel:
+			if len(chunk)-off < 9 {
+				return nil, fmt.Errorf("bad TAT or expiry of key %q", key)
+			}
+			tat := binary.LittleEndian.Uint64(chunk[off:])
+			exp := tatRelExpiry(tat, int8(chunk[off+8]))
+			off += 9
 			if err := fn(db, key, strconv.AppendUint(text[:0], tat, 10), exp, KindString, false); err != nil {
 				return err, nil
 			}

@@ -421,7 +421,9 @@ func TestCorruptChunk(t *testing.T) {
 }
 
 // TestEntryEncodingRoundTrip pins entrySize against appendEntry and the
-// decoder over awkward keys, values and expiries.
+// decoder over awkward keys, values and expiries, and which TATs take
+// the compact 'r' entry (expiry relative to the TAT) and its 26 bytes for
+// CL.THROTTLE's key.
 func TestEntryEncodingRoundTrip(t *testing.T) {
 	tat := func(key string, v uint64, exp int64) Op {
 		return Op{Key: []byte(key), TAT: v, IsTAT: true, ExpireAtMs: exp}
@@ -444,8 +446,23 @@ func TestEntryEncodingRoundTrip(t *testing.T) {
 		set("lead", "0123", 0),
 		set("plus", "+1", 0),
 		set("mixed", "12a", 0),
+		// An expiry within a signed byte of the TAT's millisecond (what
+		// CL.THROTTLE writes) is an 'r' entry, unless it is a one-byte
+		// varint itself; one past the byte's range is a 't' entry.
+		tat("ok:000000012345", 1_796_012_296_590_996_844, 1_796_012_296_590),
+		tat("lo", 1_796_012_296_590_996_844, 1_796_012_296_590-128),
+		tat("hi", 1_796_012_296_590_999_999, 1_796_012_296_590+127),
+		tat("lo-1", 1_796_012_296_590_996_844, 1_796_012_296_590-129),
+		tat("hi+1", 1_796_012_296_590_996_844, 1_796_012_296_590+128),
+		tat("small", 5_000_000, 5),
+		tat("edge", 64_000_000, 64),
+		tat("edge-", 0, -65),
+		tat("wrapmax", 1<<64-1, 18_446_744_073_709),
+		tat("wrapneg", 1<<64-1, -1<<63),
+		set("numrel", "1796012296590996844", 1_796_012_296_591),
 	}
-	wantKind := []byte{'s', 's', 't', 's', 'd', 'd', 't', 't', 't', 't', 't', 's', 's', 's', 's'}
+	wantKind := []byte{'s', 's', 't', 's', 'd', 'd', 't', 't', 't', 't', 't', 's', 's', 's', 's',
+		'r', 'r', 'r', 't', 't', 't', 'r', 'r', 'r', 't', 'r'}
 	text := func(op Op) string {
 		if op.IsTAT {
 			return strconv.FormatUint(op.TAT, 10)
@@ -475,6 +492,29 @@ func TestEntryEncodingRoundTrip(t *testing.T) {
 	})
 	if cbErr != nil || fmtErr != nil || i != len(ops) {
 		t.Fatalf("decode: %v %v after %d entries", cbErr, fmtErr, i)
+	}
+	throttled := tat("ok:000000012345", 1_796_012_296_590_996_844, 1_796_012_296_591)
+	if n := len(appendEntry(nil, &throttled)); n != 26 {
+		t.Errorf("CL.THROTTLE's entry for a 15-byte key: %d bytes, want 26", n)
+	}
+}
+
+// TestEntryTATRelDamage: an 'r' entry cut short is a format error, not a
+// read past the chunk.
+func TestEntryTATRelDamage(t *testing.T) {
+	op := Op{Key: []byte("k"), TAT: 1_796_012_296_590_996_844, IsTAT: true, ExpireAtMs: 1_796_012_296_590}
+	chunk := appendEntry(nil, &op)
+	if chunk[0] != entryTATRel {
+		t.Fatalf("entry kind %q, want 'r'", chunk[0])
+	}
+	for n := 3; n < len(chunk); n++ {
+		_, fmtErr := decodeChunk(chunk[:n], func(uint32, []byte, []byte, int64, Kind, bool) error {
+			t.Fatalf("cut at %d: decoded an entry", n)
+			return nil
+		})
+		if fmtErr == nil {
+			t.Errorf("cut at %d of %d: no format error", n, len(chunk))
+		}
 	}
 }
 
@@ -585,4 +625,61 @@ func TestBaseDuePolicy(t *testing.T) {
 	if !db.BaseDue() {
 		t.Fatalf("BaseDue = false with a %d-byte log and a %d-byte base", db.LogBytes(), st.Bytes)
 	}
+}
+
+// TestMain6fbfad1LogReads: a directory written by celld's main at 6fbfad1
+// (before the 'r' entry: 300 CL.THROTTLE keys, two TATs of 100 of them,
+// and three SET keys, as 't' and 's' entries in its change log; kill -9)
+// restores exactly what that server's GET and PEXPIRETIME answered
+// (want.txt), and again after this build writes 'r' entries over part
+// of it.
+func TestMain6fbfad1LogReads(t *testing.T) {
+	src := filepath.Join("testdata", "log-main-6fbfad1")
+	dir := t.TempDir()
+	m := model{}
+	for _, name := range []string{"base-0000000000000000.dat", "changes-0000000000000001.log", "want.txt"} {
+		b, err := os.ReadFile(filepath.Join(src, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "want.txt" {
+			for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+				var r record
+				if _, err := fmt.Sscan(line, &r.key, &r.value, &r.exp); err != nil {
+					t.Fatalf("want.txt %q: %v", line, err)
+				}
+				r.exp = max(r.exp, 0) // PEXPIRETIME's -1: no TTL
+				m[r.key] = r
+			}
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(m) != 303 {
+		t.Fatalf("want.txt holds %d keys, want 303", len(m))
+	}
+	const nowMs = 1_800_000_000_000 // before every expiry in the fixture
+	db := mustOpen(t, dir, Options{})
+	got, _ := restoreAll(t, db, nowMs)
+	checkRecords(t, got, m.sorted())
+	var ops []Op
+	for i := range 50 {
+		tat := uint64(2_200_000_000_000_000_000 + i*1_000_003)
+		op := Op{Key: fmt.Appendf(nil, "ok:%012d", i*5), TAT: tat, IsTAT: true, ExpireAtMs: int64(tat/1e6) - int64(i%2)}
+		if k := appendEntry(nil, &op)[0]; k != entryTATRel {
+			t.Fatalf("op %d: entry kind %q, want 'r'", i, k)
+		}
+		ops = append(ops, op)
+		m[string(op.Key)] = record{string(op.Key), strconv.FormatUint(tat, 10), op.ExpireAtMs}
+	}
+	if err := db.Write(ops); err != nil {
+		t.Fatal(err)
+	}
+	mustClose(t, db)
+	db = mustOpen(t, dir, Options{})
+	defer mustClose(t, db)
+	got, _ = restoreAll(t, db, nowMs)
+	checkRecords(t, got, m.sorted())
 }

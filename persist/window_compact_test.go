@@ -67,7 +67,8 @@ func TestCompactWindowRoundTrip(t *testing.T) {
 
 // The figures the package comment gives: a 15-byte key with a 1 s window
 // on today's clock is 26 bytes (FIXED) and 27 (SLIDING), against 41 and 49
-// as 'w' entries and a TAT's 31.
+// as 'w' entries and a 't' TAT entry's 31 (26 as CL.THROTTLE writes it:
+// an 'r' entry, TestEntryEncodingRoundTrip).
 func TestCompactWindowSize(t *testing.T) {
 	key := []byte("wf:000000012345")
 	now := int64(1_764_000_000_000)
