@@ -17,9 +17,11 @@ import (
 // The zero value is an empty hash, ready to use. Not safe for concurrent
 // use.
 //
-// The struct is one pointer, 8 bytes, a size class of its own
-// (hashCompactBase): a 10-field hash is mostly its block and the store's
-// entry. The pointer's low two bits tell its forms apart without a load
+// The struct is one pointer, 8 bytes, and may be copied to another
+// address (nothing keeps its address), so the store keeps it in its object
+// slot instead of allocating it (InPlace; Size leaves it out,
+// hashCompactBase): a 10-field hash is its block and the store's entry and
+// slot. The pointer's low two bits tell its forms apart without a load
 // (hjournal.go): a compact hash that records nothing points at its block
 // (hcompact.go; nil while nothing is allocated), whose first 8 bytes hold
 // the pairs' length, the block's capacity and the field count; a compact
@@ -64,6 +66,11 @@ const hashShrinkMin = 64
 
 // NewHash returns an empty hash.
 func NewHash() *Hash { return &Hash{} }
+
+// InPlace marks Hash as an object whose one-word struct its holder may
+// copy and keep in place of a pointer to it (store.InPlace): a Hash keeps
+// no pointer to its own struct. Never called.
+func (h *Hash) InPlace() {}
 
 // Len is the number of fields.
 func (h *Hash) Len() int {

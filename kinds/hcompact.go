@@ -39,9 +39,11 @@ func mkHashMeta(ln, cp, n int) hashMeta {
 	return hashMeta(ln) | hashMeta(cp)<<hashMetaBits | hashMeta(n)<<(2*hashMetaBits)
 }
 
-// hashCompactBase is a compact Hash's own allocation: the struct (8
-// bytes: the block's pointer), a size class of its own.
-const hashCompactBase = 8
+// hashCompactBase is what a compact Hash's Size counts for its struct:
+// nothing. The struct is one word (8 bytes), which its holder keeps where
+// it keeps its pointer (the store keeps it in its object slot, InPlace,
+// and charges the slot), so a Hash has no allocation of its own.
+const hashCompactBase = 0
 
 // Encoding is OBJECT ENCODING's name for h's form, as Redis 7.0 names the
 // same form: "listpack" while compact, "hashtable" after.
@@ -73,8 +75,8 @@ func (h *Hash) lp() []byte {
 	return unsafe.Slice((*byte)(unsafe.Add(h.blk(), hashHeader)), m.cp())[:m.ln()]
 }
 
-// compactSize is a compact h's Size: the struct and the block (not the
-// journal's buffers, see hjournal.go).
+// compactSize is a compact h's Size: the block (not the struct, see
+// hashCompactBase, nor the journal's buffers, see hjournal.go).
 func (h *Hash) compactSize() int64 {
 	if h.blk() == nil {
 		return hashCompactBase

@@ -604,13 +604,17 @@ func cloneIndependent(t *testing.T, size int) {
 }
 
 // The compact forms' own allocations are what Size charges for them: each
-// struct's size rounded to the allocator's class.
+// struct's size rounded to the allocator's class. A Hash's struct is one
+// word its holder keeps in place (the store's object slot, which the store
+// charges): Size counts nothing for it.
 func TestCompactBases(t *testing.T) {
+	if unsafe.Sizeof(Hash{}) != unsafe.Sizeof(unsafe.Pointer(nil)) || hashCompactBase != 0 {
+		t.Errorf("Hash is %d bytes, its base %d: want one word and 0", unsafe.Sizeof(Hash{}), hashCompactBase)
+	}
 	for _, c := range []struct {
 		name       string
 		size, base int
 	}{
-		{"Hash", int(unsafe.Sizeof(Hash{})), hashCompactBase},
 		{"List", int(unsafe.Sizeof(List{})), listCompactBase},
 		{"ZSet", int(unsafe.Sizeof(ZSet{})), zsetCompactBase},
 	} {
@@ -869,9 +873,9 @@ func TestCompactImagesMatchFull(t *testing.T) {
 }
 
 // TestHashOnePointerForms: a Hash keeps its compact block or its full form
-// behind one pointer (16-byte struct). A 10-field hash costs the struct and
-// its block's size class (16 + 144: 8 header bytes and 10 pairs of a
-// one-byte head and 12 bytes); the block and the full forms stay
+// behind one pointer (an 8-byte struct its holder keeps in place). A
+// 10-field hash's Size is its block's size class (144: 8 header bytes and
+// 10 pairs of a one-byte head and 12 bytes); the block and the full forms stay
 // alive and intact through collections (the garbage collector follows the
 // unsafe.Pointer), through the change of form, Clone of either form, and
 // DataAddr answers the bytes only while compact.
@@ -880,8 +884,8 @@ func TestHashOnePointerForms(t *testing.T) {
 	for i := range 10 {
 		h.Set("field"+strconv.Itoa(i), "value"+strconv.Itoa(i))
 	}
-	if got, ln := h.Size(), h.meta().ln(); got != 8+144 || ln != 130 {
-		t.Fatalf("10-field hash Size %d with %d bytes of pairs, want %d and 130", got, ln, 8+144)
+	if got, ln := h.Size(), h.meta().ln(); got != 144 || ln != 130 {
+		t.Fatalf("10-field hash Size %d with %d bytes of pairs, want %d and 130", got, ln, 144)
 	}
 	if h.DataAddr() == nil || h.DataAddr() != unsafe.Add(unsafe.Pointer(unsafe.SliceData(h.lp())), -hashHeader) {
 		t.Fatal("DataAddr of a compact hash")
@@ -1091,7 +1095,7 @@ func TestHashPresize(t *testing.T) {
 	h = NewHash()
 	h.Presize(10, 120, 6)
 	fill(h)
-	if h.Size() != plain.Size() || h.Size() != 8+144 || string(h.AppendImage(nil)) != string(plain.AppendImage(nil)) {
+	if h.Size() != plain.Size() || h.Size() != 144 || string(h.AppendImage(nil)) != string(plain.AppendImage(nil)) {
 		t.Fatalf("presized: Size %d, field by field %d", h.Size(), plain.Size())
 	}
 	for _, c := range []struct {

@@ -11,8 +11,9 @@ import (
 // a delta; the base rewrite still writes whole images. See
 // persist/delta.go for the entries on disk.
 //
-// Generations. objSlot.gen counts the images and deltas handed out for
-// the key. A drain's image is a new generation and restarts the journal; a
+// Generations. The key's tat (tatGen) counts the images and deltas handed
+// out for the key, modulo 2^28: replay compares them as serial numbers
+// (genAfter). A drain's image is a new generation and restarts the journal; a
 // drain's delta is one segment per generation it closes. The base
 // rewrite's snapshot (DumpShard) closes the open generation first
 // ("seals" the journal: its records wait in shard.sealed for the next
@@ -93,14 +94,15 @@ func eachSegment(p []byte, fn func(gen uint64, recs []byte)) error {
 	return nil
 }
 
-// takeSegmentLocked closes the open generation of o: the journal's
-// records since the last take become a segment of generation o's + 1
-// appended to b (nothing when there are none). ok is false when the
-// journal holds no complete record (never started, or abandoned): the
-// caller must hand out the image instead.
-func takeSegmentLocked(o *objSlot, j Journaled, b []byte) (_ []byte, ok bool) {
+// takeSegmentLocked closes the open generation of slot's object j: the
+// journal's records since the last take become a segment of the next
+// generation appended to b (nothing when there are none). ok is false
+// when the journal holds no complete record (never started, or
+// abandoned): the caller must hand out the image instead. Requires sh.mu.
+func (sh *shard) takeSegmentLocked(slot uint32, j Journaled, b []byte) (_ []byte, ok bool) {
 	n := len(b)
-	b = appendSegmentHead(b, o.gen&^genImaged+1)
+	gen := sh.genLocked(slot)
+	b = appendSegmentHead(b, nextGen(gen))
 	recs := len(b)
 	b, ok = j.TakeJournal(b)
 	switch {
@@ -110,7 +112,7 @@ func takeSegmentLocked(o *objSlot, j Journaled, b []byte) (_ []byte, ok bool) {
 		return b[:n], true // nothing changed element-wise (an EXPIRE)
 	}
 	endSegment(b, recs)
-	o.gen++
+	sh.setGenLocked(slot, gen&genImaged|nextGen(gen))
 	return b, true
 }
 
@@ -121,11 +123,10 @@ func takeSegmentLocked(o *objSlot, j Journaled, b []byte) (_ []byte, ok bool) {
 func (sh *shard) drainObjectLocked(slot uint32, key, buf []byte) (Change, []byte) {
 	e := &sh.slab[slot]
 	c := Change{Key: key, Kind: e.kind(), ExpireAtMs: e.exp}
-	o := sh.objLocked(slot)
-	if o == nil {
+	obj := sh.objectLocked(slot)
+	if obj == nil {
 		return sh.objectChangeLocked(slot, key, buf)
 	}
-	obj := o.object()
 	j, journaled := obj.(Journaled)
 	if !journaled {
 		return sh.objectChangeLocked(slot, key, buf)
@@ -136,24 +137,25 @@ func (sh *shard) drainObjectLocked(slot uint32, key, buf []byte) (Change, []byte
 		sealed = sh.sealed[slot]
 		delete(sh.sealed, slot) // sealed only by a base snapshot: not worth keeping
 	}
-	if o.gen&genImaged != 0 {
+	if sh.genLocked(slot)&genImaged != 0 {
 		buf = append(buf, sealed...)
 		var whole bool
-		if buf, whole = takeSegmentLocked(o, j, buf); whole {
-			c.Delta, c.Gen = true, o.gen&^genImaged
+		if buf, whole = sh.takeSegmentLocked(slot, j, buf); whole {
+			c.Delta, c.Gen = true, sh.genLocked(slot)&^genImaged
 			c.Image = buf[start:len(buf):len(buf)]
 			return c, buf
 		}
 		buf = buf[:start]
 	}
-	o.gen = (o.gen+1)&^genImaged | genImaged
+	gen := nextGen(sh.genLocked(slot))
+	sh.setGenLocked(slot, gen|genImaged)
 	if obj.Size() <= smallImage {
 		j.StopJournal()
 	} else {
 		j.StartJournal()
 	}
 	buf = obj.AppendImage(buf)
-	c.Gen = o.gen &^ genImaged
+	c.Gen = gen
 	c.Image = buf[start:len(buf):len(buf)]
 	return c, buf
 }
@@ -162,14 +164,14 @@ func (sh *shard) drainObjectLocked(slot uint32, key, buf []byte) (Change, []byte
 // image, as the generation it now completes (the open generation's
 // records are sealed for the next drain first). Requires sh.mu.
 func (sh *shard) snapshotObjectLocked(slot uint32, key, buf []byte) (Change, []byte) {
-	o := sh.objLocked(slot)
-	if o == nil {
+	obj := sh.objectLocked(slot)
+	if obj == nil {
 		return sh.objectChangeLocked(slot, key, buf)
 	}
-	if j, journaled := o.object().(Journaled); journaled && o.gen&genImaged != 0 {
+	if j, journaled := obj.(Journaled); journaled && sh.genLocked(slot)&genImaged != 0 {
 		// Abandoned (not whole): the next drain hands out an image of a
 		// later generation than this one's, which supersedes it.
-		if sealed, _ := takeSegmentLocked(o, j, sh.sealed[slot]); len(sealed) > 0 {
+		if sealed, _ := sh.takeSegmentLocked(slot, j, sh.sealed[slot]); len(sealed) > 0 {
 			if sh.sealed == nil {
 				sh.sealed = make(map[uint32][]byte)
 			}
@@ -177,7 +179,7 @@ func (sh *shard) snapshotObjectLocked(slot uint32, key, buf []byte) (Change, []b
 		}
 	}
 	c, buf := sh.objectChangeLocked(slot, key, buf)
-	c.Gen = o.gen &^ genImaged
+	c.Gen = sh.genLocked(slot) &^ genImaged
 	return c, buf
 }
 
@@ -191,8 +193,8 @@ func (s *Store) LoadObjectGen(key []byte, kind Kind, obj Object, gen uint64, exp
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if slot, _, ok := sh.findLocked(key, h); ok {
-		if o := sh.objLocked(slot); o != nil {
-			o.gen = gen&^genImaged | genImaged
+		if sh.objLocked(slot) != nil {
+			sh.setGenLocked(slot, gen&genMask|genImaged)
 		}
 	}
 }
@@ -227,24 +229,24 @@ func (s *Store) LoadDelta(key []byte, kind Kind, payload []byte, expireAtMs int6
 	if !ok || sh.slab[slot].kind() != kind {
 		return 0, 0, eachSegment(payload, func(uint64, []byte) { mismatched = 1 })
 	}
-	o := sh.objLocked(slot)
-	if o == nil {
+	obj := sh.objectLocked(slot)
+	if obj == nil {
 		return 0, 0, nil
 	}
-	obj := o.object()
 	before := obj.Size()
 	err = eachSegment(payload, func(gen uint64, recs []byte) {
-		if gen <= o.gen&^genImaged {
+		cur := sh.genLocked(slot)
+		if !genAfter(gen&genMask, cur) {
 			return // the image holds it already
 		}
-		if gen > o.gen&^genImaged+1 {
+		if gen&genMask != (cur&genMask+1)&genMask {
 			gaps++ // a generation in between is missing (see above)
 			return
 		}
 		if apply(obj, recs) != nil {
 			mismatched++
 		}
-		o.gen = gen&^genImaged | o.gen&genImaged
+		sh.setGenLocked(slot, gen&genMask|cur&genImaged)
 	})
 	sh.rechargeLocked(obj, before) // before a removal credits the new Size
 	sh.slab[slot].exp = expireAtMs

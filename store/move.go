@@ -145,11 +145,11 @@ func (sh *shard) copyableLocked(slot uint32, move bool) bool {
 	}
 	switch k {
 	case KindHash, KindList, KindZSet:
-		o := sh.objLocked(slot)
-		if o == nil {
+		obj := sh.objectLocked(slot)
+		if obj == nil {
 			return false
 		}
-		_, ok := o.object().(Duplicator)
+		_, ok := obj.(Duplicator)
 		return ok
 	}
 	return false
@@ -176,16 +176,16 @@ func (sh *shard) copyKindLocked(dslot uint32, src *shard, sslot uint32, move boo
 		// gets an object of its own in sh's table.
 		sh.slab[dslot].tat = 0
 		if !move { // a deep copy (copyableLocked checked it can be made)
-			o := src.objLocked(sslot)
-			if o == nil {
+			obj := src.objectLocked(sslot)
+			if obj == nil {
 				return
 			}
-			sh.putObjLocked(dslot, newObjSlot(o.object().(Duplicator).Duplicate().(Object), 0))
+			sh.putObjLocked(dslot, obj.(Duplicator).Duplicate().(Object), 0)
 			return
 		}
 		// Handed over: src's delete releases nothing more.
-		if o := src.takeObjLocked(sslot); o.p != nil {
-			sh.putObjLocked(dslot, objSlot{p: o.p}) // the generation restarts, as before
+		if o, ty, ok := src.takeObjLocked(sslot); ok {
+			sh.putSlotLocked(dslot, o, ty) // the generation restarts, as before
 		}
 	}
 }

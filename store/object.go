@@ -51,54 +51,86 @@ type Duplicator interface {
 func (sh *shard) objectChangeLocked(slot uint32, key, buf []byte) (Change, []byte) {
 	e := &sh.slab[slot]
 	start := len(buf)
-	if o := sh.objLocked(slot); o != nil {
-		buf = o.object().AppendImage(buf)
+	if obj := sh.objectLocked(slot); obj != nil {
+		buf = obj.AppendImage(buf)
 	}
 	return Change{Key: key, Kind: e.kind(), Image: buf[start:len(buf):len(buf)], ExpireAtMs: e.exp}, buf
 }
 
-// objSlot is an object and its persistence generation: 16 bytes. The
-// object is kept as its pointer, where an Object interface took 16 bytes:
-// every object is a pointer to a struct of at least 8 bytes (kinds.Hash,
-// List, ZSet), and the pointer's low 3 bits say which of at most
-// maxObjTypes types it is (objTypes), so object rebuilds the interface
-// with two register moves and a load of a table that stays in cache. The
-// tagged pointer still points into the object, so the garbage collector
-// keeps it alive.
+// objSlot is an object's place in shard.objs: one word, 8 bytes. For an
+// InPlace object it is the object's own struct (its one pointer word, the
+// struct copied in: no allocation of its own); for any other object it is
+// the pointer to its struct. What the word is and the object's type are
+// told by the entry's tat (the type's number, objTypes); so is the
+// object's persistence generation (tatGen). Either way the word points
+// into (or at) what the object holds, so the garbage collector keeps it
+// alive.
 type objSlot struct {
-	p unsafe.Pointer // the object + its type's number (nil: none)
-	// gen is the generation last handed out to persistence, with
-	// genImaged set once an image of the key's object was
-	// (journal.go).
-	gen uint64
+	p unsafe.Pointer // the object's pointer, or its one word when InPlace
+}
+
+// InPlace is an Object whose struct is one pointer word (a struct with a
+// single unsafe.Pointer field) that may be copied to another address:
+// nothing keeps the struct's address across a call (kinds.Hash). The store
+// keeps that word in the object's slot, not a pointer to a struct of its
+// own, which saves the struct's 8-byte allocation; Size must then leave
+// the struct out (objCost charges the slot). The Object the store hands to
+// a callback points into the store's table: valid under the key's shard
+// lock for that call only (as every callback's object is documented to
+// be). InPlace itself is a marker and is never called.
+type InPlace interface {
+	Object
+	InPlace()
 }
 
 // maxObjTypes is how many types of Object a process may store.
 const maxObjTypes = 8
 
 // objTypes are the Object types stored so far, as the type words of
-// their interfaces, by number. Written under mu and published by n, so
-// object's lock-free read of a number that a slot holds is ordered after
-// the write (by the shard lock under which the slot was written).
+// their interfaces, by number, and whether each is InPlace. Written under
+// mu and published by n, so object's lock-free read of a number that a
+// tat holds is ordered after the write (by the shard lock under which the
+// tat was written).
 var objTypes struct {
-	mu  sync.Mutex
-	n   atomic.Int32
-	tab [maxObjTypes]unsafe.Pointer
+	mu      sync.Mutex
+	n       atomic.Int32
+	tab     [maxObjTypes]unsafe.Pointer
+	inPlace [maxObjTypes]bool
 }
 
 // iface is an interface value's two words (Go's layout of a non-empty
 // interface: its type word, then its data pointer).
 type iface struct{ tab, data unsafe.Pointer }
 
-// newObjSlot is the slot of obj (a pointer to a struct of at least 8
-// bytes, 8-aligned; anything else panics, as do more than maxObjTypes
-// types) with generation gen.
-func newObjSlot(obj Object, gen uint64) objSlot {
+// An object key's tat (the TAT means nothing for these kinds):
+//
+//	bits  0-31  the object's index in shard.objs + 1 (0: none)
+//	bits 32-59  its persistence generation, modulo 2^28 (journal.go)
+//	bits 60-62  its type's number (objTypes)
+//	bit  63     genImaged: an image of the object was handed out
+const (
+	tatIndex   = 1<<32 - 1
+	genShift   = 32
+	genBits    = 28
+	genMask    = 1<<genBits - 1
+	typeShift  = 60
+	genImaged  = 1 << 63
+	tatGenBits = genImaged | genMask<<genShift // what tatGen reads
+)
+
+// newObjSlot is the slot of obj (a non-nil pointer; anything else panics,
+// as do more than maxObjTypes types) and the bits of the tat that say its
+// type.
+func newObjSlot(obj Object) (objSlot, uint64) {
 	w := (*iface)(unsafe.Pointer(&obj))
-	if w.data == nil || uintptr(w.data)&(maxObjTypes-1) != 0 {
-		panic(fmt.Sprintf("store: Object %T at %p: nil or not 8-byte aligned", obj, w.data))
+	if w.data == nil {
+		panic(fmt.Sprintf("store: Object %T is nil", obj))
 	}
-	return objSlot{p: unsafe.Add(w.data, objTypeNum(w.tab, obj)), gen: gen}
+	n := objTypeNum(w.tab, obj)
+	if objTypes.inPlace[n] {
+		return objSlot{p: *(*unsafe.Pointer)(w.data)}, uint64(n) << typeShift
+	}
+	return objSlot{p: w.data}, uint64(n) << typeShift
 }
 
 // objTypeNum is the number of obj's type, whose interface type word is
@@ -118,63 +150,124 @@ func objTypeNum(tab unsafe.Pointer, obj Object) int {
 			return i
 		}
 	}
-	if t := reflect.TypeOf(obj); t.Kind() != reflect.Pointer || t.Elem().Size() < maxObjTypes || t.Elem().Align() < maxObjTypes {
-		panic(fmt.Sprintf("store: Object %v is not a pointer to a struct of at least %d bytes", t, maxObjTypes))
+	t := reflect.TypeOf(obj)
+	if t.Kind() != reflect.Pointer {
+		panic(fmt.Sprintf("store: Object %v is not a pointer", t))
+	}
+	_, inPlace := obj.(InPlace)
+	if e := t.Elem(); inPlace && (e.Kind() != reflect.Struct || e.NumField() != 1 || e.Field(0).Type.Kind() != reflect.UnsafePointer) {
+		panic(fmt.Sprintf("store: InPlace Object %v is not a pointer to a struct of one unsafe.Pointer", t))
 	}
 	if n == maxObjTypes {
 		panic(fmt.Sprintf("store: more than %d Object types", maxObjTypes))
 	}
 	objTypes.tab[n] = tab
+	objTypes.inPlace[n] = inPlace
 	objTypes.n.Store(int32(n + 1))
 	return n
 }
 
-// object is o's object (nil when it has none). O(1), no allocation.
-func (o *objSlot) object() Object {
-	if o.p == nil {
-		return nil
+// object is o's object, whose key's tat is tat (o is that key's slot).
+// O(1), no allocation.
+func (o *objSlot) object(tat uint64) Object {
+	t := tat >> typeShift & (maxObjTypes - 1)
+	data := o.p
+	if objTypes.inPlace[t] {
+		data = unsafe.Pointer(o)
 	}
-	t := uintptr(o.p) & (maxObjTypes - 1)
 	var obj Object
-	*(*iface)(unsafe.Pointer(&obj)) = iface{objTypes.tab[t], unsafe.Add(o.p, -int(t))}
+	*(*iface)(unsafe.Pointer(&obj)) = iface{objTypes.tab[t], data}
 	return obj
 }
 
-// addr is the address of o's object's struct, for prefetches (o has one).
-func (o *objSlot) addr() uintptr { return uintptr(o.p) &^ (maxObjTypes - 1) }
+// addr is an address worth prefetching for a write to o's object: its
+// struct, or for an InPlace object what its word points at (0: nothing).
+func (o *objSlot) addr() uintptr { return uintptr(o.p) &^ 7 }
 
-// genImaged is objSlot.gen's flag: an image of the object was handed out.
-const genImaged = 1 << 63
+// tatGen is the generation an object key's tat holds: its count modulo
+// 2^28 and genImaged.
+func tatGen(tat uint64) uint64 { return tat&genImaged | tat>>genShift&genMask }
+
+// genTat is the tat bits that hold generation gen (tatGen's inverse).
+func genTat(gen uint64) uint64 { return gen&genImaged | (gen&genMask)<<genShift }
+
+// nextGen is the generation after gen's count (modulo 2^28, without
+// genImaged).
+func nextGen(gen uint64) uint64 { return (gen + 1) & genMask }
+
+// genAfter reports whether generation a comes after b, in serial number
+// arithmetic modulo 2^28 (RFC 1982): a follows b by less than 2^27. Replay
+// compares a delta's segments with the generation of the image (or segment)
+// before them, which they follow by one, or which they precede by the few
+// generations drained between a base rewrite's cut and its snapshot.
+func genAfter(a, b uint64) bool {
+	d := (a - b) & genMask
+	return d != 0 && d < 1<<(genBits-1)
+}
+
+// genLocked is slot's object's generation (tatGen). Requires sh.mu.
+func (sh *shard) genLocked(slot uint32) uint64 { return tatGen(sh.slab[slot].tat) }
+
+// setGenLocked makes gen (a count, with genImaged or not) slot's object's
+// generation. Requires sh.mu.
+func (sh *shard) setGenLocked(slot uint32, gen uint64) {
+	e := &sh.slab[slot]
+	e.tat = e.tat&^tatGenBits | genTat(gen)
+}
 
 // The object table. A key of an object kind (any kind but strings and
-// windows) keeps its object in shard.objs at the index its entry's tat
-// holds, plus one (0: none; a TAT means nothing for these kinds). An
+// windows) keeps its object in shard.objs at the index the low 32 bits of
+// its entry's tat hold, plus one (0: none; see tatIndex). An
 // indexed array rather than a map keyed by slot: a handler's or a drain's
 // lookup is one load, where a swiss-map probe over 100k objects took ~15%
-// of an HSET's CPU, and a live object costs its 16-byte slot instead of a
+// of an HSET's CPU, and a live object costs its 8-byte slot instead of a
 // map entry's ~64 bytes. Freed indices are reused LIFO.
 
-// objCost is what an object's place in shard.objs costs: its 16-byte slot,
-// the table's growth slack (a quarter at most) and its free-list word.
-const objCost = 24
+// objCost is what an object's place in shard.objs costs: its 8-byte slot,
+// the table's growth slack (a quarter at most) and its 4-byte free-list
+// word.
+const objCost = 8 + 8/4 + 4
 
-// objCharge is what o's object costs its key beyond keyCost. O(1).
-func objCharge(o *objSlot) int64 { return objCost + o.object().Size() }
+// objCharge is what o's object, whose key's tat is tat, costs its key
+// beyond keyCost. O(1).
+func objCharge(o *objSlot, tat uint64) int64 { return objCost + o.object(tat).Size() }
 
-// objLocked returns slot's object, or nil when it has none (the key is of
-// another kind, or its object is not set yet). The pointer is valid until
-// the next putObjLocked on sh. Requires sh.mu.
+// objLocked returns slot's object's place, or nil when it has none (the
+// key is of another kind, or its object is not set yet). The pointer is
+// valid until the next putObjLocked on sh. Requires sh.mu.
 func (sh *shard) objLocked(slot uint32) *objSlot {
 	e := &sh.slab[slot]
-	if e.tat == 0 || e.tat > uint64(len(sh.objs)) || e.flags&kindMask == 0 || e.kind() == KindWindow {
+	i := e.tat & tatIndex
+	if i == 0 || i > uint64(len(sh.objs)) || e.flags&kindMask == 0 || e.kind() == KindWindow {
 		return nil
 	}
-	return &sh.objs[e.tat-1]
+	return &sh.objs[i-1]
+}
+
+// objectLocked returns slot's object, or nil when it has none (as
+// objLocked). An InPlace object points into sh.objs: valid until the next
+// putObjLocked on sh. Requires sh.mu.
+func (sh *shard) objectLocked(slot uint32) Object {
+	o := sh.objLocked(slot)
+	if o == nil {
+		return nil
+	}
+	return o.object(sh.slab[slot].tat)
 }
 
 // putObjLocked gives slot, a key of an object kind without an object, the
-// object o, and charges it. Requires sh.mu.
-func (sh *shard) putObjLocked(slot uint32, o objSlot) {
+// object obj at generation gen (tatGen's form), and charges it. obj is
+// the store's from then on: its caller must not use it again (an InPlace
+// object's word is copied into the slot). Requires sh.mu.
+func (sh *shard) putObjLocked(slot uint32, obj Object, gen uint64) {
+	o, ty := newObjSlot(obj)
+	sh.putSlotLocked(slot, o, ty|genTat(gen))
+}
+
+// putSlotLocked gives slot, a key of an object kind without an object, the
+// object place o with the tat bits hi (its type's, its generation's), and
+// charges it. Requires sh.mu.
+func (sh *shard) putSlotLocked(slot uint32, o objSlot, hi uint64) {
 	var i uint32
 	if n := len(sh.ofree); n > 0 {
 		i = sh.ofree[n-1]
@@ -188,24 +281,26 @@ func (sh *shard) putObjLocked(slot uint32, o objSlot) {
 	}
 	sh.objs[i] = o
 	sh.liveObjs.Add(1)
-	sh.slab[slot].tat = uint64(i) + 1
-	sh.addMemLocked(objCharge(&sh.objs[i]))
+	tat := hi&^tatIndex | uint64(i) + 1
+	sh.slab[slot].tat = tat
+	sh.addMemLocked(objCharge(&sh.objs[i], tat))
 }
 
-// takeObjLocked removes slot's object from the table and returns it,
-// crediting its charge (the zero objSlot when there was none). Requires
-// sh.mu.
-func (sh *shard) takeObjLocked(slot uint32) objSlot {
+// takeObjLocked removes slot's object from the table and returns its place
+// and its type's tat bits (for putSlotLocked: the generation restarts),
+// crediting its charge; ok is false when there was none. Requires sh.mu.
+func (sh *shard) takeObjLocked(slot uint32) (_ objSlot, ty uint64, ok bool) {
 	o := sh.objLocked(slot)
 	if o == nil {
-		return objSlot{}
+		return objSlot{}, 0, false
 	}
+	e := &sh.slab[slot]
 	taken := *o
-	sh.addMemLocked(-objCharge(o))
+	sh.addMemLocked(-objCharge(o, e.tat))
 	*o = objSlot{} // nothing kept alive for the GC
 	sh.liveObjs.Add(-1)
-	e := &sh.slab[slot]
-	sh.ofree = append(sh.ofree, uint32(e.tat-1))
+	sh.ofree = append(sh.ofree, uint32(e.tat&tatIndex-1))
+	ty = e.tat &^ tatIndex &^ tatGenBits
 	e.tat = 0
 	if len(sh.sealed) > 0 {
 		delete(sh.sealed, slot)
@@ -213,7 +308,7 @@ func (sh *shard) takeObjLocked(slot uint32) objSlot {
 	if len(sh.ofree) == len(sh.objs) && cap(sh.objs) > 64 {
 		sh.objs, sh.ofree = nil, nil // the last one went: give the table back
 	}
-	return taken
+	return taken, ty, true
 }
 
 // dropObjectLocked releases slot's object and its charge, if it has one.
@@ -242,7 +337,7 @@ func (s *Store) ReadObject(key []byte, kind Kind, nowMs int64, fn func(obj Objec
 		return false, ErrWrongType
 	}
 	sh.touchLocked(slot, nowMs)
-	fn(sh.objLocked(slot).object())
+	fn(sh.objectLocked(slot))
 	return true, nil
 }
 
@@ -256,11 +351,11 @@ func (s *Store) PeekObject(key []byte, nowMs int64, fn func(obj Object)) bool {
 		return false
 	}
 	defer sh.mu.Unlock()
-	o := sh.objLocked(slot)
-	if o == nil {
+	obj := sh.objectLocked(slot)
+	if obj == nil {
 		return false
 	}
-	fn(o.object())
+	fn(obj)
 	return true
 }
 
@@ -299,7 +394,7 @@ func (s *Store) WriteObject(key []byte, kind Kind, nowMs int64, create func() Ob
 		if sh.slab[slot].kind() != kind {
 			return false, ErrWrongType
 		}
-		obj := sh.objLocked(slot).object()
+		obj := sh.objectLocked(slot)
 		before := obj.Size()
 		changed := fn(obj)
 		sh.rechargeLocked(obj, before) // before a deletion credits the new Size
@@ -323,7 +418,7 @@ func (s *Store) WriteObject(key []byte, kind Kind, nowMs int64, create func() Ob
 	}
 	sh.putLocked(key, h, 0, 0, lruFlags(nowMs)|kindFlags(kind), "")
 	slot, _, _ = sh.findLocked(key, h)
-	sh.putObjLocked(slot, newObjSlot(obj, 0))
+	sh.putObjLocked(slot, obj, 0)
 	return true, nil
 }
 
@@ -350,7 +445,7 @@ func (s *Store) LoadObject(key []byte, kind Kind, obj Object, expireAtMs int64) 
 	if j, ok := obj.(Journaled); ok {
 		j.StartJournal()
 	}
-	sh.putObjLocked(slot, newObjSlot(obj, genImaged))
+	sh.putObjLocked(slot, obj, genImaged)
 }
 
 // ScanKind is Scan with each key's kind (SCAN's TYPE option): the same
@@ -406,7 +501,7 @@ func (s *Store) KeyMemory(key []byte, nowMs int64) (int64, bool) {
 		n += sh.rawChargeLocked(i, tn)
 	}
 	if o := sh.objLocked(slot); o != nil {
-		n += objCharge(o)
+		n += objCharge(o, e.tat)
 	}
 	if e.kind() == KindWindow && e.tat != 0 && !e.winInline() {
 		_, _, size := winUnref(e.tat)

@@ -132,12 +132,12 @@ func TestObjectExpiryAndOOM(t *testing.T) {
 // with the object's own Size) against the heap it really adds beyond a TAT
 // key: two stores of the same keys, one of TATs and one of objects whose
 // Size is their 16-byte allocation, measured after collections. The slot
-// is a 16-byte pointer and generation (not a 16-byte interface and a
-// generation), and objCost is its size, its quarter of growth slack and
-// its free-list word.
+// is one 8-byte word (the generation and the type are in the entry's
+// tat), and objCost is its size, its quarter of growth slack and its
+// free-list word.
 func TestObjectSlotTracksHeap(t *testing.T) {
-	if got := unsafe.Sizeof(objSlot{}); got != 16 || objCost != 16+16/4+4 {
-		t.Fatalf("objSlot is %d bytes, objCost %d; want 16 and %d", got, objCost, 16+16/4+4)
+	if got := unsafe.Sizeof(objSlot{}); got != 8 || objCost != 8+8/4+4 {
+		t.Fatalf("objSlot is %d bytes, objCost %d; want 8 and %d", got, objCost, 8+8/4+4)
 	}
 	n := 100_000
 	if testing.Short() || raceEnabled {

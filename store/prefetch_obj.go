@@ -37,8 +37,8 @@ const prefetchDataLines = 4
 // journal buffer only when there is one (a delta is taken from it and the
 // elements are not read), else the elements (an image is written from
 // them). Requires the object's shard lock.
-func prefetchObjData(o *objSlot, forDrain bool) {
-	d, ok := o.object().(DataAddresser)
+func prefetchObjData(o *objSlot, tat uint64, forDrain bool) {
+	d, ok := o.object(tat).(DataAddresser)
 	if !ok {
 		return
 	}
@@ -110,7 +110,7 @@ func (s *Store) prefetchObjects(keys [][]byte, hs []uint64) {
 		sh := s.shardFor(w)
 		sh.mu.Lock()
 		if o := sh.objLocked(uint32(w) - 1); o != nil {
-			prefetchObjData(o, false)
+			prefetchObjData(o, sh.slab[uint32(w)-1].tat, false)
 		}
 		sh.mu.Unlock()
 	}

@@ -427,7 +427,7 @@ func (s *Store) ApplyChange(c Change, obj Object, maxTAT bool, nowMs int64) erro
 		}
 		sh.dropObjectLocked(slot)
 		sh.writeLocked(slot, 0, c.ExpireAtMs, kindFlags(c.Kind)|lruFlags(nowMs), "")
-		sh.putObjLocked(slot, newObjSlot(obj, 0))
+		sh.putObjLocked(slot, obj, 0)
 	default:
 		return ErrBadChange
 	}

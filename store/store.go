@@ -66,7 +66,7 @@ type entry struct {
 	inl   [inlineKey]byte // the key, when klen <= inlineKey
 	off   uint32          // else the key bytes are arena[off : off+klen]
 	klen  uint32
-	tat   uint64 // the TAT, ns since the epoch; with flagRaw, where the text is in shard.rawv (rawRef)
+	tat   uint64 // the TAT, ns since the epoch; with flagRaw, where the text is in shard.rawv (rawRef); for an object kind, its object's place, generation and type (object.go)
 	exp   int64  // absolute expiry, Unix ms; 0 = no TTL
 	ver   uint32 // shard write sequence at the last write, for WATCH
 	flags uint32
@@ -110,7 +110,7 @@ type shard struct {
 	// (expire.go); written under mu, taken without it.
 	unlogged atomic.Int64
 
-	objs     []objSlot         // objects of the richer kinds, at entry.tat-1 (object.go)
+	objs     []objSlot         // objects of the richer kinds, at the entry's tat&tatIndex - 1 (object.go)
 	liveObjs atomic.Int32      // live objects in objs, read without mu (prefetch_obj.go)
 	ofree    []uint32          // free indices of objs, reused LIFO
 	sealed   map[uint32][]byte // by slot: records a base snapshot sealed (journal.go)

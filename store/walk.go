@@ -552,7 +552,7 @@ func (sh *shard) prefetchObjLevelsLocked(dirty []uint32, j int) {
 	}
 	if k := j + viewObjDataAhead; k < len(dirty) {
 		if o := sh.objAtLocked(dirty[k]); o != nil && o.p != nil {
-			prefetchObjData(o, true)
+			prefetchObjData(o, sh.slab[dirty[k]].tat, true)
 		}
 	}
 }
@@ -696,7 +696,7 @@ func (sh *shard) prefetchDumpObjLocked(j int) {
 	}
 	if k := j + dumpObjStep; k < len(sh.slab) {
 		if o := sh.objUsedLocked(k); o != nil && o.p != nil {
-			prefetchObjData(o, false)
+			prefetchObjData(o, sh.slab[k].tat, false)
 		}
 	}
 }
