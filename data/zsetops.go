@@ -129,10 +129,7 @@ func zsetOpCmd(x *server.Ctx, op int, store_ bool) {
 	x.Store().Delete(dst, x.NowMs())
 	if len(out) > 0 {
 		_, err := x.Store().WriteObject(dst, store.KindZSet, x.NowMs(), newZSet, func(o store.Object) bool {
-			z := o.(*kinds.ZSet)
-			for _, e := range out {
-				z.Set(e.Member, e.Score)
-			}
+			fillZSet(o.(*kinds.ZSet), out)
 			return true
 		})
 		if err != nil {
