@@ -1,6 +1,7 @@
 package kinds
 
 import (
+	"bytes"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -113,6 +114,15 @@ func TestZSetLoadSorted(t *testing.T) {
 			}
 		}
 		same("loaded")
+		// Its image decodes to the same set (persistence writes it so).
+		img := loaded.AppendImage(nil)
+		back, err := DecodeZSet(img)
+		if err != nil {
+			t.Fatalf("n=%d: image round trip: %v", n, err)
+		}
+		if back.Size() != loaded.Size() || !bytes.Equal(back.AppendImage(nil), img) {
+			t.Fatalf("n=%d: image round trip differs (Size %d/%d)", n, back.Size(), loaded.Size())
+		}
 		for range n / 2 {
 			m := "m" + strconv.Itoa(r.IntN(4*n))
 			switch r.IntN(3) {
