@@ -172,3 +172,27 @@ func TestZSetLoadSorted(t *testing.T) {
 		t.Error("LoadSorted took a member twice")
 	}
 }
+
+// BenchmarkZSetFill: a 200k-member destination filled by Set of each
+// sorted element (the STORE commands before) and by LoadSorted.
+func BenchmarkZSetFill(b *testing.B) {
+	elems := make([]Element, 200_000)
+	for i := range elems {
+		elems[i] = Element{Member: "member:" + strconv.Itoa(1_000_000+i), Score: float64(i / 3)}
+	}
+	b.Run("set", func(b *testing.B) {
+		for range b.N {
+			z := NewZSet()
+			for _, e := range elems {
+				z.Set(e.Member, e.Score)
+			}
+		}
+	})
+	b.Run("load", func(b *testing.B) {
+		for range b.N {
+			if !NewZSet().LoadSorted(elems) {
+				b.Fatal("refused")
+			}
+		}
+	})
+}
