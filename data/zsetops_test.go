@@ -12,14 +12,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// TestZInterDiffAgainstModel: ZINTER, ZDIFF, their STORE forms and
-// ZINTERCARD, on random sorted sets (compact and full forms, shared and
-// missing keys, infinite scores, random WEIGHTS and AGGREGATE), give what
-// zsetAlgebra computes on copies of the sources (readSources' way, which
-// ZUNION still uses), sorted: members, scores and order. zsetInterDiff
-// reads the sources in place; a candidate kept or dropped wrongly, a
-// weight applied to the wrong source or a difference left unsorted fails
-// here.
+// TestZInterDiffAgainstModel: ZINTER, ZDIFF, ZUNION, their STORE forms
+// and ZINTERCARD, on random sorted sets (compact and full forms, shared
+// and missing keys, infinite scores, random WEIGHTS and AGGREGATE), give
+// what zsetAlgebra computes on copies of the sources, sorted: members,
+// scores and order. zsetInterDiff and zsetUnion read the sources in place;
+// a candidate kept or dropped wrongly, a weight applied to the wrong
+// source, scores combined in another order than the model's (smallest set
+// first) or a result left unsorted fails here.
 func TestZInterDiffAgainstModel(t *testing.T) {
 	r := startRaw(t)
 	rdb := redis.NewClient(&redis.Options{Addr: r.conn.RemoteAddr().String(), Protocol: 2})
@@ -55,7 +55,7 @@ func TestZInterDiffAgainstModel(t *testing.T) {
 			model[k] = m
 		}
 		for range 10 {
-			op := []int{opInter, opDiff}[rng.IntN(2)]
+			op := []int{opInter, opDiff, opUnion}[rng.IntN(3)]
 			nk := 1 + rng.IntN(4)
 			var ks []string
 			var srcs []map[string]float64
@@ -69,18 +69,18 @@ func TestZInterDiffAgainstModel(t *testing.T) {
 				weights[i] = 1
 			}
 			agg := "sum"
-			args := []any{map[int]string{opInter: "ZINTER", opDiff: "ZDIFF"}[op], nk}
+			args := []any{map[int]string{opInter: "ZINTER", opDiff: "ZDIFF", opUnion: "ZUNION"}[op], nk}
 			for _, k := range ks {
 				args = append(args, k)
 			}
-			if op == opInter && rng.IntN(2) == 0 {
+			if op != opDiff && rng.IntN(2) == 0 {
 				args = append(args, "WEIGHTS")
 				for i := range weights {
 					weights[i] = []float64{0, 1, -1.5, 2, math.Inf(1)}[rng.IntN(5)]
 					args = append(args, strconv.FormatFloat(weights[i], 'g', -1, 64))
 				}
 			}
-			if op == opInter && rng.IntN(2) == 0 {
+			if op != opDiff && rng.IntN(2) == 0 {
 				agg = []string{"sum", "min", "max"}[rng.IntN(3)]
 				args = append(args, "AGGREGATE", agg)
 			}
@@ -134,7 +134,7 @@ func checkElements(t *testing.T, what string, got []any, want []kinds.Element) {
 // TestZInterDiffCopiesNotTheSources: ZINTER and ZDIFF of a 100-member set
 // and a 20,000-member one allocate for the candidates (the smaller set's
 // members for ZINTER, the first set's for ZDIFF), not for every member of
-// every source: copying both sets into maps (readSources) took over 20,000
+// every source: copying both sets into maps took over 20,000
 // allocations a call.
 func TestZInterDiffCopiesNotTheSources(t *testing.T) {
 	r := startRaw(t)
@@ -267,5 +267,51 @@ func TestZRangeStoreClonesOnce(t *testing.T) {
 	a := testing.AllocsPerRun(10, call)
 	if a > 3.5*n {
 		t.Errorf("ZRANGESTORE of %d members: %.0f allocations a call, want at most %d", n, a, int(3.5*n))
+	}
+}
+
+// TestZUnionCombinesSmallestFirst: ZUNION and ZUNIONSTORE add a member's
+// scores from the smallest source to the largest, as redis-server 7.0.15
+// does (answers below taken from it): 0.1 + 0.2 + 0.3 rounds to
+// 0.60000000000000009 in that order and to 0.6 in key order (r q p), and
+// inf + 5 + -inf is NaN, zeroed, where key order (a b c) gives 5. A union
+// that combined in key order fails it.
+func TestZUnionCombinesSmallestFirst(t *testing.T) {
+	r := startRaw(t)
+	rdb := redis.NewClient(&redis.Options{Addr: r.conn.RemoteAddr().String(), Protocol: 2})
+	defer rdb.Close()
+	ctx := context.Background()
+	for _, z := range []struct {
+		key string
+		zs  []redis.Z
+	}{
+		{"p", []redis.Z{{Score: 0.1, Member: "m"}}},
+		{"q", []redis.Z{{Score: 0.2, Member: "m"}, {Score: 1, Member: "q1"}}},
+		{"r", []redis.Z{{Score: 0.3, Member: "m"}, {Score: 1, Member: "r1"}, {Score: 2, Member: "r2"}}},
+		{"a", []redis.Z{{Score: math.Inf(1), Member: "m"}}},
+		{"b", []redis.Z{{Score: math.Inf(-1), Member: "m"}, {Score: 1, Member: "x"}, {Score: 2, Member: "y"}}},
+		{"c", []redis.Z{{Score: 5, Member: "m"}, {Score: 1, Member: "z"}}},
+	} {
+		if err := rdb.ZAdd(ctx, z.key, z.zs...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		keys []any
+		want string
+	}{
+		{[]any{"r", "q", "p"}, "[m 0.60000000000000009 q1 1 r1 1 r2 2]"},
+		{[]any{"a", "b", "c"}, "[m 0 x 1 z 1 y 2]"},
+	} {
+		got, err := rdb.Do(ctx, append(append([]any{"ZUNION", 3}, tc.keys...), "WITHSCORES")...).Slice()
+		if err != nil || fmt.Sprint(got) != tc.want {
+			t.Errorf("ZUNION 3 %v WITHSCORES = %v, %v; want %s", tc.keys, got, err, tc.want)
+		}
+		if err := rdb.Do(ctx, append([]any{"ZUNIONSTORE", "dst", 3}, tc.keys...)...).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := rdb.Do(ctx, "ZRANGE", "dst", 0, -1, "WITHSCORES").Slice(); err != nil || fmt.Sprint(got) != tc.want {
+			t.Errorf("ZUNIONSTORE dst 3 %v, read back: %v, %v; want %s", tc.keys, got, err, tc.want)
+		}
 	}
 }
