@@ -299,6 +299,7 @@ func (z *ZSet) LoadSorted(elems []Element) bool {
 		last[i].lv[i].span = len(elems) - lastRank[i]
 	}
 	f.tail = prev
+	f.peak = len(elems) // the map was made at this size (Size charges from its peak)
 	z.n = len(elems)
 	return true
 }
