@@ -76,14 +76,21 @@ func (e *entry) alive(nowMs int64) bool { return e.exp == 0 || nowMs <= e.exp }
 
 // shard is one lock's worth of keys. Fields after mu are guarded by it.
 type shard struct {
-	mu      sync.Mutex
-	view    atomic.Pointer[view] // for Prefetch, which reads it without mu
-	table   []uint64             // index: fingerprint<<32 | slot+1 (index.go); words stored atomically
-	used    int                  // live words in table
-	tombs   int                  // tombstones in table
-	arena   []byte               // key bytes
-	garbage int                  // dead bytes in arena, free chunks included
-	afree   *arenaFree           // the arena's free chunks by size (arena.go); nil until a long key is deleted
+	mu   sync.Mutex
+	view atomic.Pointer[view] // for Prefetch, which reads it without mu
+
+	// freeAt is the address of free's last element (the slot number the
+	// next insert takes), 0 when free is empty; freeEntry is that slot's
+	// entry. Set under mu whenever free changes (noteFreeLocked); read
+	// without mu by Prefetch, which only prefetches them (prefetch.go).
+	freeAt, freeEntry atomic.Uintptr
+
+	table   []uint64   // index: fingerprint<<32 | slot+1 (index.go); words stored atomically
+	used    int        // live words in table
+	tombs   int        // tombstones in table
+	arena   []byte     // key bytes
+	garbage int        // dead bytes in arena, free chunks included
+	afree   *arenaFree // the arena's free chunks by size (arena.go); nil until a long key is deleted
 	slab    []entry
 	free    []uint32 // free slots, reused LIFO
 	dirty   []uint32 // slots written since the last Drain (if tracking)
@@ -132,10 +139,10 @@ type shard struct {
 	ownUsed                   *atomic.Int64 // the store's own share (Store.own), for eviction's choice of database
 
 	win windowHeap // window keys' states (window.go); guarded by mu
-	// Keep neighbouring shards' locks off one cache line: 56 bytes keep
+	// Keep neighbouring shards' locks off one cache line: 40 bytes keep
 	// the struct at 768 (its size class, 12 cache lines, so every shard
 	// starts a line; TestShardSizeClass), not 776 (the 896 class).
-	_ [56]byte
+	_ [40]byte
 }
 
 // Options configures a Store. The zero value is a memory-only store.
@@ -236,6 +243,7 @@ func (sh *shard) reset() {
 	sh.table, sh.used, sh.tombs = nil, 0, 0
 	sh.arena, sh.garbage, sh.afree = nil, 0, nil
 	sh.slab, sh.free = nil, nil
+	sh.noteFreeLocked()
 	sh.rawv, sh.rawFree, sh.grown = nil, nil, nil
 	sh.win = windowHeap{}
 	sh.objs, sh.ofree, sh.sealed = nil, nil, nil
@@ -398,6 +406,7 @@ func (sh *shard) removeNoteLocked(slot uint32, pos int, note bool) {
 	sh.seq++
 	*e = entry{}
 	sh.free = append(sh.free, slot)
+	sh.noteFreeLocked()
 }
 
 // delBlockSize is the size of a shard's block of deleted keys' bytes.
@@ -511,6 +520,7 @@ func (sh *shard) insertLocked(key []byte, h uint64, pos int) uint32 {
 			// an insert's cost.
 			prefetchEntry(&sh.slab[sh.free[n-2]])
 		}
+		sh.noteFreeLocked()
 	} else {
 		if len(sh.slab) == cap(sh.slab) {
 			// A slab's slack is then the same ~12% of an entry at

@@ -178,6 +178,7 @@ func (sh *shard) shrinkLocked() {
 		}
 	}
 	sh.free = free
+	sh.noteFreeLocked()
 	// Dirty slots past the end were freed, so their keys are on the
 	// deleted list already (a freed key that was dirty always is:
 	// expire.go).
