@@ -24,68 +24,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// a16View is every key's TYPE, PTTL sign and contents: a string's GET
-// (a plain TAT's decimal), a hash's fields, a window's remaining units
-// (a quantity-0 call in the mode that answers), one line per key, sorted.
-func a16View(t *testing.T, rdb *redis.Client) string {
-	t.Helper()
-	ctx := context.Background()
-	var keys []string
-	var cursor uint64
-	for {
-		ks, next, err := rdb.Scan(ctx, cursor, "*", 1000).Result()
-		if err != nil {
-			t.Fatalf("SCAN: %v", err)
-		}
-		keys = append(keys, ks...)
-		if cursor = next; cursor == 0 {
-			break
-		}
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for _, k := range keys {
-		typ, err := rdb.Type(ctx, k).Result()
-		if err != nil {
-			t.Fatalf("TYPE %s: %v", k, err)
-		}
-		pttl, _ := rdb.Do(ctx, "PTTL", k).Int64()
-		sign := "ttl"
-		if pttl == -1 {
-			sign = "persist"
-		}
-		fmt.Fprintf(&b, "%s %s %s", k, typ, sign)
-		switch typ {
-		case "string":
-			v, err := rdb.Get(ctx, k).Result()
-			fmt.Fprintf(&b, " %q %v", v, err)
-		case "hash":
-			m, err := rdb.HGetAll(ctx, k).Result()
-			fs := make([]string, 0, len(m))
-			for f, v := range m {
-				fs = append(fs, f+"="+v)
-			}
-			sort.Strings(fs)
-			fmt.Fprintf(&b, " %v %v", fs, err)
-		default:
-			found := false
-			for _, mode := range []string{"LOG", "FIXED"} {
-				v, err := rdb.Do(ctx, "CL.WINDOW", k, 1000, 86_400_000, 0, mode).Slice()
-				if err == nil {
-					fmt.Fprintf(&b, " %s %v", mode, v[:3])
-					found = true
-					break
-				}
-			}
-			if !found {
-				fmt.Fprintf(&b, " (unreadable)")
-			}
-		}
-		b.WriteString("\n")
-	}
-	return b.String()
-}
-
 // a16Op queues one random command on key k.
 func a16Op(ctx context.Context, p redis.Pipeliner, rng *rand.Rand, k string) {
 	switch rng.IntN(9) {
@@ -207,7 +145,7 @@ func TestProcessAttack16DrainMixedKinds(t *testing.T) {
 			args := []string{"--io-loops", loops, "--flush-interval", "20ms", "--log-fold-min-bytes", "4096"}
 			c := mustLaunch(t, dir, args...)
 			a16Load(t, c.addr, 16, 8, 800*time.Millisecond)
-			before := a16View(t, c.client())
+			before := kindsView(t, c.client())
 			if n := strings.Count(before, "\n"); n < 100 {
 				t.Fatalf("only %d keys after the load", n)
 			}
@@ -218,15 +156,15 @@ func TestProcessAttack16DrainMixedKinds(t *testing.T) {
 			}
 			t.Logf("SIGTERM took %v", c.termOK().Round(time.Millisecond))
 			c = mustLaunch(t, dir, args...)
-			if after := a16View(t, c.client()); after != before {
+			if after := kindsView(t, c.client()); after != before {
 				t.Fatalf("SIGTERM + restart changed the state:\n%s", a16Diff(before, after))
 			}
 			a16Load(t, c.addr, 17, 8, 800*time.Millisecond)
-			before = a16View(t, c.client())
+			before = kindsView(t, c.client())
 			time.Sleep(100 * time.Millisecond) // 5 flush intervals
 			c.kill()
 			c = mustLaunch(t, dir, args...)
-			if after := a16View(t, c.client()); after != before {
+			if after := kindsView(t, c.client()); after != before {
 				t.Fatalf("kill -9 100 ms after the last write + restart changed the state:\n%s", a16Diff(before, after))
 			}
 			c.termOK()

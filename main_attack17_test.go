@@ -25,9 +25,12 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// a17View is a16View plus lists (LRANGE) and sorted sets (ZRANGE
-// WITHSCORES), and a window read in the SLIDING mode too.
-func a17View(t *testing.T, rdb *redis.Client) string {
+// kindsView is every key's TYPE, PTTL sign and contents, one line per key,
+// sorted: a string's GET (a plain TAT's decimal), a hash's fields, a list's
+// LRANGE, a sorted set's ZRANGE WITHSCORES, a window's remaining units (a
+// quantity-0 call in the first mode that answers). The attack tests
+// compare it before and after a restart.
+func kindsView(t *testing.T, rdb *redis.Client) string {
 	t.Helper()
 	ctx := context.Background()
 	var keys []string
@@ -253,7 +256,7 @@ func TestProcessAttack17DrainListsZsets(t *testing.T) {
 			args := []string{"--io-loops", loops, "--flush-interval", "20ms", "--log-fold-min-bytes", "4096"}
 			c := mustLaunch(t, dir, args...)
 			a17Load(t, c.addr, 17, 6, 700*time.Millisecond)
-			before := a17View(t, c.client())
+			before := kindsView(t, c.client())
 			for _, kind := range []string{" list ", " zset "} {
 				if n := strings.Count(before, kind); n < 20 {
 					t.Fatalf("only %d keys of kind%q after the load", n, kind)
@@ -263,15 +266,15 @@ func TestProcessAttack17DrainListsZsets(t *testing.T) {
 			t.Logf("%d keys, %s flushes, %s bases", strings.Count(before, "\n"), m["flushes"], m["bases"])
 			t.Logf("SIGTERM took %v", c.termOK().Round(time.Millisecond))
 			c = mustLaunch(t, dir, args...)
-			if after := a17View(t, c.client()); after != before {
+			if after := kindsView(t, c.client()); after != before {
 				t.Fatalf("SIGTERM + restart changed the state:\n%s", a16Diff(before, after))
 			}
 			a17Load(t, c.addr, 18, 6, 700*time.Millisecond)
-			before = a17View(t, c.client())
+			before = kindsView(t, c.client())
 			time.Sleep(100 * time.Millisecond)
 			c.kill()
 			c = mustLaunch(t, dir, args...)
-			if after := a17View(t, c.client()); after != before {
+			if after := kindsView(t, c.client()); after != before {
 				t.Fatalf("kill -9 100 ms after the last write + restart changed the state:\n%s", a16Diff(before, after))
 			}
 			c.termOK()
@@ -354,11 +357,11 @@ func TestProcessAttack17DiskFullKinds(t *testing.T) {
 	waitInfo("recovery", func(m map[string]string) bool {
 		return m["last_flush_status"] == "ok" && m["dirty_keys"] == "0" && m["pending_keys"] == "0"
 	})
-	before := a17View(t, rdb)
+	before := kindsView(t, rdb)
 	time.Sleep(100 * time.Millisecond)
 	c.kill()
 	c = mustLaunch(t, dir, args...)
-	if after := a17View(t, c.client()); after != before {
+	if after := kindsView(t, c.client()); after != before {
 		t.Fatalf("state after the disk outage, kill -9 and restart differs:\n%s", a16Diff(before, after))
 	}
 	c.termOK()
