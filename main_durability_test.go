@@ -422,17 +422,7 @@ func TestProcessDiskFullWhileServing(t *testing.T) {
 	write("before", 1000)
 	waitInfo := func(what string, ok func(map[string]string) bool) map[string]string {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			m := info(t, rdb, "persistence")
-			if ok(m) {
-				return m
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s; INFO persistence: %v\nlog:\n%s", what, m, c.logs)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		return waitPersistence(t, c, rdb, 30*time.Second, what, ok)
 	}
 	waitInfo("the first keys to be flushed", func(m map[string]string) bool { return m["dirty_keys"] == "0" })
 	filler := fillDisk(t, mnt, 0)

@@ -259,6 +259,24 @@ func info(t testing.TB, rdb *redis.Client, section string) map[string]string {
 	return m
 }
 
+// waitPersistence polls c's INFO persistence (through rdb) every 20 ms
+// until ok accepts it, and returns it; past timeout it fails the test,
+// naming what it waited for, with the last INFO and c's log.
+func waitPersistence(t testing.TB, c *child, rdb *redis.Client, timeout time.Duration, what string, ok func(map[string]string) bool) map[string]string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		m := info(t, rdb, "persistence")
+		if ok(m) {
+			return m
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s; INFO persistence: %v\nlog:\n%s", what, m, c.logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // throttle runs CL.THROTTLE and returns its five integers.
 func throttle(t testing.TB, rdb *redis.Client, key string, burst, count, period, q int64) []int64 {
 	t.Helper()
