@@ -139,3 +139,27 @@ func TestProcessZStoreNegativeZeroVsRedis(t *testing.T) {
 		f.both("OBJECT", "ENCODING", "d")
 	}
 }
+
+// TestProcessZRangeRankLimitVsRedis: redis-server 7.0 refuses LIMIT with a
+// rank range only when its count is not -1 (LIMIT <any offset> -1 is taken
+// and ignored), for ZRANGE and ZRANGESTORE alike; celld refused every LIMIT
+// there (hostile17b), and a refused ZRANGESTORE left its destination as it
+// was where Redis stored the range.
+func TestProcessZRangeRankLimitVsRedis(t *testing.T) {
+	sock := startRedisServer(t)
+	c := mustLaunch(t, t.TempDir(), "--persist", "no")
+	f := &kindsFuzz{t: t, keys: []string{"s", "d"}}
+	f.ref = dialF(t, "redis", "unix", sock)
+	f.cell = dialF(t, "celld", "tcp", c.addr)
+	f.ref.do("FLUSHALL")
+	f.both("ZADD", "s", "1", "a", "2", "b", "3", "c")
+	f.both("ZADD", "d", "5", "q")
+	for _, lim := range [][]string{{"0", "-1"}, {"1", "-1"}, {"-3", "-1"}, {"0", "1"}, {"0", "-2"}, {"1", "0"}, {"x", "-1"}, {"0", "y"}} {
+		f.both("ZRANGE", "s", "0", "-1", "LIMIT", lim[0], lim[1])
+		f.both("ZRANGE", "s", "0", "-1", "REV", "LIMIT", lim[0], lim[1], "WITHSCORES")
+		f.both("ZRANGE", "s", "(1", "+inf", "BYSCORE", "LIMIT", lim[0], lim[1])
+		f.both("ZRANGESTORE", "d", "s", "1", "-1", "LIMIT", lim[0], lim[1])
+		f.both("ZRANGE", "d", "0", "-1", "WITHSCORES")
+		f.both("ZADD", "d", "5", "q")
+	}
+}

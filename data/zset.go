@@ -376,7 +376,7 @@ func zrangeGeneric(x *server.Ctx, k int, mode int, rev bool, storeTo bool) {
 			return
 		}
 	}
-	if hasLimit && mode == zrangeRank {
+	if hasLimit && limit != -1 && mode == zrangeRank { // Redis takes LIMIT off -1 with a rank range (and ignores it)
 		x.Error("ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX")
 		return
 	}
