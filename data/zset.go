@@ -2,6 +2,7 @@ package data
 
 import (
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/celld/celld/kinds"
@@ -375,7 +376,7 @@ func zrangeGeneric(x *server.Ctx, k int, mode int, rev bool, storeTo bool) {
 			return
 		}
 	}
-	if hasLimit && mode == zrangeRank {
+	if hasLimit && limit != -1 && mode == zrangeRank { // Redis takes LIMIT off -1 with a rank range (and ignores it)
 		x.Error("ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX")
 		return
 	}
@@ -454,6 +455,15 @@ func zrangeGeneric(x *server.Ctx, k int, mode int, rev bool, storeTo bool) {
 		return
 	}
 	if storeTo {
+		// redis-server 7.0 starts ZRANGESTORE's destination compact
+		// unless it is a rank range of more than 128 members: the members
+		// stored before it turns full lose a -0's sign there.
+		if mode != zrangeRank || len(out) <= kinds.CompactMaxEntries {
+			zeroCompactPrefix(out)
+		}
+		if rev {
+			slices.Reverse(out) // sorted, for fillZSet's one pass
+		}
 		zstore(x, args[1], out)
 		return
 	}
@@ -538,12 +548,40 @@ func zstore(x *server.Ctx, dst []byte, out []kinds.Element) {
 // when it is past the compact limits, else by Set (a skiplist search from
 // the head each, a member map grown from empty: ~35% slower for 200k
 // members). The members are kept, not cloned.
+//
+// A -0 score keeps its sign unless the result fits the compact form, as in
+// redis-server's ZUNIONSTORE/ZINTERSTORE/ZDIFFSTORE, which build a skiplist
+// and convert it only when it fits: a member longer than CompactMaxValue is
+// set first, so that z is full before any -0 is stored. (ZRANGESTORE clears
+// the signs its compact start loses first: zeroCompactPrefix.)
 func fillZSet(z *kinds.ZSet, out []kinds.Element) {
 	if z.LoadSorted(out) {
 		return
 	}
 	for _, e := range out {
+		if len(e.Member) > kinds.CompactMaxValue {
+			z.Set(e.Member, e.Score)
+			break
+		}
+	}
+	for _, e := range out {
 		z.Set(e.Member, e.Score)
+	}
+}
+
+// zeroCompactPrefix turns the -0 scores of out's leading members that
+// redis-server stores in a compact (listpack) destination, added one at a
+// time in out's order, into 0: the listpack keeps no sign of zero, and it
+// turns into a skiplist at the first member past CompactMaxEntries or
+// longer than CompactMaxValue, which keeps the sign from there on. O(128).
+func zeroCompactPrefix(out []kinds.Element) {
+	for i := range out {
+		if i >= kinds.CompactMaxEntries || len(out[i].Member) > kinds.CompactMaxValue {
+			return
+		}
+		if out[i].Score == 0 {
+			out[i].Score = 0
+		}
 	}
 }
 

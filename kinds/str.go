@@ -128,6 +128,10 @@ type ld struct {
 	inf int
 }
 
+// ldHalfMinSubnormal is half the smallest positive subnormal long double,
+// 2^-16446: the largest magnitude strtold rounds to zero.
+var ldHalfMinSubnormal = new(big.Rat).SetFrac(big.NewInt(1), new(big.Int).Lsh(big.NewInt(1), 16446))
+
 // parseLongDouble reads text as Redis's string2ld: strtold's syntax
 // (decimal or hexadecimal, "inf"/"infinity"), the whole text, no leading
 // space, not NaN, not out of range (strtold's ERANGE overflow or
@@ -199,8 +203,11 @@ func parseLongDouble(text []byte) (ld, bool) {
 	if f.MantExp(nil) > ldMaxExp {
 		return ld{}, false // rounded up to the overflow threshold
 	}
-	if f.Sign() == 0 || f.MantExp(nil) < -16445+1 {
-		return ld{}, false // below the smallest subnormal: ERANGE, zero
+	if f.Sign() == 0 || f.MantExp(nil) < -16445+1 && r.Cmp(ldHalfMinSubnormal) <= 0 {
+		// strtold rounds it to zero (ERANGE, refused). Above half the
+		// smallest subnormal (2^-16445) it rounds to a nonzero subnormal,
+		// which string2ld takes although errno is ERANGE.
+		return ld{}, false
 	}
 	if neg {
 		f.Neg(f)

@@ -81,6 +81,19 @@ func TestIncrByFloat(t *testing.T) {
 		{"", ".5", "0.5", nil},
 		{"", "5.", "5", nil},
 		{"", "1e-400", "0", nil}, // long double reaches 1e-4951
+		// strtold rounds above half the smallest subnormal (2^-16446,
+		// ~1.8226e-4951) to 2^-16445 (~3.6452e-4951), not zero, which
+		// string2ld takes (redis-server 7.0.15 answers 0); half and below
+		// round to zero (ERANGE, refused). celld refused everything under
+		// 2^-16445 (hostile17b).
+		{"", "3.6e-4951", "0", nil},
+		{"", "-3.6e-4951", "0", nil},
+		{"", "1.9e-4951", "0", nil},
+		{"", "0x1.0000000000001p-16446", "0", nil},
+		{"1", "3.6e-4951", "1", nil},
+		{"3.6e-4951", "1", "1", nil},
+		{"", "0x1p-16446", "", ErrNotFloat},
+		{"", "1.8e-4951", "", ErrNotFloat},
 		{"", "1e5000", "", ErrNotFloat},
 		{"", "1e-5000", "", ErrNotFloat},
 		{"", "inf", "", ErrNaNInf},
