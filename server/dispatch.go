@@ -213,14 +213,9 @@ func (s *Server) subcommand(c *client, parent *command, args [][]byte) {
 		c.out = appendError(c.out, wrongArity(parent.name))
 		return
 	}
-	sub := lookup(parent.subs, args[1])
-	if sub == nil {
-		c.out = appendError(c.out, "ERR unknown subcommand '"+string(cString(args[1]))+
-			"'. Try "+strings.ToUpper(parent.name)+" HELP.")
-		return
-	}
-	if !arityOK(sub.arity, len(args)) {
-		c.out = appendError(c.out, wrongArity(sub.fullname))
+	sub, refusal := subOf(parent, args)
+	if refusal != "" {
+		c.out = appendError(c.out, refusal)
 		return
 	}
 	c.lastCmd.Store(sub)
@@ -235,17 +230,31 @@ func (s *Server) subcommand(c *client, parent *command, args [][]byte) {
 // error inside EXEC's reply. Outside MULTI subcommand() answers the same
 // errors. Only for commands queued in MULTI.
 func (s *Server) queueableSub(c *client, parent *command, args [][]byte) bool {
-	sub := lookup(parent.subs, args[1])
+	sub, refusal := subOf(parent, args)
+	switch {
+	case refusal == "":
+		return true
+	case sub == nil:
+		c.reject(refusal)
+	default:
+		s.rejectCmd(c, sub, refusal)
+	}
+	return false
+}
+
+// subOf looks up the subcommand args[1] of the container parent (args has
+// at least two words) and checks its arity: the subcommand, and "" or
+// Redis's refusal (an unknown subcommand: sub is nil; a wrong arity).
+func subOf(parent *command, args [][]byte) (sub *command, refusal string) {
+	sub = lookup(parent.subs, args[1])
 	switch {
 	case sub == nil:
-		c.reject("ERR unknown subcommand '" + string(cString(args[1])) +
-			"'. Try " + strings.ToUpper(parent.name) + " HELP.")
-		return false
+		return nil, "ERR unknown subcommand '" + string(cString(args[1])) +
+			"'. Try " + strings.ToUpper(parent.name) + " HELP."
 	case !arityOK(sub.arity, len(args)):
-		s.rejectCmd(c, sub, wrongArity(sub.fullname))
-		return false
+		return sub, wrongArity(sub.fullname)
 	}
-	return true
+	return sub, ""
 }
 
 // errNoMulti is Redis's refusal of a no-multi command (SAVE, SHUTDOWN)
