@@ -33,18 +33,7 @@ import (
 func kindsView(t *testing.T, rdb *redis.Client) string {
 	t.Helper()
 	ctx := context.Background()
-	var keys []string
-	var cursor uint64
-	for {
-		ks, next, err := rdb.Scan(ctx, cursor, "*", 1000).Result()
-		if err != nil {
-			t.Fatalf("SCAN: %v", err)
-		}
-		keys = append(keys, ks...)
-		if cursor = next; cursor == 0 {
-			break
-		}
-	}
+	keys := scanAll(t, rdb)
 	sort.Strings(keys)
 	var b strings.Builder
 	for _, k := range keys {

@@ -297,8 +297,8 @@ type entry struct {
 	pttl  int64
 }
 
-// dump reads every key with SCAN, then GET and PTTL in pipelines.
-func dump(t testing.TB, rdb *redis.Client) map[string]entry {
+// scanAll is every key of rdb's database, by SCAN in steps of 1000.
+func scanAll(t testing.TB, rdb *redis.Client) []string {
 	t.Helper()
 	ctx := context.Background()
 	var keys []string
@@ -313,6 +313,14 @@ func dump(t testing.TB, rdb *redis.Client) map[string]entry {
 			break
 		}
 	}
+	return keys
+}
+
+// dump reads every key with SCAN, then GET and PTTL in pipelines.
+func dump(t testing.TB, rdb *redis.Client) map[string]entry {
+	t.Helper()
+	ctx := context.Background()
+	keys := scanAll(t, rdb)
 	out := make(map[string]entry, len(keys))
 	for len(keys) > 0 {
 		n := min(len(keys), 1000)

@@ -115,28 +115,7 @@ func pipelineOverLimit(t *testing.T, limit int64) (grew, omem, replies, reply in
 	for range pipeline {
 		req = fmt.Appendf(req, "*4\r\n$6\r\nLRANGE\r\n$1\r\nL\r\n$1\r\n0\r\n$2\r\n-1\r\n")
 	}
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	before := ms.HeapAlloc
-	var peak atomic.Uint64
-	stop := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		var ms runtime.MemStats
-		for {
-			runtime.ReadMemStats(&ms)
-			if ms.HeapAlloc > peak.Load() {
-				peak.Store(ms.HeapAlloc)
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(time.Millisecond):
-			}
-		}
-	}()
+	before, peak, stopSampling := sampleHeapPeak()
 	nc, err := net.Dial("tcp", side.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -152,8 +131,7 @@ func pipelineOverLimit(t *testing.T, limit int64) (grew, omem, replies, reply in
 		}
 		time.Sleep(time.Millisecond)
 	}
-	close(stop)
-	<-sampled
+	stopSampling()
 	reply = int64(elems * (value + 10))
 	replies = pipeline * reply
 	grew = int64(peak.Load()) - int64(before)
@@ -213,28 +191,7 @@ func TestSidecarOutputLimitOneLargeReply(t *testing.T) {
 	// Garbage collected often, so that the peak is what is held (the
 	// buffers grown on the way to the limit are garbage soon after).
 	defer debug.SetGCPercent(debug.SetGCPercent(10))
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	before := ms.HeapAlloc
-	var peak atomic.Uint64
-	stop := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		var ms runtime.MemStats
-		for {
-			runtime.ReadMemStats(&ms)
-			if ms.HeapAlloc > peak.Load() {
-				peak.Store(ms.HeapAlloc)
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(time.Millisecond):
-			}
-		}
-	}()
+	before, peak, stopSampling := sampleHeapPeak()
 	nc, err := net.Dial("tcp", side.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -253,8 +210,7 @@ func TestSidecarOutputLimitOneLargeReply(t *testing.T) {
 	// The client is closed: its read ends with no complete reply.
 	nc.SetReadDeadline(time.Now().Add(time.Minute))
 	got, _ := io.Copy(io.Discard, nc)
-	close(stop)
-	<-sampled
+	stopSampling()
 	// (counted just after the close the client saw)
 	for deadline := time.Now().Add(5 * time.Second); side.srv.Stats().OutputBufferLimitDisconnections == 0 &&
 		time.Now().Before(deadline); {
@@ -284,4 +240,32 @@ func TestSidecarOutputLimitOneLargeReply(t *testing.T) {
 	if !strings.Contains(logs.String(), "omem=") {
 		t.Errorf("no output-limit log line: %q", logs.String())
 	}
+}
+
+// sampleHeapPeak collects garbage, reads the live heap (before) and
+// samples HeapAlloc every millisecond into peak until stop is called
+// (which returns once sampling has ended).
+func sampleHeapPeak() (before uint64, peak *atomic.Uint64, stop func()) {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	peak = new(atomic.Uint64)
+	done := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			if ms.HeapAlloc > peak.Load() {
+				peak.Store(ms.HeapAlloc)
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	return ms.HeapAlloc, peak, func() { close(done); <-sampled }
 }
