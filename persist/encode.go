@@ -128,9 +128,30 @@ func (e *Encoder) Delete(key []byte) {
 // TAT adds key holding tat (the decimal text of it) until exp.
 //
 // Cost: CL.THROTTLE's entry (database 0, a key under 128 bytes, an
-// expiry within a byte of the TAT: an 'r' entry) is stored into the room
-// begin made, without append's checks per field.
+// expiry within a byte of the TAT: an 'r' entry) is stored in place,
+// without append's checks per field; when a record is open and the
+// buffer has room for it (every entry of a window but the first and those
+// after a buffer growth or a record split), also without begin's and
+// added's checks: BenchmarkEncodeSealTATs 9.8 -> 8.7 ns per key.
 func (e *Encoder) TAT(key []byte, tat uint64, exp int64) {
+	// The 'r' entry into the open record, byte for byte what the path
+	// below writes (TestEncoderMatchesWrite): the record is open and not
+	// the first entry's (no header to reserve), the buffer has the
+	// entry's room (no growth) and the record stays within maxRecord (no
+	// split), all tested up front.
+	if n, s := len(key), len(e.buf); e.db == 0 && n < 0x80 && e.rec >= 0 && s > 0 &&
+		cap(e.buf)-s >= n+11 && s+n+11-e.rec-recordHeaderLen <= maxRecord {
+		if d, ok := tatRel(tat, exp); ok {
+			b := e.buf[s : s+n+11]
+			b[0], b[1] = entryTATRel, byte(n)
+			copy(b[2:], key)
+			binary.LittleEndian.PutUint64(b[2+n:], tat)
+			b[10+n] = byte(d)
+			e.buf = e.buf[:s+n+11]
+			e.ops++
+			return
+		}
+	}
 	s := e.begin(len(key) + entryHeadMax)
 	if d, ok := tatRel(tat, exp); ok && e.db == 0 && len(key) < 0x80 {
 		b := e.buf[s : s+len(key)+11] // begin made room for it
