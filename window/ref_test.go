@@ -189,7 +189,7 @@ func play(t *testing.T, mode Mode, limit, w int64, calls []event) {
 	buf := make([]byte, 0, 64)
 	for i, c := range calls {
 		if state != nil && c.t > exp {
-			state = nil // the key's TTL passed: the store drops it
+			state = nil      // the key's TTL passed: the store drops it
 			f.accepted = nil // (only a clock step back could tell)
 		}
 		want := f.apply(l, c.t, c.q)
