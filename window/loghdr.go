@@ -46,13 +46,18 @@ func stateMode(b byte) (Mode, bool) {
 	return 0, false
 }
 
-// uvAt decodes the uvarint at b[off:] (one byte inline): its value and
-// the offset past it, or -1 when it does not decode.
+// uvAt decodes the uvarint at b[off:]: its value and the offset past it,
+// or -1 when it does not decode. The hot loops test for a one-byte varint
+// (a count or a delta under 128) themselves and call it for the rest (a
+// function with a call in it is too costly for Go to inline).
 func uvAt(b []byte, off int) (uint64, int) {
-	if off < len(b) && b[off] < 0x80 {
+	if uint(off) < uint(len(b)) && b[off] < 0x80 {
 		return uint64(b[off]), off + 1
 	}
-	if off >= len(b) {
+	if off+1 < len(b) && b[off+1] < 0x80 && off >= 0 {
+		return uint64(b[off]&0x7F) | uint64(b[off+1])<<7, off + 2
+	}
+	if off >= len(b) || off < 0 {
 		return 0, -1
 	}
 	v, n := binary.Uvarint(b[off:])
@@ -73,11 +78,15 @@ type hdrLog struct {
 // readHdr decodes state's header (state[0] == logHdr).
 func readHdr(state []byte) (h hdrLog, ok bool) {
 	off := 1
-	if h.n, off = uvAt(state, off); off < 0 {
-		return h, false
-	}
-	if h.total, off = uvAt(state, off); off < 0 {
-		return h, false
+	if len(state) > 4 && state[1]|state[2] < 0x80 { // n and total under 128
+		h.n, h.total, off = uint64(state[1]), uint64(state[2]), 3
+	} else {
+		if h.n, off = uvAt(state, off); off < 0 {
+			return h, false
+		}
+		if h.total, off = uvAt(state, off); off < 0 {
+			return h, false
+		}
 	}
 	if h.span, off = uvAt(state, off); off < 0 {
 		return h, false
@@ -137,8 +146,11 @@ func (l Limit) decideHdr(state []byte, now, q int64, e *hdrEdit) (Result, bool, 
 		t, cAt, used = h.t0, h.c0, int64(h.total)
 		k := uint64(0)
 		for t <= lo {
-			c, off := uvAt(state, cAt)
-			if off < 0 {
+			var c, d uint64
+			var off, next int
+			if uint(cAt) < uint(len(state)) && state[cAt] < 0x80 {
+				c, off = uint64(state[cAt]), cAt+1
+			} else if c, off = uvAt(state, cAt); off < 0 {
 				return Result{}, false, ErrCorrupt
 			}
 			used -= int64(c)
@@ -146,8 +158,9 @@ func (l Limit) decideHdr(state []byte, now, q int64, e *hdrEdit) (Result, bool, 
 				k = h.n
 				break
 			}
-			d, next := uvAt(state, off)
-			if next < 0 {
+			if state[off] < 0x80 {
+				d, next = uint64(state[off]), off+1
+			} else if d, next = uvAt(state, off); next < 0 {
 				return Result{}, false, ErrCorrupt
 			}
 			t, cAt = t+int64(d), next
