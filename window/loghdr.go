@@ -316,8 +316,13 @@ func checkEntries(state []byte, at int) (n, total uint64, t0, lastT int64, err e
 		if next == len(state) {
 			return n, total, t0, t, nil
 		}
+		// A delta may exceed 2^62 (a unit recorded now after one that
+		// entered near −2^63, with a window that long): calls write such
+		// states, so Load must take them. Only a time past int64 is
+		// refused; MaxInt64 − t is computed in uint64 (it is up to 2^64 − 1
+		// for a negative t), and t + d then wraps to the exact time.
 		d, next2 := uvAt(state, next)
-		if next2 < 0 || d == 0 || d > 1<<62 || t > math.MaxInt64-int64(d) {
+		if next2 < 0 || d == 0 || d > uint64(math.MaxInt64)-uint64(t) {
 			return 0, 0, 0, 0, ErrCorrupt
 		}
 		t += int64(d)
