@@ -2,6 +2,7 @@ package window
 
 import (
 	"encoding/binary"
+	"math"
 	"math/bits"
 )
 
@@ -101,7 +102,11 @@ func scanLog(state []byte, now, w int64) (logScan, error) {
 			}
 			off += n
 		}
-		if d == 0 || d > 1<<62 {
+		// A delta may exceed 2^62 (Load's rule, checkEntries): only a
+		// time past int64 is corrupt. main refused deltas over 2^62 here,
+		// after writing such a state itself (a unit near −2^63, a window
+		// near 2^63): the key then answered "damaged".
+		if d == 0 || d > uint64(math.MaxInt64)-uint64(t) {
 			return s, ErrCorrupt
 		}
 		t += int64(d)

@@ -24,7 +24,7 @@ func scanLogRef(state []byte, now, w int64) (logScan, error) {
 			t, off = v, off+n
 		} else {
 			d, n := binary.Uvarint(state[off:])
-			if n <= 0 || d == 0 || d > 1<<62 {
+			if n <= 0 || d == 0 || d > uint64(math.MaxInt64)-uint64(t) {
 				return s, ErrCorrupt
 			}
 			t, off = t+int64(d), off+n

@@ -51,3 +51,81 @@ func TestWrittenStatesLoad(t *testing.T) {
 		}
 	}
 }
+
+// FuzzLoadWide is FuzzLoad over every limit, window and quantity (up to
+// 2^63−1): a state Load accepts decides as its plain form does (main's
+// full pass), through Apply and ApplyInPlace, and what either writes
+// loads again.
+func FuzzLoadWide(f *testing.F) {
+	f.Add([]byte{logHdr, 2, 3, 1, 2, 1, 1, 2}, int64(base), int64(1000), int64(1), int64(10))
+	f.Add([]byte{byte(Log), 2, 1, 4, 1}, int64(3), int64(math.MaxInt64), int64(math.MaxInt64), int64(math.MaxInt64))
+	f.Add(binary.AppendUvarint(binary.AppendVarint([]byte{byte(Log)}, math.MinInt64+1), 3), int64(base), int64(math.MaxInt64), int64(2), int64(5))
+	f.Fuzz(func(t *testing.T, st []byte, now, w, q, limit int64) {
+		l := Limit{Mode: Log, Limit: max(1, limit), WindowMs: max(1, w)}
+		q = max(0, q)
+		got, err := Load(st, nil)
+		if err != nil || len(got) == 0 || got[0] != logHdr {
+			return
+		}
+		r1, n1, w1, e1 := l.Apply(got, now, q, nil)
+		r2, n2, w2, e2 := l.Apply(plainOf(t, got), now, q, nil)
+		// Load takes overlong varints (binary.Uvarint does; main did): the
+		// two passes may then write the same log in different bytes.
+		if r1 != r2 || w1 != w2 || e1 != e2 || !sameLog(t, n1, n2) {
+			t.Fatalf("loaded %x: %v %x %v; plain %v %x %v", got, reply(r1), n1, e1, reply(r2), n2, e2)
+		}
+		blk := append(make([]byte, 0, len(got)+8), got...)
+		r3, n3, _, w3, e3 := l.ApplyInPlace(blk, now, q, nil)
+		if r3 != r1 || w3 != w1 || e3 != e1 || (w1 && !bytes.Equal(n3, n1)) {
+			t.Fatalf("ApplyInPlace(%x): %v %x; Apply %v %x", got, reply(r3), n3, reply(r1), n1)
+		}
+		if w1 {
+			if back, err := Load(n1, nil); err != nil || !bytes.Equal(back, n1) {
+				t.Fatalf("%+v at %d q %d on %x wrote %x, which Load refuses: %v", l, now, q, got, n1, err)
+			}
+		}
+	})
+}
+
+// sameLog reports whether two header-format states (or two empty ones)
+// hold the same entries and header.
+func sameLog(t *testing.T, a, b []byte) bool {
+	if bytes.Equal(a, b) {
+		return true
+	}
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	ha, oka := readHdr(a)
+	hb, okb := readHdr(b)
+	if !oka || !okb || ha.n != hb.n || ha.total != hb.total || ha.span != hb.span || ha.t0 != hb.t0 {
+		return false
+	}
+	ea, eb := entriesOf(a, ha.c0), entriesOf(b, hb.c0)
+	return ea != nil && eb != nil && slicesEqualU(ea, eb)
+}
+
+// entriesOf is the counts and deltas from off on, or nil if they do not decode.
+func entriesOf(st []byte, off int) []uint64 {
+	var out []uint64
+	for off < len(st) {
+		v, n := uvAt(st, off)
+		if n < 0 {
+			return nil
+		}
+		out, off = append(out, v), n
+	}
+	return out
+}
+
+func slicesEqualU(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
