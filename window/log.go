@@ -6,8 +6,10 @@ import (
 	"math/bits"
 )
 
-// LOG's state is its entries, oldest first, each a time (Unix ms) and the
-// number of units accepted at it (≥ 1):
+// LOG's plain state (mode byte 1, what celld wrote before the header
+// format of loghdr.go, which keeps these bytes after its header) is its
+// entries, oldest first, each a time (Unix ms) and the number of units
+// accepted at it (≥ 1):
 //
 //	[1] varint(t₀) uvarint(c₀) { uvarint(tᵢ − tᵢ₋₁) uvarint(cᵢ) }
 //
@@ -34,7 +36,9 @@ type logScan struct {
 
 // scanLog walks state (after its mode byte) for the window ending at now.
 //
-// It is the hot part of a LOG call (one pass over every entry: at limit
+// Since the header format (loghdr.go) it decides only plain states, the
+// ones written before it (each once: the call writes the header form).
+// It was the hot part of a LOG call (one pass over every entry: at limit
 // 100 and a call every ~80 ms per key, a dozen entries), so it decodes
 // one-byte deltas and counts (under 128, the common case) and two-byte
 // deltas inline, leaves only longer varints to binary.Uvarint, and keeps

@@ -168,6 +168,8 @@ func (l Limit) decideHdr(state []byte, now, q int64, e *hdrEdit) (Result, bool, 
 		in = h.n - k // entries in the window
 		if in == 0 || used < 0 {
 			in, used = 0, 0
+		} else if cAt >= len(state) {
+			return Result{}, false, ErrCorrupt // a header that promises more entries than there are
 		}
 	}
 	r := Result{Limit: l.Limit, RetryAfter: -1}
@@ -206,7 +208,10 @@ func (l Limit) decideHdr(state []byte, now, q int64, e *hdrEdit) (Result, bool, 
 		for j > cAt && state[j-1] >= 0x80 {
 			j--
 		}
-		c, _ := uvAt(state, j)
+		c, end := uvAt(state, j)
+		if end != len(state) {
+			return Result{}, false, ErrCorrupt
+		}
 		head = appendHdr(head, in, total, uint64(now-t), t)
 		e.src, e.end = cAt, j
 		tail = binary.AppendUvarint(tail, satAddU(c, uint64(q)))
@@ -301,14 +306,14 @@ func checkEntries(state []byte, at int) (n, total uint64, t0, lastT int64, err e
 		return 0, 0, 0, 0, ErrCorrupt
 	}
 	t0, end := varintHead(state[at-1:])
-	if end <= 0 {
+	if end <= 0 || !minimal(state, at, at-1+end) {
 		return 0, 0, 0, 0, ErrCorrupt
 	}
 	off := at - 1 + end
 	t := t0
 	for {
 		c, next := uvAt(state, off)
-		if next < 0 || c == 0 || c > math.MaxInt64-total {
+		if next < 0 || !minimal(state, off, next) || c == 0 || c > math.MaxInt64-total {
 			return 0, 0, 0, 0, ErrCorrupt
 		}
 		n++
@@ -322,13 +327,20 @@ func checkEntries(state []byte, at int) (n, total uint64, t0, lastT int64, err e
 		// refused; MaxInt64 − t is computed in uint64 (it is up to 2^64 − 1
 		// for a negative t), and t + d then wraps to the exact time.
 		d, next2 := uvAt(state, next)
-		if next2 < 0 || d == 0 || d > uint64(math.MaxInt64)-uint64(t) {
+		if next2 < 0 || !minimal(state, next, next2) || d == 0 || d > uint64(math.MaxInt64)-uint64(t) {
 			return 0, 0, 0, 0, ErrCorrupt
 		}
 		t += int64(d)
 		off = next2
 	}
 }
+
+// minimal reports whether the varint at b[off:next] is in its shortest
+// form (as binary.AppendUvarint and AppendVarint write it): one byte, or a
+// last byte that is not 0. A call rewrites some fields and copies others,
+// so only the shortest form makes every call's bytes one function of the
+// log (the same whichever path wrote them).
+func minimal(b []byte, off, next int) bool { return next-off == 1 || b[next-1] != 0 }
 
 // Load checks a state that comes from outside the process (a restore,
 // replication) before the store keeps it, and gives the form calls
@@ -350,8 +362,9 @@ func Load(state, buf []byte) ([]byte, error) {
 		return toHdr(state, buf)
 	case logHdr:
 		h, ok := readHdr(state)
-		if !ok {
-			return nil, ErrCorrupt
+		var hb [64]byte
+		if !ok || len(appendHdr(hb[:0], h.n, h.total, h.span, h.t0)) != h.c0 {
+			return nil, ErrCorrupt // (a header field not in its shortest form)
 		}
 		n, total, t0, lastT, err := checkEntries(state, h.tAt)
 		if err != nil {

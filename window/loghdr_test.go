@@ -179,6 +179,9 @@ func TestLoadRefusesDamage(t *testing.T) {
 		{logHdr, 1, 0, 0, 2, 0},       // count 0
 		{byte(Log), 2, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 1, 1}, // units past 2^63
 		{9},
+		{byte(Log), 0x30, 0x30, 0xf9, 0x00, 0x30},    // a delta of 121 in two bytes (FuzzLoad)
+		{logHdr, 0x82, 0x00, 0x60, 0x79, 0x30, 0x30}, // n 2 in two bytes
+		{logHdr, 0x30, 0x30, 0x02, 0x30, 0x30, 0x30}, // n 48, 2 entries, the last without a count (FuzzLoad: a call panicked on it)
 	} {
 		if _, err := Load(bad, nil); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("Load(%x): %v, want ErrCorrupt", bad, err)
