@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	_ "github.com/celld/celld/data" // CL.WINDOW registers itself (data/window.go)
+	"github.com/celld/celld/persist"
 	"github.com/celld/celld/store"
 	"github.com/celld/celld/window"
 )
@@ -23,6 +25,11 @@ func (p *persistence) loadWindow(st *store.Store, key, state []byte, exp, backMs
 		}
 	}
 	if err := st.LoadWindow(key, state, exp); err != nil {
+		if errors.Is(err, store.ErrWindowState) {
+			// Unreadable data, as a damaged object image is
+			// (persistence_types.go): --recover=skip applies to it.
+			return fmt.Errorf("restoring window key %q: %w: %w", key, persist.ErrCorrupt, err)
+		}
 		return fmt.Errorf("restoring window key %q: %w", key, err)
 	}
 	return nil

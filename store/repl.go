@@ -361,7 +361,10 @@ var ErrBadChange = errors.New("store: replicated change cannot be applied")
 // and SnapshotShard) as a write of its own: it bumps the key's version (WATCH),
 // is marked for persistence and expires as any key. obj is the decoded
 // object of a hash, list or sorted set change (the caller decodes
-// c.Image with the kinds package), nil otherwise.
+// c.Image with the kinds package), nil otherwise. A window change's state
+// is checked (and a LOG state from an older leader converted) by
+// window.Load: one that does not decode is refused with ErrWindowState,
+// nothing written.
 //
 // maxTAT is the merge rule of a snapshot: when both the stored value and
 // the change are plain TATs, the larger TAT wins (with its expiry), so
@@ -406,10 +409,14 @@ func (s *Store) ApplyChange(c Change, obj Object, maxTAT bool, nowMs int64) erro
 		}
 		sh.writeLocked(slot, tat, c.ExpireAtMs, flags|lruFlags(nowMs), raw)
 	case c.Kind == KindWindow:
+		state, err := sh.loadWinState(c.Text) // checked: it comes from the stream
+		if err != nil {
+			return err
+		}
 		if !exists {
 			slot = sh.insertLocked(c.Key, h, pos)
 		}
-		if err := sh.putWindowLocked(slot, c.Text, c.ExpireAtMs, nowMs); err != nil {
+		if err := sh.putWindowLocked(slot, state, c.ExpireAtMs, nowMs); err != nil {
 			if !exists {
 				sh.deleteSlotLocked(slot)
 			}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/celld/celld/window"
@@ -475,15 +476,41 @@ func (sh *shard) dropWindowLocked(slot uint32) {
 	sh.releaseWinBlockLocked(slot)
 }
 
+// ErrWindowState is the error LoadWindow and ApplyChange give for a
+// window state that does not decode (window.Load: a damaged LOG state, a
+// LOG header that does not match its entries, an unknown mode); it wraps
+// ErrInvalidValue. Nothing is written.
+var ErrWindowState = fmt.Errorf("%w: damaged CL.WINDOW state", ErrInvalidValue)
+
+// loadWinState is window.Load for a state that enters the store from
+// outside (restore, replication): a plain LOG state comes back in the
+// header format, in the shard's scratch buffer. Requires sh.mu.
+func (sh *shard) loadWinState(state []byte) ([]byte, error) {
+	out, err := window.Load(state, sh.win.scratch)
+	if err != nil {
+		return nil, ErrWindowState
+	}
+	if len(state) > 0 && len(out) > 0 && &out[0] != &state[0] {
+		sh.win.scratch = out[:0]
+	}
+	return out, nil
+}
+
 // LoadWindow inserts a restored window key without marking it dirty (it is
 // on disk already), replacing whatever key had the name. state is the
-// window package's encoding, kept as it is (a state that does not decode
-// answers ErrInvalidValue when used). Only for restoring.
+// window package's encoding, checked and converted by window.Load (a LOG
+// state written before the header format is rewritten in it); a state
+// that does not decode is refused with ErrWindowState, and nothing is
+// written. Only for restoring.
 func (s *Store) LoadWindow(key, state []byte, expireAtMs int64) error {
 	h := s.hashKey(key)
 	sh := s.shardFor(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	state, err := sh.loadWinState(state)
+	if err != nil {
+		return err
+	}
 	slot, pos, exists := sh.findLocked(key, h)
 	if !exists {
 		slot = sh.insertLocked(key, h, pos)

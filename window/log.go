@@ -2,11 +2,14 @@ package window
 
 import (
 	"encoding/binary"
+	"math"
 	"math/bits"
 )
 
-// LOG's state is its entries, oldest first, each a time (Unix ms) and the
-// number of units accepted at it (≥ 1):
+// LOG's plain state (mode byte 1, what celld wrote before the header
+// format of loghdr.go, which keeps these bytes after its header) is its
+// entries, oldest first, each a time (Unix ms) and the number of units
+// accepted at it (≥ 1):
 //
 //	[1] varint(t₀) uvarint(c₀) { uvarint(tᵢ − tᵢ₋₁) uvarint(cᵢ) }
 //
@@ -33,7 +36,9 @@ type logScan struct {
 
 // scanLog walks state (after its mode byte) for the window ending at now.
 //
-// It is the hot part of a LOG call (one pass over every entry: at limit
+// Since the header format (loghdr.go) it decides only plain states, the
+// ones written before it (each once: the call writes the header form).
+// It was the hot part of a LOG call (one pass over every entry: at limit
 // 100 and a call every ~80 ms per key, a dozen entries), so it decodes
 // one-byte deltas and counts (under 128, the common case) and two-byte
 // deltas inline, leaves only longer varints to binary.Uvarint, and keeps
@@ -101,7 +106,11 @@ func scanLog(state []byte, now, w int64) (logScan, error) {
 			}
 			off += n
 		}
-		if d == 0 || d > 1<<62 {
+		// A delta may exceed 2^62 (Load's rule, checkEntries): only a
+		// time past int64 is corrupt. main refused deltas over 2^62 here,
+		// after writing such a state itself (a unit near −2^63, a window
+		// near 2^63): the key then answered "damaged".
+		if d == 0 || d > uint64(math.MaxInt64)-uint64(t) {
 			return s, ErrCorrupt
 		}
 		t += int64(d)
@@ -136,7 +145,9 @@ func varintHead(state []byte) (int64, int) {
 	return v, 1 + n
 }
 
-// applyLog is LOG (spec "LOG").
+// applyLog is LOG (spec "LOG") on a plain state (written before the
+// header format, loghdr.go): one pass over its entries decides, and the
+// new state is written in the header format.
 func (l Limit) applyLog(state []byte, now, q int64, next []byte) (Result, []byte, bool, error) {
 	var e logEdit
 	r, write, err := l.decideLog(state, now, q, &e)
@@ -146,7 +157,31 @@ func (l Limit) applyLog(state []byte, now, q int64, next []byte) (Result, []byte
 	next = append(next, byte(Log))
 	next = append(next, e.head[:e.hn]...)
 	next = append(next, state[e.src:e.end]...)
-	return r, append(next, e.tail[:e.tn]...), true, nil
+	next = append(next, e.tail[:e.tn]...)
+	if next, err = plainToHdrInPlace(next); err != nil {
+		return Result{}, next[:0], false, err
+	}
+	return r, next, true, nil
+}
+
+// plainToHdrInPlace rewrites a plain LOG state into the header format in
+// its own buffer (growing it if its capacity is short).
+func plainToHdrInPlace(plain []byte) ([]byte, error) {
+	n, total, t0, lastT, err := checkEntries(plain, 1)
+	if err != nil {
+		return plain, err
+	}
+	var hb [64]byte
+	hdr := appendHdr(hb[:0], n, total, uint64(lastT-t0), t0)
+	_, end := varintHead(plain)
+	old := len(plain)
+	grow := len(hdr) - end
+	for range grow {
+		plain = append(plain, 0)
+	}
+	copy(plain[len(hdr):], plain[end:old])
+	copy(plain, hdr)
+	return plain[:old+grow], nil
 }
 
 // logEdit is how an allowed LOG call's new state is made from the old
@@ -241,31 +276,17 @@ func (l Limit) decideLog(state []byte, now, q int64, e *logEdit) (Result, bool, 
 // is only ever changed when write is true (never on an error or a denial).
 // FIXED and SLIDING, and a state of another mode, go to Apply as they are.
 func (l Limit) ApplyInPlace(state []byte, nowMs, q int64, buf []byte) (r Result, next []byte, inPlace, write bool, err error) {
-	if l.Mode != Log || len(state) == 0 || Mode(state[0]) != Log {
+	if l.Mode != Log || len(state) == 0 || state[0] != logHdr {
 		r, next, write, err = l.Apply(state, nowMs, q, buf)
 		return r, next, false, write, err
 	}
-	var e logEdit
-	r, write, err = l.decideLog(state, nowMs, q, &e)
+	var e hdrEdit
+	r, write, err = l.decideHdr(state, nowMs, q, &e)
 	if err != nil || !write {
 		return r, buf[:0], false, false, err
 	}
-	kept := e.end - e.src
-	n := 1 + e.hn + kept + e.tn
-	if n > cap(state) {
-		next = append(buf[:0], byte(Log))
-		next = append(next, e.head[:e.hn]...)
-		next = append(next, state[e.src:e.end]...)
-		return r, append(next, e.tail[:e.tn]...), false, true, nil
-	}
-	out := state[:n]
-	if e.src != 1+e.hn { // else the kept entries are where they stay
-		copy(out[1+e.hn:], state[e.src:e.end]) // first: the head may cover these bytes
-	}
-	out[0] = byte(Log)
-	copy(out[1:], e.head[:e.hn])
-	copy(out[1+e.hn+kept:], e.tail[:e.tn])
-	return r, out, true, true, nil
+	next, inPlace = writeHdr(state, &e, buf, true)
+	return r, next, inPlace, true, nil
 }
 
 // timeLen is the length of the time field (t₀'s varint or a delta) of the

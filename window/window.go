@@ -125,18 +125,36 @@ type Result struct {
 // back), the call is decided as of that time, so a step back never frees
 // quota; durations are then counted from it.
 //
-// Cost: FIXED and SLIDING O(1); LOG one pass over the state's entries (at
-// most MaxLogEntries, a few bytes each) and a copy of them when writing.
+// LOG states: Apply writes the header format (loghdr.go); a plain state
+// (written before it) is decided by a pass over its entries and its new
+// state written in the header format.
+//
+// Cost: FIXED and SLIDING O(1); LOG the header and the entries that leave
+// the window (a denied call: the window's entries up to the unit that must
+// leave), and a copy of the entries when writing (ApplyInPlace: a memmove
+// of them in the caller's buffer).
 func (l Limit) Apply(state []byte, nowMs, q int64, buf []byte) (r Result, next []byte, write bool, err error) {
 	next = buf[:0]
-	if len(state) > 0 && Mode(state[0]) != l.Mode {
-		if Mode(state[0]) < Log || Mode(state[0]) > Sliding {
+	if len(state) > 0 {
+		m, ok := stateMode(state[0])
+		if !ok {
 			return Result{}, next, false, ErrCorrupt
 		}
-		return Result{}, next, false, ErrMode
+		if m != l.Mode {
+			return Result{}, next, false, ErrMode
+		}
 	}
 	switch l.Mode {
 	case Log:
+		if len(state) == 0 || state[0] == logHdr {
+			var e hdrEdit
+			r, write, err := l.decideHdr(state, nowMs, q, &e)
+			if err != nil || !write {
+				return r, next, false, err
+			}
+			next, _ = writeHdr(state, &e, next, false)
+			return r, next, true, nil
+		}
 		return l.applyLog(state, nowMs, q, next)
 	case Fixed, Sliding:
 		return l.applyCounters(state, nowMs, q, next)
@@ -179,6 +197,15 @@ func satAdd(a, b int64) int64 {
 // unshifted too: the counts stay with the wall-clock window they were made
 // in). A state that does not decode is returned unchanged with false.
 func ShiftBack(state []byte, ms int64, buf []byte) ([]byte, bool) {
+	if len(state) >= 2 && state[0] == logHdr {
+		h, ok := readHdr(state)
+		if !ok {
+			return state, false
+		}
+		out := append(buf[:0], state[:h.tAt]...)
+		out = binary.AppendVarint(out, h.t0-ms)
+		return append(out, state[h.c0:]...), true
+	}
 	if len(state) < 2 || Mode(state[0]) != Log {
 		return state, false
 	}

@@ -209,7 +209,7 @@ func TestLogEntryCap(t *testing.T) {
 			t.Fatalf("call %d: %+v write %v err %v", i, r, w, err)
 		}
 		st = next
-		s, _ := scanLog(st, base+i, l.WindowMs)
+		s, _ := scanLog(plainOf(t, st), base+i, l.WindowMs)
 		if s.n > MaxLogEntries || s.used != i+1 {
 			t.Fatalf("call %d: %d entries holding %d units, want ≤ %d entries holding %d", i, s.n, s.used, MaxLogEntries, i+1)
 		}
