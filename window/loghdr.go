@@ -359,7 +359,13 @@ func Load(state, buf []byte) ([]byte, error) {
 	}
 	switch state[0] {
 	case byte(Log):
-		return toHdr(state, buf)
+		out, err := toHdr(state, buf)
+		if err == nil {
+			if h, ok := readHdr(out); !ok || h.n > MaxLogEntries {
+				return nil, ErrCorrupt // more entries than celld ever writes
+			}
+		}
+		return out, err
 	case logHdr:
 		h, ok := readHdr(state)
 		var hb [64]byte
@@ -370,8 +376,8 @@ func Load(state, buf []byte) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		if n != h.n || total != h.total || t0 != h.t0 || uint64(lastT-t0) != h.span {
-			return nil, ErrCorrupt
+		if n != h.n || total != h.total || t0 != h.t0 || uint64(lastT-t0) != h.span || n > MaxLogEntries {
+			return nil, ErrCorrupt // (over MaxLogEntries: more than celld ever writes)
 		}
 		return state, nil
 	case byte(Fixed), byte(Sliding):

@@ -230,3 +230,50 @@ func TestShiftBackHeader(t *testing.T) {
 	_ = binary.MaxVarintLen64
 	_ = math.MaxInt64
 }
+
+// Load refuses a state of more entries than celld ever writes
+// (MaxLogEntries), in either format: a crafted one would stay that long
+// (each call merges its two oldest entries) and every denied call would
+// walk it. MaxLogEntries entries still load.
+func TestLoadRefusesOverMaxEntries(t *testing.T) {
+	plain := func(n int) []byte {
+		st := binary.AppendVarint([]byte{byte(Log)}, base)
+		st = append(st, 1)
+		for range n - 1 {
+			st = append(st, 1, 1) // 1 ms later, one unit
+		}
+		return st
+	}
+	// oneMore is a header-format state with one entry more than st (1 ms
+	// later, one unit), its header made to agree.
+	oneMore := func(st []byte) []byte {
+		h, ok := readHdr(st)
+		if !ok {
+			t.Fatalf("readHdr(%x) failed", st)
+		}
+		more := appendHdr(nil, h.n+1, h.total+1, h.span+1, h.t0)
+		more = append(more, st[h.c0:]...)
+		return append(more, 1, 1)
+	}
+	for _, n := range []int{MaxLogEntries - 1, MaxLogEntries, MaxLogEntries + 1, 5000} {
+		got, err := Load(plain(n), nil)
+		if ok := n <= MaxLogEntries; ok != (err == nil) {
+			t.Fatalf("Load(plain, %d entries): %v", n, err)
+		}
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("Load(plain, %d entries): %v, want ErrCorrupt", n, err)
+			}
+			continue
+		}
+		more, err := Load(oneMore(got), nil)
+		switch {
+		case n < MaxLogEntries:
+			if want, _ := Load(plain(n+1), nil); err != nil || !bytes.Equal(more, want) {
+				t.Fatalf("Load(header, %d entries) = %x, %v; want %x", n+1, more, err, want)
+			}
+		case !errors.Is(err, ErrCorrupt):
+			t.Fatalf("Load(header, %d entries): %v, want ErrCorrupt", n+1, err)
+		}
+	}
+}
