@@ -361,7 +361,10 @@ func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 					return pumpDone
 				}
 			}
-			if s.writeOut(c, st.pc, true) != nil {
+			if st.lc != nil && !c.closed && rerr == nil && !c.replWrote && st.lc.deferOut(st.pc) {
+				// Written with the other connections' replies at the
+				// end of the loop's turn (loop_linux.go, writePending).
+			} else if s.writeOut(c, st.pc, true) != nil {
 				return pumpDone
 			}
 		}

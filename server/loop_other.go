@@ -15,6 +15,9 @@ type loopConn struct{ net.Conn }
 
 func (*loopConn) backlogged() bool { return false }
 
+// deferOut: no loop's turn to wait for; replies are written at once.
+func (*loopConn) deferOut(*pushConn) bool { return false }
+
 func loopConnOf(net.Conn) *loopConn { return nil }
 
 type eventLoop struct{}

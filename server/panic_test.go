@@ -113,7 +113,8 @@ func (r *rawConn) send(cmds ...[]string) {
 }
 
 // reply reads one RESP2 reply and renders it as text: "+OK", "-ERR x",
-// ":1", "$-1", the bulk string itself, or "[a b]" for arrays.
+// ":1", "$-1", the bulk string itself, or "[a b]" for arrays (and RESP3's
+// maps, flattened); RESP3's pushes render as ">[a b]".
 func (r *rawConn) reply() (string, error) {
 	line, err := r.rd.ReadString('\n')
 	if err != nil {
@@ -136,8 +137,11 @@ func (r *rawConn) reply() (string, error) {
 			return "", err
 		}
 		return string(buf[:n]), nil
-	case '*':
+	case '*', '>', '%': // RESP3's pushes render as ">[...]", maps as "[k v ...]"
 		n, _ := strconv.Atoi(line[1:])
+		if line[0] == '%' {
+			n *= 2
+		}
 		parts := make([]string, 0, n)
 		for i := 0; i < n; i++ {
 			p, err := r.reply()
@@ -145,6 +149,9 @@ func (r *rawConn) reply() (string, error) {
 				return "", err
 			}
 			parts = append(parts, p)
+		}
+		if line[0] == '>' {
+			return ">[" + strings.Join(parts, " ") + "]", nil
 		}
 		return "[" + strings.Join(parts, " ") + "]", nil
 	}

@@ -747,6 +747,10 @@ type pushConn struct {
 	s      *Server // nil in some tests
 	ps     atomic.Pointer[pushState]
 	closed atomic.Bool
+	// deferred: replies to requests read wait in c.out for the end of
+	// the event loop's turn (loopConn.deferOut), so a push state created
+	// meanwhile starts busy. Set and cleared by the loop goroutine.
+	deferred atomic.Bool
 }
 
 // Read marks the connection busy when requests arrive: their replies are
@@ -845,7 +849,7 @@ func (p *pushConn) ensure(inCommand bool) *pushState {
 			ps = p.ps.Load()
 		}
 	}
-	if inCommand {
+	if inCommand || p.deferred.Load() {
 		ps.mu.Lock()
 		ps.busy = true
 		ps.mu.Unlock()
