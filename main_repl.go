@@ -134,6 +134,7 @@ func cmdRepl(x *server.Ctx) {
 		fmt.Fprintf(&b, "bytes_sent:%d\r\nbytes_received:%d\r\nbytes_per_sec:%.0f\r\nrefused_writes:%d\r\n", st.BytesSent, st.BytesRecv, st.BytesPerS, st.Refused)
 		fmt.Fprintf(&b, "min_replicas:%d\r\nrefused_no_replicas:%d\r\n", st.MinReplicas, st.RefusedNoReplicas)
 		fmt.Fprintf(&b, "leader:%s\r\nsynced:%t\r\nrepl_addr:%s\r\n", st.Leader, st.Synced, n.ReplAddr())
+		fmt.Fprintf(&b, "dropped_damaged:%d\r\n", st.DroppedDamaged)
 		x.BulkString(b.String())
 	case sub == "lead" && len(args) == 3:
 		if e, ok := epoch(); ok {

@@ -1,14 +1,17 @@
 package repl
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/celld/celld/kinds"
 	"github.com/celld/celld/store"
+	"github.com/celld/celld/window"
 )
 
 // TestApplyMixedPayload: a batch interleaving plain TATs with every other
@@ -95,5 +98,45 @@ func TestApplyMixedPayload(t *testing.T) {
 	}
 	if len(w) < 25 {
 		t.Fatalf("only %d keys: the reference applied too little", len(w))
+	}
+}
+
+// TestApplyDropsDamagedWindowState: a change whose CL.WINDOW state this
+// node refuses (store.ErrWindowState: a state an older leader loaded
+// damaged and answers "damaged" for) no longer stops the stream: the key
+// is dropped here, counted (Status.DroppedDamaged), and the entries after
+// it apply. Before, apply failed and the follower retried the sync
+// without end, with no key replicating any more.
+func TestApplyDropsDamagedWindowState(t *testing.T) {
+	nowMs := time.Now().UnixMilli()
+	exp := nowMs + 60_000
+	good := binary.AppendVarint([]byte{byte(window.Log)}, nowMs) // a plain LOG state: one unit now
+	good = append(good, 1)
+	damaged := []byte{4, 9, 9, 9} // a header of 9 entries, and none
+	var first, p []byte
+	first = appendEntry(first, 0, store.Change{Key: []byte("w"), Kind: store.KindWindow, Text: good, ExpireAtMs: exp})
+	first = appendEntry(first, 0, store.Change{Key: []byte("a"), TAT: 10, IsTAT: true, ExpireAtMs: exp})
+	p = appendEntry(p, 0, store.Change{Key: []byte("w"), Kind: store.KindWindow, Text: damaged, ExpireAtMs: exp})
+	p = appendEntry(p, 1, store.Change{Key: []byte("b"), TAT: 20, IsTAT: true, ExpireAtMs: exp})
+
+	got := newDBs(t)
+	f := newFollower(New(got, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}), 1, "")
+	if err := f.apply(first, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if d := dump(got); len(d) != 2 || !strings.Contains(d[0]+d[1], `"w" cl.window`) {
+		t.Fatalf("before the damaged change: %v, want a and the window w", d)
+	}
+	if err := f.apply(p, false, nil); err != nil {
+		t.Fatalf("apply stopped on the damaged state: %v", err)
+	}
+	d := dump(got)
+	if len(d) != 2 || strings.Contains(fmt.Sprint(d), `"w"`) || !strings.Contains(fmt.Sprint(d), `"b"`) {
+		t.Fatalf("after: %v, want a and b, w dropped", d)
+	}
+	var st Status
+	f.status(&st)
+	if st.DroppedDamaged != 1 {
+		t.Fatalf("DroppedDamaged %d, want 1", st.DroppedDamaged)
 	}
 }

@@ -31,6 +31,9 @@ type follower struct {
 	recv    atomic.Int64  // bytes read from leaders
 	synced  atomic.Bool
 	lastIO  atomic.Int64 // unix ns of the last frame read from the leader
+	// refused counts changes of CL.WINDOW states this node refused as
+	// damaged (apply drops the key instead; Status.DroppedDamaged).
+	refused atomic.Int64
 
 	// mirrored says a session of this term has completed a sync: from
 	// then on everything the follower holds came from this leader, so a
@@ -323,7 +326,18 @@ func (f *follower) apply(p []byte, maxTAT bool, left []map[string]struct{}) erro
 				}
 			}
 			if err := f.n.dbs.DB(e.db).ApplyChange(c, obj, maxTAT, nowMs); err != nil {
-				return fmt.Errorf("applying %q: %w", c.Key, err)
+				if !errors.Is(err, store.ErrWindowState) {
+					return fmt.Errorf("applying %q: %w", c.Key, err)
+				}
+				// A CL.WINDOW state this node refuses (damaged on the
+				// leader, which answers "damaged" for the key): stalling
+				// the whole stream on it would stop every other key's
+				// replication for good. The key is dropped here, as
+				// unusable as it is on the leader, and said so.
+				f.n.dbs.DB(e.db).ApplyChange(store.Change{Key: c.Key, Deleted: true}, nil, false, nowMs)
+				f.refused.Add(1)
+				f.n.log.Warn("replication: leader's CL.WINDOW state refused as damaged; key dropped on this node",
+					"key", string(c.Key), "db", e.db, "leader", f.addr)
 			}
 			if left != nil && left[e.db] != nil {
 				delete(left[e.db], string(c.Key))
@@ -351,6 +365,7 @@ func (f *follower) status(st *Status) {
 	st.Acked = f.applied.Load()
 	st.Synced = f.synced.Load()
 	st.BytesRecv = f.recv.Load()
+	st.DroppedDamaged = f.refused.Load()
 	if at := f.lastIO.Load(); at != 0 {
 		st.LastIO = time.Unix(0, at)
 	}

@@ -360,6 +360,9 @@ type Status struct {
 	MinReplicas       int
 	Leader            string // the leader's replication address (follower)
 	Synced            bool   // the follower holds a snapshot and applies the stream
+	// DroppedDamaged counts CL.WINDOW states from the leader that this
+	// node refused as damaged and dropped the key for (follower).
+	DroppedDamaged int64
 	// LastBatch is the last round that sent a batch of changes (leader).
 	LastBatch uint64
 	// LastIO is when the follower last read from its leader (follower).
