@@ -361,7 +361,13 @@ func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 					return pumpDone
 				}
 			}
-			if st.lc != nil && !c.closed && rerr == nil && !c.replWrote && st.lc.deferOut(st.pc) {
+			// Deferred only when pump returns next (pumpRead): while the
+			// guard holds input read ahead it runs on in this call, and
+			// a write there holds the connection (pumpHold) with c.out
+			// for the replication barrier, which the replies deferred
+			// before it must not wait for nor slip through ahead of.
+			if st.lc != nil && !c.closed && rerr == nil && !c.replWrote &&
+				(st.held == nil || !st.held.ReadReady()) && st.lc.deferOut(st.pc) {
 				// Written with the other connections' replies at the
 				// end of the loop's turn (loop_linux.go, writePending).
 			} else if s.writeOut(c, st.pc, true) != nil {
