@@ -115,3 +115,52 @@ func TestLoopDeferredRepliesBeforeQuit(t *testing.T) {
 		r.expectEOF()
 	}
 }
+
+// Work posted to the loop (RunOnLoop: persistence's drain slices) runs
+// between two connections' commands; the replies of the connections
+// served before it in the turn are written first, not held behind it.
+// Here a PING is served in a turn, then a script whose run the test posts
+// a function into that keeps the loop for 400 ms: the PONG comes back
+// before that function ends (well before: it was written before it began). Without the write before runSoon it came
+// after it, at the end of the turn.
+func TestLoopDeferredRepliesNotHeldBehindPostedWork(t *testing.T) {
+	s, addr := startServerConfig(t, nil, Config{IOLoops: 1})
+	busy, busy2, r := dial(t, addr), dial(t, addr), dial(t, addr)
+	for _, c := range []*rawConn{busy, busy2, r} {
+		c.send([]string{"PING"}) // on the loop (watched) before the test
+		c.mustReply()
+	}
+	const script = "local x = 0 for i = 1, 3000000 do x = x + i end return 1"
+	// The first script keeps the loop while the PING and the second
+	// script arrive: both run in the next turn, the PING first.
+	busy.send([]string{"EVAL", script, "0"})
+	time.Sleep(2 * time.Millisecond)
+	r.send([]string{"PING"})
+	time.Sleep(time.Millisecond) // ready after the PING's connection
+	busy2.send([]string{"EVAL", script, "0"})
+	if got := busy.mustReply(); got != ":1" { // the first turn's end
+		t.Fatalf("EVAL: %q", got)
+	}
+	time.Sleep(10 * time.Millisecond) // into the second script
+	posted := make(chan bool, 1)
+	var ended time.Time // written by the loop before RunOnLoop returns
+	go func() {
+		posted <- s.RunOnLoop(func() {
+			time.Sleep(400 * time.Millisecond)
+			ended = time.Now()
+		}, time.Minute)
+	}()
+	if got := r.mustReply(); got != "+PONG" {
+		t.Fatalf("PING: %q", got)
+	}
+	pong := time.Now()
+	if !<-posted {
+		t.Fatal("the posted function did not run on the loop")
+	}
+	if !pong.Before(ended.Add(-200 * time.Millisecond)) {
+		t.Fatalf("the PONG came %v after the posted function ended: it waited for it", pong.Sub(ended))
+	}
+	if got := busy2.mustReply(); got != ":1" {
+		t.Fatalf("EVAL: %q", got)
+	}
+}
