@@ -351,6 +351,9 @@ func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 				break // the rest, if any, is an incomplete command
 			}
 		}
+		// An event loop's connection whose guard holds input read ahead
+		// runs on in this call; otherwise pump returns pumpRead below.
+		readAhead := st.lc != nil && st.held != nil && st.held.ReadReady()
 		if ran || len(c.out) > 0 {
 			c.publishCommands()
 			if c.replWrote { // replgate.go
@@ -361,7 +364,12 @@ func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 					return pumpDone
 				}
 			}
-			if st.lc != nil && !c.closed && rerr == nil && !c.replWrote && st.lc.deferOut(st.pc) {
+			// Deferred only when pump returns next (pumpRead): while the
+			// guard holds input read ahead it runs on in this call, and
+			// a write there holds the connection (pumpHold) with c.out
+			// for the replication barrier, which the replies deferred
+			// before it must not wait for nor slip through ahead of.
+			if st.lc != nil && !c.closed && rerr == nil && !c.replWrote && !readAhead && st.lc.deferOut(st.pc) {
 				// Written with the other connections' replies at the
 				// end of the loop's turn (loop_linux.go, writePending).
 			} else if s.writeOut(c, st.pc, true) != nil {
@@ -376,7 +384,7 @@ func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 		}
 		st.compact()
 		c.publishBuffers(st) // for CLIENT LIST elsewhere: loads, rarely a store
-		if st.lc != nil && (st.held == nil || !st.held.ReadReady()) {
+		if st.lc != nil && !readAhead {
 			return pumpRead // level-triggered: the loop calls again
 		}
 	}

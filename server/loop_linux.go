@@ -851,6 +851,14 @@ func (l *eventLoop) writePending() {
 // turn's list (its entry in l.pending is skipped). Loop goroutine only.
 func (l *eventLoop) writeDeferred(lc *loopConn) {
 	lc.pending = false
+	if lc.held {
+		// The same pump call went on to a write and held the
+		// connection (pumpHold): c.out now ends with replies that wait
+		// for the replication barrier, and release writes them all
+		// after it (its serve defers them again). pc.deferred stays
+		// set: the replies still wait.
+		return
+	}
 	pc := lc.st.pc
 	if pc != nil {
 		// Cleared before the write: a push state created after it must
