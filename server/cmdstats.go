@@ -156,13 +156,6 @@ func (s *Server) call(c *client, cmd *command, args [][]byte) {
 		t0 := time.Now()
 		cmd.run(s, c, args)
 		st.observe(time.Since(t0))
-	} else if h := cmd.handler; h != nil {
-		// A registered command, called without run's adapter frame
-		// (registered in handlerapi.go: the same steps).
-		x := &c.hctx
-		*x = Ctx{s: s, c: c, args: args}
-		h(x)
-		*x = Ctx{}
 	} else {
 		cmd.run(s, c, args)
 	}

@@ -19,10 +19,6 @@ type command struct {
 	step     int
 	acl      []string
 	run      cmdFunc
-	// handler is a registered command's own function (handlerapi.go),
-	// which call runs directly with the client's Ctx: run is then the
-	// same call through an adapter frame, for the other paths.
-	handler func(*Ctx)
 	// immediate commands run even inside MULTI instead of being queued.
 	immediate bool
 	// noAuth commands (AUTH, HELLO, QUIT, RESET) run before authentication.

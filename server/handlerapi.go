@@ -106,7 +106,6 @@ func Register(cmds ...Command) {
 			}
 			parent := cmd
 			cmd.run = func(s *Server, c *client, args [][]byte) { s.subcommand(c, parent, args) }
-			cmd.handler = nil // run, not rc.Run, is what a call of the parent does
 		}
 		commands[rc.Name] = cmd
 	}
@@ -145,7 +144,6 @@ func registered(rc Command, fullname, group, since string) *command {
 		commandTips[fullname] = rc.Tips
 	}
 	cmd := sp.build()
-	cmd.handler = run // call's direct path; Register clears it for a parent of subcommands
 	cmd.meta.intIsValue = rc.IntIsValue
 	cmd.meta.prefetchWindow = rc.PrefetchWindow
 	cmd.keynum = keynumOf(registeredSpecs[fullname]) // keyspecs.go

@@ -2,10 +2,8 @@ package server
 
 import (
 	"bufio"
-	"fmt"
 	"io"
 	"net"
-	"strings"
 	"testing"
 )
 
@@ -66,52 +64,4 @@ func TestRegisterRefusesDuplicate(t *testing.T) {
 		}
 	}()
 	Register(Command{Name: "x.apitest", Arity: 1, Run: func(*Ctx) {}})
-}
-
-// A registered parent with a Run of its own and subcommands: every call
-// runs the subcommand, also past the first sampleAll calls, where call
-// runs registered handlers directly (that path must not run the parent's
-// Run: Register leaves the parent no handler), with its arguments.
-func init() {
-	Register(Command{
-		Name: "x.apiparent", Arity: -2, Flags: "readonly fast", Group: "generic", Since: "1.0.0",
-		Summary: "Test of registered subcommands.",
-		Run:     func(x *Ctx) { x.Status("parent") },
-		Subcommands: []Command{{
-			Name: "sub", Arity: -2, Flags: "readonly fast", Summary: "A test subcommand.",
-			Run: func(x *Ctx) { x.Status("sub " + string(x.Args()[len(x.Args())-1])) },
-		}},
-	})
-}
-
-func TestRegisteredParentRunsSubcommand(t *testing.T) {
-	_, addr := startServer(t, nil)
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	rd := bufio.NewReader(nc)
-	// Past sampleAll calls, call runs a registered handler directly (not
-	// through run): the many calls reach that path too.
-	var send, want strings.Builder
-	for i := range sampleAll + 2*sampleEvery {
-		fmt.Fprintf(&send, "X.APIPARENT sub %d\r\n", i)
-		fmt.Fprintf(&want, "+sub %d\r\n", i)
-	}
-	for _, step := range []struct{ send, want string }{
-		{"X.APIPARENT SUB a\r\n", "+sub a\r\n"},
-		{send.String(), want.String()},
-	} {
-		if _, err := nc.Write([]byte(step.send)); err != nil {
-			t.Fatal(err)
-		}
-		got := make([]byte, len(step.want))
-		if _, err := io.ReadFull(rd, got); err != nil {
-			t.Fatalf("%q: %v (got %q)", step.send, err, got)
-		}
-		if string(got) != step.want {
-			t.Fatalf("%q: got %q want %q", step.send, got, step.want)
-		}
-	}
 }
