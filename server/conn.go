@@ -82,10 +82,11 @@ type connState struct {
 	cmds   []parsedCmd
 	keys   [][]byte
 	hashes []uint64
-	// winKeys are the keys of the batch's calls that decide a window
-	// held in a block (command.meta.prefetchWindow said so), a subset of
-	// keys, for Store.PrefetchWindows.
-	winKeys [][]byte
+	// winIdx are the indices in keys of the batch's calls that decide a
+	// window held in a block (command.meta.prefetchWindow said so), for
+	// Store.PrefetchWith, which prefetches their blocks from the hashes
+	// and index lines its own passes computed.
+	winIdx []int32
 	// memo is the last command name parseBatch looked up, as sent, and
 	// its entry (see lookup).
 	memo struct {
@@ -132,7 +133,7 @@ const maxBatchCmds = 32
 // returns. Nothing runs and st.start does not
 // move: the caller does that per command it runs.
 func (st *connState) parseBatch() error {
-	st.cmds, st.flat, st.keys, st.winKeys = st.cmds[:0], st.flat[:0], st.keys[:0], st.winKeys[:0]
+	st.cmds, st.flat, st.keys, st.winIdx = st.cmds[:0], st.flat[:0], st.keys[:0], st.winIdx[:0]
 	packet := st.buf[st.start:st.end]
 	for len(st.cmds) < maxBatchCmds && len(packet) > 0 {
 		var complete bool
@@ -182,7 +183,7 @@ func (st *connState) parseBatch() error {
 			// hashes' scratch: appendOtherKeys stops there too)
 			st.keys = append(st.keys, argv[cmd.firstKey])
 			if pw := cmd.meta.prefetchWindow; pw != nil && pw(argv) {
-				st.winKeys = append(st.winKeys, argv[cmd.firstKey])
+				st.winIdx = append(st.winIdx, int32(len(st.keys)-1))
 			}
 			if cmd.lastKey != cmd.firstKey {
 				st.keys = appendOtherKeys(st.keys, cmd, argv) // CL.MTHROTTLE's, DEL's, ...
@@ -326,10 +327,13 @@ func (s *Server) pump(c *client, st *connState, read bool) pumpResult {
 				if cap(st.hashes) < len(st.keys) {
 					st.hashes = make([]uint64, max(maxBatchCmds, maxPrefetchKeys))
 				}
-				s.keyspace(c).Prefetch(st.keys, st.hashes[:len(st.keys)])
-				if len(st.winKeys) > 1 { // CL.WINDOW's blocks, one miss further
-					s.keyspace(c).PrefetchWindows(st.winKeys)
+				// CL.WINDOW's blocks too, one miss further (worth it
+				// with two calls or more to overlap)
+				win := st.winIdx
+				if len(win) < 2 {
+					win = nil
 				}
+				s.keyspace(c).PrefetchWith(st.keys, st.hashes[:len(st.keys)], win)
 			}
 			r, batchRan, stop := s.runBatch(c, st)
 			if stop {
@@ -485,7 +489,6 @@ func (st *connState) compact() {
 func (st *connState) dropRefs() {
 	clear(st.flat[:cap(st.flat)])
 	clear(st.keys[:cap(st.keys)])
-	clear(st.winKeys[:cap(st.winKeys)])
 }
 
 // makeRoom returns a buffer holding buf[start:end] at its front with at

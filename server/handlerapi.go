@@ -60,8 +60,8 @@ type Command struct {
 	// CL.WINDOW key (its first key) whose state lives in a window block:
 	// for a call (its arguments, the name first) it reports true, a
 	// pipelined batch prefetches that key's block along with its entry
-	// (store.Store.PrefetchWindows), at the cost of one shard lock and
-	// lookup per such key. It runs in the parser for every such command
+	// (store.Store.PrefetchWith), at the cost of one shard lock per such
+	// key (the hash and index probe are the batch prefetch's own). It runs in the parser for every such command
 	// read, so it must be cheap, not allocate, and keep nothing.
 	PrefetchWindow func(args [][]byte) bool
 }

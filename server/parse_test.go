@@ -453,8 +453,8 @@ func init() {
 	})
 }
 
-// TestParseBatchWindowKeys: parseBatch lists in winKeys (for
-// Store.PrefetchWindows) the first key of every call of a command
+// TestParseBatchWindowKeys: parseBatch lists in winIdx (for
+// Store.PrefetchWith) the index in keys of the first key of every call of a command
 // registered with PrefetchWindow for which it reports true, and only
 // those, besides listing every command's keys in keys; the next batch
 // starts both lists afresh.
@@ -474,15 +474,19 @@ func TestParseBatchWindowKeys(t *testing.T) {
 	if got, want := str(st.keys), []string{"a", "b", "c", "d", "e"}; !slices.Equal(got, want) {
 		t.Errorf("keys %q, want %q", got, want)
 	}
-	if got, want := str(st.winKeys), []string{"a", "c"}; !slices.Equal(got, want) {
-		t.Errorf("winKeys %q, want %q", got, want)
+	var win []string
+	for _, i := range st.winIdx {
+		win = append(win, string(st.keys[i]))
+	}
+	if want := []string{"a", "c"}; !slices.Equal(win, want) {
+		t.Errorf("winIdx names %q, want %q", win, want)
 	}
 	in = []byte("SET e v\r\n")
 	st.buf, st.start, st.end = in, 0, len(in)
 	if err := st.parseBatch(); err != nil || len(st.cmds) != 1 {
 		t.Fatalf("parsed %d commands, err %v", len(st.cmds), err)
 	}
-	if len(st.winKeys) != 0 {
-		t.Errorf("winKeys %q after a batch without window commands", str(st.winKeys))
+	if len(st.winIdx) != 0 {
+		t.Errorf("winIdx %v after a batch without window commands", st.winIdx)
 	}
 }

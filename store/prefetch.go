@@ -41,7 +41,25 @@ func (sh *shard) publishLocked() {
 // first prefetchProbe words cross a line: 7 keys in 8), atomic loads of up
 // to prefetchProbe words that the first pass has usually brought in, and
 // two prefetches of the entry.
-func (s *Store) Prefetch(keys [][]byte, hs []uint64) {
+func (s *Store) Prefetch(keys [][]byte, hs []uint64) { s.PrefetchWith(keys, hs, nil) }
+
+// PrefetchWith is Prefetch that also starts loading the window blocks
+// (store/window.go) of the keys at the indices win into keys: the
+// CL.WINDOW calls of a pipelined batch whose state lives in a block, one
+// dependent miss after the entry (see PrefetchWindows, which does the same
+// from the keys alone). The block pass reuses what Prefetch's own passes
+// computed: each key's hash, and its slot read again from the index lines
+// the first pass brought in (entrySlot, no lock), so it neither hashes nor
+// probes under the lock nor compares the key; it takes the key's shard
+// lock only to read the entry's block reference and the heap. A slot that
+// holds another key meanwhile (or a fingerprint twin) only wastes the
+// prefetch. Indices out of range are ignored. Safe for concurrent use
+// with everything; changes nothing.
+//
+// Cost per window key beyond Prefetch's: up to prefetchProbe atomic loads
+// of cached index words, a shard lock and unlock, a read of the entry
+// (prefetched by the pass before) and two prefetches.
+func (s *Store) PrefetchWith(keys [][]byte, hs []uint64, win []int32) {
 	hs = hs[:len(keys)]
 	for i, k := range keys {
 		h := s.hashKey(k)
@@ -65,7 +83,36 @@ func (s *Store) Prefetch(keys [][]byte, hs []uint64) {
 			}
 		}
 	}
+	if len(win) > 0 {
+		s.prefetchBlocks(hs, win) // before prefetchObjects overwrites hs
+	}
 	s.prefetchObjects(keys, hs) // prefetch_obj.go
+}
+
+// prefetchBlocks is PrefetchWith's window pass: hs are the keys' hashes,
+// win the indices of the window keys.
+func (s *Store) prefetchBlocks(hs []uint64, win []int32) {
+	for _, i := range win {
+		if i < 0 || int(i) >= len(hs) {
+			continue
+		}
+		h := hs[i]
+		sh := s.madeShard(h)
+		if sh == nil {
+			continue
+		}
+		v := sh.view.Load()
+		if v == nil {
+			continue
+		}
+		slot, ok := v.entrySlot(h)
+		if !ok {
+			continue // absent (or past the probe): nothing to prefetch
+		}
+		sh.mu.Lock()
+		sh.prefetchBlockLocked(slot)
+		sh.mu.Unlock()
+	}
 }
 
 // prefetchProbe is how many words of a key's probe run entrySlot reads

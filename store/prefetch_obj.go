@@ -136,14 +136,26 @@ func (s *Store) PrefetchWindows(keys [][]byte) {
 		}
 		sh.mu.Lock()
 		if slot, _, ok := sh.findLocked(k, h); ok {
-			if e := &sh.slab[slot]; e.kind() == KindWindow && e.tat != 0 && !e.winInline() {
-				off, n, _ := winUnref(e.tat)
-				if n > 0 && off+n <= len(sh.win.heap) {
-					prefetchw(uintptr(unsafe.Pointer(&sh.win.heap[off])))
-					prefetchw(uintptr(unsafe.Pointer(&sh.win.heap[off+n-1])))
-				}
-			}
+			sh.prefetchBlockLocked(int(slot))
 		}
 		sh.mu.Unlock()
+	}
+}
+
+// prefetchBlockLocked prefetches, for writing, the first and last bytes
+// of the window block of the entry in slot, when that entry is a window
+// key whose state is in a block; anything else (a slot past the slab, a
+// free slot, another kind, an inline window) costs the checks only.
+// Requires sh.mu.
+func (sh *shard) prefetchBlockLocked(slot int) {
+	if slot < 0 || slot >= len(sh.slab) {
+		return
+	}
+	if e := &sh.slab[slot]; e.kind() == KindWindow && e.tat != 0 && !e.winInline() {
+		off, n, _ := winUnref(e.tat)
+		if n > 0 && off >= 0 && off+n <= len(sh.win.heap) {
+			prefetchw(uintptr(unsafe.Pointer(&sh.win.heap[off])))
+			prefetchw(uintptr(unsafe.Pointer(&sh.win.heap[off+n-1])))
+		}
 	}
 }

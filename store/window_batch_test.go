@@ -28,7 +28,11 @@ func BenchmarkWindowBatch(b *testing.B) {
 	i := 0
 	keys := make([][]byte, batch)
 	hs := make([]uint64, batch)
-	pre2 := true
+	pre2, with := true, false
+	winIdx := make([]int32, batch)
+	for j := range winIdx {
+		winIdx[j] = int32(j)
+	}
 	run := func(win, pre bool) {
 		set := okKeys
 		if win {
@@ -38,9 +42,14 @@ func BenchmarkWindowBatch(b *testing.B) {
 			keys[j] = set[order[(i+j)&(len(order)-1)]]
 		}
 		if pre {
-			s.Prefetch(keys, hs)
-			if win && pre2 {
+			switch {
+			case win && pre2 && with:
+				s.PrefetchWith(keys, hs, winIdx)
+			case win && pre2:
+				s.Prefetch(keys, hs)
 				s.PrefetchWindows(keys)
+			default:
+				s.Prefetch(keys, hs)
 			}
 		}
 		for _, k := range keys {
@@ -66,9 +75,10 @@ func BenchmarkWindowBatch(b *testing.B) {
 		name     string
 		win, pre bool
 		pre2     bool
-	}{{"throttle", false, true, false}, {"log", true, true, true}, {"log-entryonly", true, true, false}, {"log-nopre", true, false, false}} {
+		with     bool
+	}{{"throttle", false, true, false, false}, {"log", true, true, true, false}, {"log-with", true, true, true, true}, {"log-entryonly", true, true, false, false}, {"log-nopre", true, false, false, false}} {
 		b.Run(c.name, func(b *testing.B) {
-			pre2 = c.pre2
+			pre2, with = c.pre2, c.with
 			t0 := time.Now()
 			for n := 0; n < b.N; n += batch {
 				run(c.win, c.pre)

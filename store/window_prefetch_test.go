@@ -20,7 +20,8 @@ func dumpChanges(s *Store, nowMs int64) map[string]string {
 	return out
 }
 
-// TestPrefetchWindows: PrefetchWindows over keys of every sort (LOG keys
+// TestPrefetchWindows: PrefetchWindows, and PrefetchWith's block pass
+// (every key's index, and indices out of range), over keys of every sort (LOG keys
 // in blocks, inline FIXED and SLIDING keys, a FIXED key in a block for its
 // long name, TATs, absent keys) changes nothing, and run concurrently with
 // writers that grow, move, expire and delete window blocks (so the heap
@@ -63,6 +64,13 @@ func TestPrefetchWindows(t *testing.T) {
 	before := dumpChanges(s, now+10)
 	s.PrefetchWindows(keys)
 	s.PrefetchWindows(nil)
+	hs := make([]uint64, len(keys))
+	win := []int32{-1, int32(len(keys)), 1 << 30} // out of range: ignored
+	for i := range keys {
+		win = append(win, int32(i))
+	}
+	s.PrefetchWith(keys, hs, win)
+	s.PrefetchWith(keys, hs, nil)
 	if after := dumpChanges(s, now+10); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Fatal("PrefetchWindows changed the store")
 	}
@@ -89,16 +97,21 @@ func TestPrefetchWindows(t *testing.T) {
 	writes(a)
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
-	for range 3 {
+	for g := range 3 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			hs := make([]uint64, len(keys))
 			for {
 				select {
 				case <-stop:
 					return
 				default:
-					b.PrefetchWindows(keys)
+					if g == 0 {
+						b.PrefetchWindows(keys)
+					} else {
+						b.PrefetchWith(keys, hs, win)
+					}
 				}
 			}
 		}()
