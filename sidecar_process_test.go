@@ -23,9 +23,16 @@ import (
 // node's address before any starts).
 func launchAt(t testing.TB, dir, addr string, args ...string) *child {
 	t.Helper()
+	return launchBinAt(t, celldBinary(t), dir, addr, args...)
+}
+
+// launchBinAt starts the celld binary bin on addr with dir and args, and
+// waits until it serves (it fails t if bin exits or does not start).
+func launchBinAt(t testing.TB, bin, dir, addr string, args ...string) *child {
+	t.Helper()
 	c := &child{t: t, dir: dir, addr: addr, exited: make(chan struct{})}
 	c.logs = &logBuf{ready: make(chan struct{})}
-	c.cmd = exec.Command(celldBinary(t), append([]string{"--addr", addr, "--dir", dir}, args...)...)
+	c.cmd = exec.Command(bin, append([]string{"--addr", addr, "--dir", dir}, args...)...)
 	c.cmd.Stdout, c.cmd.Stderr = c.logs, c.logs
 	c.started = time.Now()
 	if err := c.cmd.Start(); err != nil {
@@ -36,9 +43,9 @@ func launchAt(t testing.TB, dir, addr string, args ...string) *child {
 	select {
 	case <-c.logs.ready:
 	case <-c.exited:
-		t.Fatalf("celld on %s exited at start-up; log:\n%s", addr, c.logs)
+		t.Fatalf("%s on %s exited at start-up; log:\n%s", bin, addr, c.logs)
 	case <-time.After(2 * time.Minute):
-		t.Fatalf("celld on %s did not start; log:\n%s", addr, c.logs)
+		t.Fatalf("%s on %s did not start; log:\n%s", bin, addr, c.logs)
 	}
 	return c
 }

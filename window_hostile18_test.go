@@ -7,11 +7,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -260,24 +258,7 @@ func runWindowScript(t *testing.T, bin, dir string, parts [][][]any) []string {
 // launchBin is mustLaunch of a given celld binary.
 func launchBin(t *testing.T, bin, dir string) *child {
 	t.Helper()
-	c := &child{t: t, dir: dir, addr: freeAddr(t), exited: make(chan struct{})}
-	c.logs = &logBuf{ready: make(chan struct{})}
-	c.cmd = exec.Command(bin, "--addr", c.addr, "--dir", dir)
-	c.cmd.Stdout, c.cmd.Stderr = c.logs, c.logs
-	c.started = time.Now()
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { c.cmd.Wait(); close(c.exited) }()
-	t.Cleanup(c.killIfRunning)
-	select {
-	case <-c.logs.ready:
-	case <-c.exited:
-		t.Fatalf("%s exited at start-up; log:\n%s", bin, c.logs)
-	case <-time.After(time.Minute):
-		t.Fatalf("%s did not start; log:\n%s", bin, c.logs)
-	}
-	return c
+	return launchBinAt(t, bin, dir, freeAddr(t))
 }
 
 // TestWindowLogRepliesAsMain: the header format answers as main's plain
