@@ -167,13 +167,11 @@ func (l Limit) applyLog(state []byte, now, q int64, next []byte) (Result, []byte
 // plainToHdrInPlace rewrites a plain LOG state into the header format in
 // its own buffer (growing it if its capacity is short).
 func plainToHdrInPlace(plain []byte) ([]byte, error) {
-	n, total, t0, lastT, err := checkEntries(plain, 1)
+	var hb [64]byte
+	hdr, end, err := plainHdr(plain, hb[:0])
 	if err != nil {
 		return plain, err
 	}
-	var hb [64]byte
-	hdr := appendHdr(hb[:0], n, total, uint64(lastT-t0), t0)
-	_, end := varintHead(plain)
 	old := len(plain)
 	grow := len(hdr) - end
 	for range grow {

@@ -285,22 +285,34 @@ func writeHdr(state []byte, e *hdrEdit, buf []byte, inPlaceOK bool) ([]byte, boo
 }
 
 // toHdr appends the header-format form of a plain LOG state (mode byte
-// Log) to buf, checking every entry. ErrCorrupt if it does not decode or
-// its counts add up to 2^63 or more.
+// Log) to buf, checking every entry (checkEntries).
 func toHdr(plain, buf []byte) ([]byte, error) {
-	n, total, t0, lastT, err := checkEntries(plain, 1)
+	out, c0, err := plainHdr(plain, buf[:0])
 	if err != nil {
 		return buf, err
 	}
-	out := appendHdr(buf[:0], n, total, uint64(lastT-t0), t0)
-	_, end := varintHead(plain)
-	return append(out, plain[end:]...), nil
+	return append(out, plain[c0:]...), nil
+}
+
+// plainHdr checks a plain LOG state's entries (checkEntries) and appends
+// to b the header-format head that replaces its mode byte and t₀ (mode
+// byte, header, t₀); c0 is the offset in plain of what follows unchanged
+// (c₀ and the rest).
+func plainHdr(plain, b []byte) (_ []byte, c0 int, err error) {
+	n, total, t0, lastT, err := checkEntries(plain, 1)
+	if err != nil {
+		return b, 0, err
+	}
+	_, c0 = varintHead(plain)
+	return appendHdr(b, n, total, uint64(lastT-t0), t0), c0, nil
 }
 
 // checkEntries checks the plain-format entries at state[at:] (t₀'s varint
 // first) and returns their number, their counts' sum, and the first and
 // newest times: counts ≥ 1, deltas ≥ 1, no time past int64, a sum under
-// 2^63, no truncated varint.
+// 2^63, no truncated varint, at most MaxLogEntries entries (more than
+// celld ever writes: a crafted longer state would stay that long, each
+// call merging its two oldest entries, and every denied call walk it).
 func checkEntries(state []byte, at int) (n, total uint64, t0, lastT int64, err error) {
 	if at >= len(state) {
 		return 0, 0, 0, 0, ErrCorrupt
@@ -316,7 +328,9 @@ func checkEntries(state []byte, at int) (n, total uint64, t0, lastT int64, err e
 		if next < 0 || !minimal(state, off, next) || c == 0 || c > math.MaxInt64-total {
 			return 0, 0, 0, 0, ErrCorrupt
 		}
-		n++
+		if n++; n > MaxLogEntries {
+			return 0, 0, 0, 0, ErrCorrupt
+		}
 		total += c
 		if next == len(state) {
 			return n, total, t0, t, nil
@@ -359,13 +373,7 @@ func Load(state, buf []byte) ([]byte, error) {
 	}
 	switch state[0] {
 	case byte(Log):
-		out, err := toHdr(state, buf)
-		if err == nil {
-			if h, ok := readHdr(out); !ok || h.n > MaxLogEntries {
-				return nil, ErrCorrupt // more entries than celld ever writes
-			}
-		}
-		return out, err
+		return toHdr(state, buf)
 	case logHdr:
 		h, ok := readHdr(state)
 		var hb [64]byte
@@ -376,8 +384,8 @@ func Load(state, buf []byte) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		if n != h.n || total != h.total || t0 != h.t0 || uint64(lastT-t0) != h.span || n > MaxLogEntries {
-			return nil, ErrCorrupt // (over MaxLogEntries: more than celld ever writes)
+		if n != h.n || total != h.total || t0 != h.t0 || uint64(lastT-t0) != h.span {
+			return nil, ErrCorrupt
 		}
 		return state, nil
 	case byte(Fixed), byte(Sliding):
