@@ -142,11 +142,7 @@ func (e *Encoder) TAT(key []byte, tat uint64, exp int64) {
 	if n, s := len(key), len(e.buf); e.db == 0 && n < 0x80 && e.rec >= 0 && s > 0 &&
 		cap(e.buf)-s >= n+11 && s+n+11-e.rec-recordHeaderLen <= maxRecord {
 		if d, ok := tatRel(tat, exp); ok {
-			b := e.buf[s : s+n+11]
-			b[0], b[1] = entryTATRel, byte(n)
-			copy(b[2:], key)
-			binary.LittleEndian.PutUint64(b[2+n:], tat)
-			b[10+n] = byte(d)
+			putTATRel(e.buf[s:s+n+11], key, tat, d)
 			e.buf = e.buf[:s+n+11]
 			e.ops++
 			return
@@ -154,12 +150,8 @@ func (e *Encoder) TAT(key []byte, tat uint64, exp int64) {
 	}
 	s := e.begin(len(key) + entryHeadMax)
 	if d, ok := tatRel(tat, exp); ok && e.db == 0 && len(key) < 0x80 {
-		b := e.buf[s : s+len(key)+11] // begin made room for it
-		b[0], b[1] = entryTATRel, byte(len(key))
-		copy(b[2:], key)
-		binary.LittleEndian.PutUint64(b[2+len(key):], tat)
-		b[10+len(key)] = byte(d)
-		e.buf = e.buf[:s+len(b)]
+		putTATRel(e.buf[s:s+len(key)+11], key, tat, d) // begin made room for it
+		e.buf = e.buf[:s+len(key)+11]
 	} else {
 		e.buf = appendDBPrefix(e.buf, e.db)
 		e.buf = appendTAT(e.buf, key, tat, exp)

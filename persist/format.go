@@ -118,6 +118,16 @@ func appendTAT(b, key []byte, tat uint64, exp int64) []byte {
 	return binary.LittleEndian.AppendUint64(b, tat)
 }
 
+// putTATRel writes the 'r' entry appendTAT appends for key (under 128
+// bytes) holding tat, with d from tatRel, into b, exactly len(key)+11
+// bytes, without append's checks per field (Encoder.TAT's paths).
+func putTATRel(b, key []byte, tat uint64, d int8) {
+	b[0], b[1] = entryTATRel, byte(len(key))
+	copy(b[2:], key)
+	binary.LittleEndian.PutUint64(b[2+len(key):], tat)
+	b[10+len(key)] = byte(d)
+}
+
 // tatRel is exp relative to tat's millisecond (tat/1e6), and whether an
 // 'r' entry holds it: the difference fits a signed byte and exp is not a
 // one-byte varint (then a 't' entry is as short, and 0, no TTL, stays a
