@@ -116,32 +116,6 @@ func (s *Store) prefetchObjects(keys [][]byte, hs []uint64) {
 	}
 }
 
-// PrefetchWindows starts loading the window blocks (store/window.go) of
-// keys that a batch's CL.WINDOW calls will decide: a LOG key's state lives
-// in its shard's window heap, one more dependent cache miss after the
-// entry's, which Prefetch leaves to the call (in a CPU profile of LOG at
-// pipeline 16 over 100k keys, that load was ~12% of the server's samples).
-// Call it after Prefetch (whose entry prefetches it reads through) with the
-// window commands' keys only: for each key it takes the key's shard lock
-// once, finds the key and, for a window key whose state is in a block,
-// prefetches the block's first and last bytes. An inline FIXED or SLIDING
-// key, a key of another kind and a missing key cost the lookup only. It
-// changes nothing; safe for concurrent use with everything.
-func (s *Store) PrefetchWindows(keys [][]byte) {
-	for _, k := range keys {
-		h := s.hashKey(k)
-		sh := s.madeShard(h)
-		if sh == nil {
-			continue // never used: no key
-		}
-		sh.mu.Lock()
-		if slot, _, ok := sh.findLocked(k, h); ok {
-			sh.prefetchBlockLocked(int(slot))
-		}
-		sh.mu.Unlock()
-	}
-}
-
 // prefetchBlockLocked prefetches, for writing, the first and last bytes
 // of the window block of the entry in slot, when that entry is a window
 // key whose state is in a block; anything else (a slot past the slab, a

@@ -28,7 +28,7 @@ func BenchmarkWindowBatch(b *testing.B) {
 	i := 0
 	keys := make([][]byte, batch)
 	hs := make([]uint64, batch)
-	pre2, with := true, false
+	pre2 := true
 	winIdx := make([]int32, batch)
 	for j := range winIdx {
 		winIdx[j] = int32(j)
@@ -42,13 +42,9 @@ func BenchmarkWindowBatch(b *testing.B) {
 			keys[j] = set[order[(i+j)&(len(order)-1)]]
 		}
 		if pre {
-			switch {
-			case win && pre2 && with:
+			if win && pre2 {
 				s.PrefetchWith(keys, hs, winIdx)
-			case win && pre2:
-				s.Prefetch(keys, hs)
-				s.PrefetchWindows(keys)
-			default:
+			} else {
 				s.Prefetch(keys, hs)
 			}
 		}
@@ -75,10 +71,9 @@ func BenchmarkWindowBatch(b *testing.B) {
 		name     string
 		win, pre bool
 		pre2     bool
-		with     bool
-	}{{"throttle", false, true, false, false}, {"log", true, true, true, false}, {"log-with", true, true, true, true}, {"log-entryonly", true, true, false, false}, {"log-nopre", true, false, false, false}} {
+	}{{"throttle", false, true, false}, {"log", true, true, true}, {"log-entryonly", true, true, false}, {"log-nopre", true, false, false}} {
 		b.Run(c.name, func(b *testing.B) {
-			pre2, with = c.pre2, c.with
+			pre2 = c.pre2
 			t0 := time.Now()
 			for n := 0; n < b.N; n += batch {
 				run(c.win, c.pre)

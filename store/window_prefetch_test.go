@@ -20,8 +20,8 @@ func dumpChanges(s *Store, nowMs int64) map[string]string {
 	return out
 }
 
-// TestPrefetchWindows: PrefetchWindows, and PrefetchWith's block pass
-// (every key's index, and indices out of range), over keys of every sort (LOG keys
+// TestPrefetchWindows: PrefetchWith's block pass (every key's index, and
+// indices out of range), and Prefetch beside it, over keys of every sort (LOG keys
 // in blocks, inline FIXED and SLIDING keys, a FIXED key in a block for its
 // long name, TATs, absent keys) changes nothing, and run concurrently with
 // writers that grow, move, expire and delete window blocks (so the heap
@@ -62,8 +62,7 @@ func TestPrefetchWindows(t *testing.T) {
 		}
 	}
 	before := dumpChanges(s, now+10)
-	s.PrefetchWindows(keys)
-	s.PrefetchWindows(nil)
+	s.PrefetchWith(nil, nil, []int32{0})
 	hs := make([]uint64, len(keys))
 	win := []int32{-1, int32(len(keys)), 1 << 30} // out of range: ignored
 	for i := range keys {
@@ -72,7 +71,7 @@ func TestPrefetchWindows(t *testing.T) {
 	s.PrefetchWith(keys, hs, win)
 	s.PrefetchWith(keys, hs, nil)
 	if after := dumpChanges(s, now+10); fmt.Sprint(after) != fmt.Sprint(before) {
-		t.Fatal("PrefetchWindows changed the store")
+		t.Fatal("PrefetchWith changed the store")
 	}
 	if len(before) < 300 {
 		t.Fatalf("only %d keys set up", len(before))
@@ -108,7 +107,7 @@ func TestPrefetchWindows(t *testing.T) {
 					return
 				default:
 					if g == 0 {
-						b.PrefetchWindows(keys)
+						b.Prefetch(keys, hs)
 					} else {
 						b.PrefetchWith(keys, hs, win)
 					}
