@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"io"
 	"net"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -69,28 +68,7 @@ func TestOutputLimitBoundsOneReply(t *testing.T) {
 					addr = ln.Addr().String()
 				}
 				req := tc.req()
-				runtime.GC()
-				var ms runtime.MemStats
-				runtime.ReadMemStats(&ms)
-				before := ms.HeapAlloc
-				var peak atomic.Uint64
-				stop := make(chan struct{})
-				sampled := make(chan struct{})
-				go func() {
-					defer close(sampled)
-					var ms runtime.MemStats
-					for {
-						runtime.ReadMemStats(&ms)
-						if ms.HeapAlloc > peak.Load() {
-							peak.Store(ms.HeapAlloc)
-						}
-						select {
-						case <-stop:
-							return
-						case <-time.After(time.Millisecond):
-						}
-					}
-				}()
+				before, peak, stopSampling := testutil.SampleHeapPeak()
 				var nc net.Conn
 				var err error
 				if mode.tls {
@@ -110,8 +88,7 @@ func TestOutputLimitBoundsOneReply(t *testing.T) {
 					time.Sleep(time.Millisecond)
 				}
 				waitFor(t, func() bool { return s.clientCount() == 0 })
-				close(stop)
-				<-sampled
+				stopSampling()
 				grew := int64(peak.Load()) - int64(before) - int64(len(req))
 				t.Logf("request %d KB; heap %d MB before, peak %d MB", len(req)>>10, before>>20, peak.Load()>>20)
 				if grew > 64<<20 {

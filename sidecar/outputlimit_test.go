@@ -7,15 +7,14 @@ import (
 	"log/slog"
 	"net"
 	"regexp"
-	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/celld/celld/internal/testutil"
 	"github.com/celld/celld/server"
 )
 
@@ -115,7 +114,7 @@ func pipelineOverLimit(t *testing.T, limit int64) (grew, omem, replies, reply in
 	for range pipeline {
 		req = fmt.Appendf(req, "*4\r\n$6\r\nLRANGE\r\n$1\r\nL\r\n$1\r\n0\r\n$2\r\n-1\r\n")
 	}
-	before, peak, stopSampling := sampleHeapPeak()
+	before, peak, stopSampling := testutil.SampleHeapPeak()
 	nc, err := net.Dial("tcp", side.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -191,7 +190,7 @@ func TestSidecarOutputLimitOneLargeReply(t *testing.T) {
 	// Garbage collected often, so that the peak is what is held (the
 	// buffers grown on the way to the limit are garbage soon after).
 	defer debug.SetGCPercent(debug.SetGCPercent(10))
-	before, peak, stopSampling := sampleHeapPeak()
+	before, peak, stopSampling := testutil.SampleHeapPeak()
 	nc, err := net.Dial("tcp", side.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -240,32 +239,4 @@ func TestSidecarOutputLimitOneLargeReply(t *testing.T) {
 	if !strings.Contains(logs.String(), "omem=") {
 		t.Errorf("no output-limit log line: %q", logs.String())
 	}
-}
-
-// sampleHeapPeak collects garbage, reads the live heap (before) and
-// samples HeapAlloc every millisecond into peak until stop is called
-// (which returns once sampling has ended).
-func sampleHeapPeak() (before uint64, peak *atomic.Uint64, stop func()) {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	peak = new(atomic.Uint64)
-	done := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		var ms runtime.MemStats
-		for {
-			runtime.ReadMemStats(&ms)
-			if ms.HeapAlloc > peak.Load() {
-				peak.Store(ms.HeapAlloc)
-			}
-			select {
-			case <-done:
-				return
-			case <-time.After(time.Millisecond):
-			}
-		}
-	}()
-	return ms.HeapAlloc, peak, func() { close(done); <-sampled }
 }
