@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -97,7 +98,7 @@ func TestMainF3c96f0WindowLogReads(t *testing.T) {
 	ctx := context.Background()
 	for _, k := range want {
 		used, gaps := windowGaps(t, rdb, k.key)
-		if used != k.used || !slicesEqual(gaps, k.gaps) {
+		if used != k.used || !slices.Equal(gaps, k.gaps) {
 			t.Fatalf("%s restored %d units, gaps %v; f3c96f0 answered %d, %v", k.key, used, gaps, k.used, k.gaps)
 		}
 		if err := rdb.Do(ctx, "CL.WINDOW", k.key, 100000, 1_000_000_000_000, 1).Err(); err != nil {
@@ -120,16 +121,4 @@ func TestMainF3c96f0WindowLogReads(t *testing.T) {
 		}
 	}
 	c.termOK()
-}
-
-func slicesEqual(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
