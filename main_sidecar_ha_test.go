@@ -216,6 +216,9 @@ func TestProcessSidecarHAFailover(t *testing.T) {
 	if failed.Load() != 0 {
 		t.Errorf("%d calls through the sidecar failed after the client's retries: %v", failed.Load(), errs)
 	}
+	if l := side.logs.String(); strings.Contains(l, "panic") {
+		t.Errorf("the sidecar logged a panic (a slot without an owner during the failover crashed a connection before session 19)")
+	}
 	for i, f := range figs {
 		if f.fallbacks == 0 {
 			t.Errorf("kill #%d: no fallback decision while shard %d had no leader: the test did not see the failover", i+1, f.shard)

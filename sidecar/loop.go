@@ -203,7 +203,7 @@ func (s *loopSession) Start(reqs []server.ForwardReq, done func()) bool {
 			r.Reply = appendError(nil, errSelectCluster) // see session.Do
 			continue
 		}
-		if !o.br.isUp() {
+		if o == nil || !o.br.isUp() { // no owner: a partial topology
 			s.sync.fallback(r, o)
 			continue
 		}

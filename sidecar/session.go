@@ -84,7 +84,7 @@ func (s *session) Do(reqs []server.ForwardReq) {
 			reqs[i].Reply = appendError(nil, errSelectCluster)
 			continue
 		}
-		if !o.br.isUp() {
+		if o == nil || !o.br.isUp() { // no owner: a partial topology
 			s.route[i] = nil
 			s.fallback(&reqs[i], o)
 			continue
@@ -427,9 +427,14 @@ func isDecisionName(args [][]byte) bool {
 	return len(args) > 0 && len(args[0]) > 3 && bytes.EqualFold(args[0][:3], []byte("cl."))
 }
 
-// fallback answers req by the sidecar's mode while o cannot be reached.
+// fallback answers req by the sidecar's mode while o cannot be reached,
+// or while req's slot has no owner (o nil; the topology is read again).
 func (s *session) fallback(req *server.ForwardReq, o *owner) {
 	mode := s.sc.cfg.Fallback
+	if o == nil {
+		s.sc.stats.Unowned.Add(1)
+		s.sc.refreshUnowned()
+	}
 	s.sc.stats.FallbackByMode[mode].Add(1)
 	if isWatch(req) || req.Unit != nil {
 		s.Unwatch()
@@ -443,6 +448,11 @@ func (s *session) fallback(req *server.ForwardReq, o *owner) {
 			req.Reply = r
 			return
 		}
+	}
+	if o == nil {
+		req.Reply = appendError(nil, "UPSTREAMDOWN slot "+strconv.Itoa(req.Slot)+
+			" has no owner in the upstream's CLUSTER SLOTS (--upstream-fallback "+mode.String()+")")
+		return
 	}
 	req.Reply = appendError(nil, "UPSTREAMDOWN owner "+o.addr+" of slot "+strconv.Itoa(req.Slot)+
 		" is unreachable (--upstream-fallback "+mode.String()+")")

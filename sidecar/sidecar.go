@@ -116,10 +116,15 @@ type Sidecar struct {
 	loops map[server.ForwardLoop]*loopState
 
 	refreshing atomic.Bool
-	closed     chan struct{}
-	closeOnce  sync.Once
-	wg         sync.WaitGroup
-	goMu       sync.Mutex // goTracked: orders wg.Add before Close's Wait
+	// unownedAt is when a request last found its slot without an owner
+	// and asked for a refresh (UnixNano): at most one such refresh per
+	// unownedGap, so a topology that stays partial costs a CLUSTER SLOTS
+	// read every unownedGap, not one per request.
+	unownedAt atomic.Int64
+	closed    chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+	goMu      sync.Mutex // goTracked: orders wg.Add before Close's Wait
 
 	stats Stats
 }
@@ -134,6 +139,9 @@ type Stats struct {
 	WritesUnknown atomic.Int64
 	Redirects     atomic.Int64 // MOVED/ASK replies followed
 	Refreshes     atomic.Int64 // topology reads that succeeded
+	// Unowned counts commands whose slot had no owner in the topology (a
+	// CLUSTER SLOTS read during a failover): decided by the fallback.
+	Unowned atomic.Int64
 }
 
 // topology maps every slot to its owner.
@@ -451,6 +459,24 @@ func (s *Sidecar) triggerRefresh() {
 	}()
 }
 
+// unownedGap is the least time between two refreshes asked for by
+// requests whose slot has no owner (refreshUnowned).
+const unownedGap = 100 * time.Millisecond
+
+// refreshUnowned is called when a request's slot has no owner in the
+// current topology: a CLUSTER SLOTS read taken while a shard had no
+// leader (an HA failover) leaves its slots out. The request is decided
+// by the fallback; the topology is read again at once rather than at the
+// next RefreshInterval, at most once per unownedGap.
+func (s *Sidecar) refreshUnowned() {
+	now := time.Now().UnixNano()
+	last := s.unownedAt.Load()
+	if now-last < int64(unownedGap) || !s.unownedAt.CompareAndSwap(last, now) {
+		return
+	}
+	s.triggerRefresh()
+}
+
 // errSelectCluster is Redis Cluster's answer to SELECT of a database
 // other than 0.
 const errSelectCluster = "ERR SELECT is not allowed in cluster mode"
@@ -540,6 +566,7 @@ func (s *Sidecar) Info() []string {
 		"upstream_errors:" + strconv.FormatInt(s.stats.UpstreamErrors.Load(), 10),
 		"upstream_redirects:" + strconv.FormatInt(s.stats.Redirects.Load(), 10),
 		"upstream_topology_refreshes:" + strconv.FormatInt(s.stats.Refreshes.Load(), 10),
+		"upstream_unowned:" + strconv.FormatInt(s.stats.Unowned.Load(), 10),
 	}
 	now := time.Now()
 	for i, o := range t.owners {

@@ -552,4 +552,5 @@ func TestSidecarBlockingPath(t *testing.T) {
 	t.Run("OutputLimitBoundsPipelinedReplies", TestSidecarOutputLimitBoundsPipelinedReplies)
 	t.Run("OutputLimitClosesAtTheLimit", TestSidecarOutputLimitClosesAtTheLimit)
 	t.Run("OutputLimitOneLargeReply", TestSidecarOutputLimitOneLargeReply)
+	t.Run("UnownedSlots", TestSidecarUnownedSlots)
 }
