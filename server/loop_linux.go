@@ -860,15 +860,21 @@ func (l *eventLoop) writeDeferred(lc *loopConn) {
 		return
 	}
 	pc := lc.st.pc
+	var err error
+	if !lc.done {
+		err = l.s.writeOut(lc.c, pc, true)
+	}
 	if pc != nil {
-		// Cleared before the write: a push state created after it must
-		// not wait for replies already written.
+		// Cleared after the write: a push state created during it (a
+		// REDIRECT to this connection from another goroutine) started
+		// busy (pushConn.ensure), so its pushes waited behind the
+		// replies; they go now. One created later sees deferred false.
 		pc.deferred.Store(false)
+		if ps := pc.ps.Load(); ps != nil && err == nil && !lc.done {
+			_, err = ps.flush(nil)
+		}
 	}
-	if lc.done {
-		return
-	}
-	if l.s.writeOut(lc.c, pc, true) != nil {
+	if err != nil {
 		l.end(lc)
 	}
 }

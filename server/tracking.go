@@ -749,7 +749,8 @@ type pushConn struct {
 	closed atomic.Bool
 	// deferred: replies to requests read wait in c.out for the end of
 	// the event loop's turn (loopConn.deferOut), so a push state created
-	// meanwhile starts busy. Set and cleared by the loop goroutine.
+	// meanwhile starts busy. Set and cleared by the loop goroutine
+	// (cleared after the replies are written: eventLoop.writeDeferred).
 	deferred atomic.Bool
 }
 
@@ -849,9 +850,19 @@ func (p *pushConn) ensure(inCommand bool) *pushState {
 			ps = p.ps.Load()
 		}
 	}
-	if inCommand || p.deferred.Load() {
+	if inCommand {
 		ps.mu.Lock()
 		ps.busy = true
+		ps.mu.Unlock()
+	} else if p.deferred.Load() {
+		// Checked again under ps.mu: loopConn's writeDeferred clears
+		// deferred after writing the replies, then flushes ps (which
+		// takes ps.mu and clears busy), so either that flush follows
+		// this busy mark or this check sees deferred false.
+		ps.mu.Lock()
+		if p.deferred.Load() {
+			ps.busy = true
+		}
 		ps.mu.Unlock()
 	}
 	return ps
