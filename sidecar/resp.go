@@ -28,8 +28,9 @@ func replyEnd(b []byte) (int, error) {
 	return f.next(b)
 }
 
-// maxCount bounds an aggregate's element count (far above what any owner
-// can send; it keeps the count arithmetic from overflowing).
+// maxCount bounds an aggregate's element count and a bulk string's length
+// (1 TiB: far above what any owner can send; it keeps the arithmetic on
+// them from overflowing). A larger one is a protocol error.
 const maxCount = 1 << 40
 
 // framer finds where replies end in a stream that arrives in pieces,
@@ -71,7 +72,9 @@ func (f *framer) next(b []byte) (int, error) {
 		case '+', '-', ':', '_', ',', '#', '(':
 		case '$', '!', '=': // bulk string, bulk error, verbatim string
 			n, ok := lineInt(line)
-			if !ok || n < -1 {
+			if !ok || n < -1 || n > maxCount {
+				// Past maxCount, size+n+2 could overflow (a length
+				// near 2^63 indexed before the buffer: a panic).
 				return 0, errProtocol
 			}
 			if n >= 0 {

@@ -33,6 +33,14 @@ func TestReplyEnd(t *testing.T) {
 		{"=7\r\ntxt:abc\r\n", 13},
 		{"?\r\n", -1},
 		{"+OK\n", -1},
+		// A length past maxCount is refused: near 2^63, size+n+2
+		// overflowed and the framer indexed before the buffer (a panic
+		// that killed the sidecar); 2^62 would be waited for forever.
+		{"$9223372036854775807\r\nabc", -1},
+		{"$9223372036854775786\r\n", -1},
+		{"*1\r\n$4611686018427387904\r\nab", -1},
+		{"!1099511627777\r\n", -1},
+		{"$1099511627776\r\nab", 0},
 	}
 	for i, c := range cases {
 		n, err := replyEnd([]byte(c.in))

@@ -553,4 +553,5 @@ func TestSidecarBlockingPath(t *testing.T) {
 	t.Run("OutputLimitClosesAtTheLimit", TestSidecarOutputLimitClosesAtTheLimit)
 	t.Run("OutputLimitOneLargeReply", TestSidecarOutputLimitOneLargeReply)
 	t.Run("UnownedSlots", TestSidecarUnownedSlots)
+	t.Run("HostileReplyLength", TestSidecarHostileReplyLength)
 }
