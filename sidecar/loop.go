@@ -108,6 +108,7 @@ type upConn struct {
 	// dropped as it comes (framer.drop); dropped bytes of it so far.
 	dropping bool
 	dropped  int64
+	dropPush bool // the reply dropped is a push (isPush): skipped, not delivered
 }
 
 // loopSession is a client connection's forwarding on an event loop
@@ -616,7 +617,7 @@ func (u *upConn) deliverAll(now int64) {
 		u.rbuf = u.rbuf[:copy(u.rbuf, u.rbuf[off:])]
 	}
 	if lim := u.ls.sc.cfg.ReplyLimit; lim > 0 && int64(len(u.rbuf)) > lim {
-		u.dropping, u.dropped = true, 0
+		u.dropping, u.dropped, u.dropPush = true, 0, isPush(u.rbuf)
 		if u.dropSome(now) {
 			u.deliverAll(now) // what followed the reply
 		}
@@ -639,17 +640,22 @@ func (u *upConn) dropSome(now int64) bool {
 	}
 	u.dropping = false
 	u.rbuf = shrinkTo(u.rbuf, 0, 16<<10)
-	u.deliver(nil, now, false, u.dropped)
+	if !u.dropPush {
+		u.deliver(nil, now, false, u.dropped)
+	}
 	u.dropped = 0
 	return !u.dead
 }
 
 // deliver gives one reply to the oldest awaited request; a reply nobody
-// asked for breaks the connection. own: reply is a buffer of its own,
+// asked for breaks the connection, a push (isPush) is skipped. own: reply is a buffer of its own,
 // handed over rather than copied. dropped: the reply passed the limit and
 // was dropped after that many bytes (reply is nil); the request gets a
 // replyOverLimit error.
 func (u *upConn) deliver(reply []byte, now int64, own bool, dropped int64) {
+	if isPush(reply) {
+		return
+	}
 	if u.head == len(u.pending) {
 		u.failOwner(errProtocol)
 		return

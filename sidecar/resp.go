@@ -184,6 +184,15 @@ func (f *framer) drop(b []byte) (n int, done bool, err error) {
 	return n, false, nil
 }
 
+// isPush reports whether an owner's reply is a RESP3 push ('>'): an
+// out-of-band message (an invalidation, a Pub/Sub message), never the
+// answer to a request, since the sidecar forwards no command whose reply
+// is a push (celld has no Pub/Sub; CLIENT TRACKING is refused). Readers
+// skip one, as a RESP3 client does; handed to the oldest request it
+// answered that one wrongly, and every later request with the reply of
+// the one before it.
+func isPush(reply []byte) bool { return len(reply) > 0 && reply[0] == '>' }
+
 // replyOverLimit is the outcome of a request whose reply passed
 // Config.ReplyLimit and was dropped as it came: n bytes of it had come
 // when it ended.

@@ -554,4 +554,5 @@ func TestSidecarBlockingPath(t *testing.T) {
 	t.Run("OutputLimitOneLargeReply", TestSidecarOutputLimitOneLargeReply)
 	t.Run("UnownedSlots", TestSidecarUnownedSlots)
 	t.Run("HostileReplyLength", TestSidecarHostileReplyLength)
+	t.Run("PushMidStream", TestSidecarPushMidStream)
 }
