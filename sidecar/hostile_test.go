@@ -2,11 +2,14 @@ package sidecar
 
 import (
 	"net"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/celld/celld/cluster"
 	"github.com/redis/go-redis/v9"
 	"github.com/tidwall/redcon"
 )
@@ -116,5 +119,108 @@ func TestSidecarPushMidStream(t *testing.T) {
 				t.Fatalf("upstream errors %d, want 0", n)
 			}
 		})
+	}
+}
+
+// deadAddr is an address whose node is dead to the sidecar: it accepts
+// and closes at once, so every hand-shake fails (a listener of its own,
+// not a released port, which the next listener of the test could get).
+func deadAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// probes counts the goroutines probing an owner.
+func probes() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "sidecar.(*owner).probe(")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// TestSidecarRemovedOwnersNotProbedForever: the shard of slots
+// 8192-16383 fails over, five times, each time to a new address (a
+// rescheduled pod's), and each old leader never comes back. Each went
+// down when a command met it; once the topology no longer lists it, its
+// probe ends and the sidecar forgets it. Before, every old leader kept a
+// goroutine dialling it every second, and an entry in the owners map, for
+// the sidecar's life: five failovers, five probes.
+func TestSidecarRemovedOwnersNotProbedForever(t *testing.T) {
+	const rounds = 5
+	leaders := make([]string, rounds)
+	for i := range leaders {
+		leaders[i] = deadAddr(t)
+	}
+	var cur atomic.Int32
+	var self string
+	self = hostileUpstream(t, func(args []string) string {
+		switch args[0] {
+		case "cluster":
+			h, p, _ := net.SplitHostPort(self)
+			lh, lp, _ := net.SplitHostPort(leaders[cur.Load()])
+			return slotsReply([4]string{"0", "8191", h, p}, [4]string{"8192", "16383", lh, lp})
+		case "cl.throttle":
+			return "*5\r\n:0\r\n:99\r\n:98\r\n:-1\r\n:0\r\n"
+		}
+		return "-ERR unknown command\r\n"
+	})
+	before := probes()
+	side := sidecarNode(t, Config{Seeds: []string{self}, Fallback: Local, RefreshInterval: time.Hour})
+	rdb := client(t, side.addr)
+	key := keyInSlots(8192, cluster.SlotCount-1)
+	slot := cluster.KeySlotString(key)
+	for i := range rounds {
+		cur.Store(int32(i))
+		deadline := time.Now().Add(10 * time.Second)
+		for side.sc.Owner(slot) != leaders[i] {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the topology never named %s (owner %q)", i, leaders[i], side.sc.Owner(slot))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		// The leader is dead: the decision is the fallback's, the
+		// owner goes down, its probe starts (and reads the topology
+		// every 100 ms, which brings the next round's leader).
+		if r := cmdInts(t, rdb.Do(ctx, "CL.THROTTLE", key, 1, 10, 60)); r[1] != 2 {
+			t.Fatalf("round %d: %v, want the fallback's limit 2", i, r)
+		}
+	}
+	// Only the last leader, still listed, is probed; the others are
+	// forgotten. A probe looks at the topology at least every second.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		side.sc.mu.Lock()
+		owners := len(side.sc.owners)
+		side.sc.mu.Unlock()
+		n := probes() - before
+		if n <= 1 && owners == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d probes and %d owners kept after %d failovers, want 1 and 2 (the upstream and the last leader)", n, owners, rounds)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The forwarding to the upstream's own slots still works.
+	if r := cmdInts(t, rdb.Do(ctx, "CL.THROTTLE", keyInSlots(0, 8191), 1, 10, 60)); r[1] != 99 {
+		t.Fatalf("owned slot: %v, want the owner's limit 99", r)
 	}
 }

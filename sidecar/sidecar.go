@@ -109,8 +109,9 @@ type Sidecar struct {
 	log  *slog.Logger
 	topo atomic.Pointer[topology]
 
-	mu     sync.Mutex        // guards owners and loops
-	owners map[string]*owner // by address, kept across refreshes
+	mu     sync.Mutex        // guards owners, nextID and loops
+	owners map[string]*owner // by address, kept across refreshes while listed or up (forget)
+	nextID int               // the next owner's id: never reused (loopState.plain is by id)
 	// loops are the event loops that serve clients (loop.go), each
 	// with its own upstream connections.
 	loops map[server.ForwardLoop]*loopState
@@ -154,10 +155,17 @@ type topology struct {
 	// lookup of a random slot on the forwarding path stays in cache.
 	idx   [cluster.SlotCount]uint8
 	small bool
+	set   map[*owner]bool // owners as a set, when there are many (has)
 }
 
-// index fills idx from slots and owners.
+// index fills idx from slots and owners (and set, for has).
 func (t *topology) index() *topology {
+	if len(t.owners) > 16 {
+		t.set = make(map[*owner]bool, len(t.owners))
+		for _, o := range t.owners {
+			t.set[o] = true
+		}
+	}
 	if len(t.owners) > 255 {
 		return t
 	}
@@ -174,6 +182,21 @@ func (t *topology) index() *topology {
 	}
 	t.small = true
 	return t
+}
+
+// has reports whether o owns slots in t: a scan of a few owners, a map
+// of many (set by index, so that a probe of each of 10,000 owners does
+// not scan 10,000 every 100 ms).
+func (t *topology) has(o *owner) bool {
+	if t.set != nil {
+		return t.set[o]
+	}
+	for _, x := range t.owners {
+		if x == o {
+			return true
+		}
+	}
+	return false
 }
 
 // owner returns slot's owner (nil when none).
@@ -279,13 +302,28 @@ func (s *Sidecar) ownerFor(addr string) *owner {
 	defer s.mu.Unlock()
 	o := s.owners[addr]
 	if o == nil {
-		o = &owner{addr: addr, sc: s, id: len(s.owners)}
+		o = &owner{addr: addr, sc: s, id: s.nextID}
+		s.nextID++
 		for p := range o.conns {
 			o.conns[p] = make([]*muxConn, s.cfg.PoolSize)
 		}
 		s.owners[addr] = o
 	}
 	return o
+}
+
+// forget removes o, down and out of the topology, from the owners kept
+// (its probe has ended: owner.probe), and closes its connections: a
+// topology that names its address again gets a fresh owner. Its id is
+// not reused (a loop's table by id may still hold a dead connection of
+// it).
+func (s *Sidecar) forget(o *owner) {
+	s.mu.Lock()
+	if s.owners[o.addr] == o {
+		delete(s.owners, o.addr)
+	}
+	s.mu.Unlock()
+	o.closeConns(true)
 }
 
 func (s *Sidecar) dialOpts(resp3 bool) dialOptions {
@@ -326,6 +364,11 @@ func (s *Sidecar) refresh() error {
 		}
 		s.topo.Store(t)
 		s.stats.Refreshes.Add(1)
+		for _, o := range t.owners {
+			if !o.br.isUp() {
+				o.startProbe() // its probe may have ended before this read listed it again
+			}
+		}
 		return nil
 	}
 	return errors.Join(errs...)
