@@ -224,3 +224,43 @@ func TestSidecarRemovedOwnersNotProbedForever(t *testing.T) {
 		t.Fatalf("owned slot: %v, want the owner's limit 99", r)
 	}
 }
+
+// TestSidecarMovedRefreshesBounded: an owner that answers MOVED to every
+// command, here to itself while its CLUSTER SLOTS names itself (a broken
+// node, or one whose MOVED and CLUSTER SLOTS disagree). Each MOVED is
+// followed once and relayed; the topology is read again at most once per
+// soonGap (100 ms), not after every MOVED: before, one client in a loop
+// made the sidecar read CLUSTER SLOTS (a new connection each) over a
+// thousand times a second.
+func TestSidecarMovedRefreshesBounded(t *testing.T) {
+	var reads atomic.Int64
+	var self string
+	self = hostileUpstream(t, func(args []string) string {
+		switch args[0] {
+		case "cluster":
+			reads.Add(1)
+			h, p, _ := net.SplitHostPort(self)
+			return slotsReply([4]string{"0", "16383", h, p})
+		case "cl.throttle":
+			return "-MOVED " + strconv.Itoa(cluster.KeySlotString(args[1])) + " " + self + "\r\n"
+		}
+		return "-ERR unknown command\r\n"
+	})
+	side := sidecarNode(t, Config{Seeds: []string{self}, Fallback: Local, RefreshInterval: time.Hour})
+	rdb := client(t, side.addr)
+	before := reads.Load()
+	start := time.Now()
+	calls := 0
+	for time.Since(start) < 500*time.Millisecond || calls < 50 {
+		err := rdb.Do(ctx, "CL.THROTTLE", "k", 1, 10, 60).Err()
+		if err == nil || !strings.HasPrefix(err.Error(), "MOVED ") {
+			t.Fatalf("call %d: %v, want the MOVED relayed", calls, err)
+		}
+		calls++
+	}
+	elapsed := time.Since(start)
+	// One read per 100 ms, and the first at once; twice that for slack.
+	if n, most := reads.Load()-before, 2*(int64(elapsed/soonGap)+1); n > most {
+		t.Fatalf("%d CLUSTER SLOTS reads for %d MOVED in %v, want at most %d", n, calls, elapsed, most)
+	}
+}

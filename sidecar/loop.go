@@ -321,7 +321,7 @@ func (s *loopSession) followRedirects() {
 			addr, ask, _ := redirect(s.replies[i])
 			sc.stats.Redirects.Add(1)
 			if !ask {
-				sc.triggerRefresh()
+				sc.refreshSoon()
 			}
 			s.sync.follow(&reqs[i], nil, sc.ownerFor(addr), ask)
 		}

@@ -161,7 +161,7 @@ func (s *session) Do(reqs []server.ForwardReq) {
 		if addr, ask, ok := redirect(r.reply); ok && reqs[i].Unit == nil {
 			sc.stats.Redirects.Add(1)
 			if !ask {
-				sc.triggerRefresh()
+				sc.refreshSoon()
 			}
 			s.follow(&reqs[i], r, sc.ownerFor(addr), ask)
 			continue
@@ -433,7 +433,7 @@ func (s *session) fallback(req *server.ForwardReq, o *owner) {
 	mode := s.sc.cfg.Fallback
 	if o == nil {
 		s.sc.stats.Unowned.Add(1)
-		s.sc.refreshUnowned()
+		s.sc.refreshSoon()
 	}
 	s.sc.stats.FallbackByMode[mode].Add(1)
 	if isWatch(req) || req.Unit != nil {

@@ -555,4 +555,5 @@ func TestSidecarBlockingPath(t *testing.T) {
 	t.Run("UnownedSlots", TestSidecarUnownedSlots)
 	t.Run("HostileReplyLength", TestSidecarHostileReplyLength)
 	t.Run("PushMidStream", TestSidecarPushMidStream)
+	t.Run("MovedRefreshesBounded", TestSidecarMovedRefreshesBounded)
 }
