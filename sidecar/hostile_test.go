@@ -1,15 +1,18 @@
 package sidecar
 
 import (
+	"io"
 	"net"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/celld/celld/cluster"
+	"github.com/celld/celld/server"
 	"github.com/redis/go-redis/v9"
 	"github.com/tidwall/redcon"
 )
@@ -262,5 +265,117 @@ func TestSidecarMovedRefreshesBounded(t *testing.T) {
 	// One read per 100 ms, and the first at once; twice that for slack.
 	if n, most := reads.Load()-before, 2*(int64(elapsed/soonGap)+1); n > most {
 		t.Fatalf("%d CLUSTER SLOTS reads for %d MOVED in %v, want at most %d", n, calls, elapsed, most)
+	}
+}
+
+// cutProxy relays TCP connections to a node; cut closes every one of
+// them (a network blip, a restart of the node behind it) and keeps
+// accepting new ones.
+type cutProxy struct {
+	addr  string
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newCutProxy(t testing.TB, to string) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{addr: ln.Addr().String()}
+	t.Cleanup(func() { ln.Close(); p.cut() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", to)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, u)
+			p.mu.Unlock()
+			go func() { io.Copy(u, c); u.Close() }()
+			go func() { io.Copy(c, u); c.Close() }()
+		}
+	}()
+	return p
+}
+
+func (p *cutProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// TestSidecarWatchLostAbortsExec: a client WATCHes a key through the
+// sidecar (a connection pinned to its owner), then that connection
+// breaks (cut here; the owner restarting, or a failover moving the
+// watched slot to another node, do the same), and another client writes
+// the key. The transaction that follows must not apply: the owner no
+// longer watches the key for the client, so the sidecar answers its EXEC
+// as aborted (a null reply, which applications retry), and the other
+// client's write stays. Before, the transaction went out on a new pinned
+// connection without the WATCH and overwrote it.
+func TestSidecarWatchLostAbortsExec(t *testing.T) {
+	owner := serve(t, nil, server.Config{}, nil)
+	px := newCutProxy(t, owner.addr)
+	side := sidecarNode(t, Config{Seeds: []string{px.addr}, Fallback: Closed, RefreshInterval: time.Hour})
+	direct := client(t, owner.addr)
+	other := client(t, side.addr)
+	for _, proto := range []int{2, 3} {
+		rdb := redis.NewClient(&redis.Options{Addr: side.addr, MaxRetries: -1, Protocol: proto})
+		defer rdb.Close()
+		conn := rdb.Conn()
+		defer conn.Close()
+		key := "watched" + strconv.Itoa(proto)
+		if err := conn.Do(ctx, "WATCH", key).Err(); err != nil {
+			t.Fatal(err)
+		}
+		px.cut()
+		// Another client writes the key; the cut took the owner down
+		// for a moment (the fallback, closed, refuses meanwhile).
+		deadline := time.Now().Add(10 * time.Second)
+		for direct.Get(ctx, key).Val() != "theirs" {
+			if time.Now().After(deadline) {
+				t.Fatal("the other client's SET never reached the owner")
+			}
+			other.Set(ctx, key, "theirs", 0)
+			time.Sleep(20 * time.Millisecond)
+		}
+		var exec *redis.Cmd
+		if _, err := conn.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.Do(ctx, "MULTI")
+			p.Do(ctx, "SET", key, "mine")
+			exec = p.Do(ctx, "EXEC")
+			return nil
+		}); err != nil && err != redis.Nil {
+			t.Fatalf("RESP%d: transaction: %v", proto, err)
+		}
+		if v, err := exec.Result(); err != redis.Nil {
+			t.Fatalf("RESP%d: EXEC after the WATCH's connection broke: %v %v, want an aborted transaction (nil)", proto, v, err)
+		}
+		if v := direct.Get(ctx, key).Val(); v != "theirs" {
+			t.Fatalf("RESP%d: the key is %q on the owner, want the other client's %q", proto, v, "theirs")
+		}
+		// The WATCH ended with that EXEC: the next transaction runs.
+		if _, err := conn.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.Do(ctx, "MULTI")
+			p.Do(ctx, "SET", key, "mine")
+			exec = p.Do(ctx, "EXEC")
+			return nil
+		}); err != nil {
+			t.Fatalf("RESP%d: the next transaction: %v", proto, err)
+		}
+		if v := direct.Get(ctx, key).Val(); v != "mine" {
+			t.Fatalf("RESP%d: after the next transaction the key is %q, want %q", proto, v, "mine")
+		}
 	}
 }

@@ -234,7 +234,7 @@ func (s *loopSession) Start(reqs []server.ForwardReq, done func()) bool {
 // or a transaction after one or with a SELECT (session.usesPin).
 func (s *loopSession) needsPin(reqs []server.ForwardReq) bool {
 	for i := range reqs {
-		if isWatch(&reqs[i]) || (reqs[i].Unit != nil && (s.sync.pin != nil || unitSelects(reqs[i].Unit))) {
+		if isWatch(&reqs[i]) || (reqs[i].Unit != nil && (s.sync.pin != nil || s.sync.watchLost || unitSelects(reqs[i].Unit))) {
 			return true
 		}
 	}

@@ -556,4 +556,5 @@ func TestSidecarBlockingPath(t *testing.T) {
 	t.Run("HostileReplyLength", TestSidecarHostileReplyLength)
 	t.Run("PushMidStream", TestSidecarPushMidStream)
 	t.Run("MovedRefreshesBounded", TestSidecarMovedRefreshesBounded)
+	t.Run("WatchLostAbortsExec", TestSidecarWatchLostAbortsExec)
 }
