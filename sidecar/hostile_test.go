@@ -379,3 +379,69 @@ func TestSidecarWatchLostAbortsExec(t *testing.T) {
 		}
 	}
 }
+
+// TestSidecarClusterSlotsErrorNotPlain: a cluster node that answers
+// CLUSTER SLOTS with an error other than "-ERR" (celld and Redis answer
+// -LOADING while they load their data after a restart; -CLUSTERDOWN,
+// -TRYAGAIN, -BUSY, -MASTERDOWN are transient too) is a read that failed,
+// not a node without cluster mode: the topology stays, and each key still
+// goes to its own owner. Before, any error made that node the owner of
+// every slot (a plain upstream): a restarted leader still loading, which
+// answers PING, so that its probe read the topology from it first, took
+// the other shards' decisions (forwarded to the wrong owner) until the
+// next successful read.
+func TestSidecarClusterSlotsErrorNotPlain(t *testing.T) {
+	for _, reply := range []string{
+		"-LOADING celld is loading the dataset in memory", "-CLUSTERDOWN The cluster is down",
+		"-TRYAGAIN retry", "-BUSY script running", "-MASTERDOWN Link with MASTER is down",
+	} {
+		t.Run(strings.Fields(reply)[0][1:], func(t *testing.T) {
+			var failing atomic.Bool
+			var failed atomic.Int64 // CLUSTER SLOTS answered with the error
+			var self, other string
+			// Both nodes answer CLUSTER SLOTS alike: self owns 0-8191
+			// (limit 99), other 8192-16383 (limit 77).
+			node := func(limit string) func(args []string) string {
+				return func(args []string) string {
+					switch args[0] {
+					case "cluster":
+						if failing.Load() {
+							failed.Add(1)
+							return reply + "\r\n"
+						}
+						h, p, _ := net.SplitHostPort(self)
+						oh, op, _ := net.SplitHostPort(other)
+						return slotsReply([4]string{"0", "8191", h, p}, [4]string{"8192", "16383", oh, op})
+					case "cl.throttle":
+						return "*5\r\n:0\r\n:" + limit + "\r\n:0\r\n:-1\r\n:0\r\n"
+					}
+					return "-ERR unknown command\r\n"
+				}
+			}
+			self, other = hostileUpstream(t, node("99")), hostileUpstream(t, node("77"))
+			side := sidecarNode(t, Config{Seeds: []string{self}, Fallback: Closed, RefreshInterval: 20 * time.Millisecond})
+			rdb := client(t, side.addr)
+			keys := map[string]int64{keyInSlots(0, 8191): 99, keyInSlots(8192, cluster.SlotCount-1): 77}
+			check := func(when string) {
+				t.Helper()
+				for key, limit := range keys {
+					if r := cmdInts(t, rdb.Do(ctx, "CL.THROTTLE", key, 1, 10, 60)); r[1] != limit {
+						t.Fatalf("%s: %s (slot %d): %v, want its owner's limit %d (topology: owner %q)",
+							when, key, cluster.KeySlotString(key), r, limit, side.sc.Owner(cluster.KeySlotString(key)))
+					}
+				}
+			}
+			check("before")
+			failing.Store(true)
+			// Several reads (every 20 ms) meet the error.
+			deadline := time.Now().Add(10 * time.Second)
+			for failed.Load() < 3 {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d reads in 10 s", failed.Load())
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			check("after CLUSTER SLOTS answered " + reply)
+		})
+	}
+}

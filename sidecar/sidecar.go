@@ -15,6 +15,7 @@
 package sidecar
 
 import (
+	"bytes"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -333,9 +334,9 @@ func (s *Sidecar) dialOpts(resp3 bool) dialOptions {
 }
 
 // refresh reads CLUSTER SLOTS from the current owners, then the seeds,
-// until one answers, and installs the topology it describes. An error
+// until one answers, and installs the topology it describes. An -ERR
 // reply ("cluster support disabled") makes that node the owner of every
-// slot.
+// slot; any other error is a failed read.
 func (s *Sidecar) refresh() error {
 	var tried []string
 	seen := map[string]bool{}
@@ -400,8 +401,18 @@ func (s *Sidecar) query(addr string, args ...string) ([]byte, error) {
 // parseSlots builds a topology from a CLUSTER SLOTS reply read from addr.
 func (s *Sidecar) parseSlots(addr string, reply []byte) (*topology, error) {
 	t := &topology{}
+	if len(reply) > 0 && reply[0] == '-' && !bytes.HasPrefix(reply, []byte("-ERR ")) {
+		// -LOADING (a node loading its data after a restart: it
+		// answers PING, so its probe brings it back first),
+		// -CLUSTERDOWN, -TRYAGAIN, -BUSY, -MASTERDOWN, ...: a read that
+		// failed, not a node without cluster mode. Taken as the owner
+		// of every slot, it got every other shard's keys
+		// (TestSidecarClusterSlotsErrorNotPlain).
+		return nil, fmt.Errorf("sidecar: %s: CLUSTER SLOTS: %s", addr, bytes.TrimRight(reply[1:], "\r\n"))
+	}
 	if len(reply) > 0 && reply[0] == '-' {
-		// Not a cluster: this node owns every slot.
+		// Not a cluster ("-ERR This instance has cluster support
+		// disabled", "-ERR unknown command"): this node owns every slot.
 		o := s.ownerFor(addr)
 		for i := range t.slots {
 			t.slots[i] = o

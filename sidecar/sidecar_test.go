@@ -557,4 +557,5 @@ func TestSidecarBlockingPath(t *testing.T) {
 	t.Run("PushMidStream", TestSidecarPushMidStream)
 	t.Run("MovedRefreshesBounded", TestSidecarMovedRefreshesBounded)
 	t.Run("WatchLostAbortsExec", TestSidecarWatchLostAbortsExec)
+	t.Run("ClusterSlotsErrorNotPlain", TestSidecarClusterSlotsErrorNotPlain)
 }
