@@ -445,3 +445,67 @@ func TestSidecarClusterSlotsErrorNotPlain(t *testing.T) {
 		})
 	}
 }
+
+// TestSidecarRefusedByOwnerFallsBack: an owner that refuses every
+// decision without running it (-TRYAGAIN: an HA leader fenced, as every
+// leader is while etcd is down; -CLUSTERDOWN: a slot without a leader)
+// for longer than the timeout has them answered by the fallback in the
+// local and open modes, as docs/ha.md promises an application that must
+// keep deciding while etcd is down; before that (a leader's first
+// moments) the refusal is relayed, which clients retry, and the closed
+// mode always relays it. Before, every mode relayed it for as long as it
+// lasted: the local sidecar answered TRYAGAIN to every decision.
+func TestSidecarRefusedByOwnerFallsBack(t *testing.T) {
+	for _, refusal := range []string{
+		"-TRYAGAIN this node's leadership of the slot is not confirmed (fenced); retry",
+		"-CLUSTERDOWN Hash slot not served",
+	} {
+		for _, mode := range []Mode{Local, Open, Closed} {
+			t.Run(strings.Fields(refusal)[0][1:]+"/"+mode.String(), func(t *testing.T) {
+				up := hostileUpstream(t, func(args []string) string {
+					switch args[0] {
+					case "cluster":
+						return "-ERR This instance has cluster support disabled\r\n"
+					case "cl.throttle":
+						return refusal + "\r\n"
+					case "get":
+						return "$5\r\nowner\r\n"
+					}
+					return "-ERR unknown command\r\n"
+				})
+				side := sidecarNode(t, Config{Seeds: []string{up}, Fallback: mode, Timeout: 100 * time.Millisecond, RefreshInterval: time.Hour})
+				rdb := client(t, side.addr)
+				// The first refusal is relayed (a retry may find the
+				// owner deciding again).
+				if v, err := rdb.Do(ctx, "CL.THROTTLE", "k", 1, 10, 60).Result(); err == nil || err.Error() != refusal[1:] {
+					t.Fatalf("first call: %v %v, want the owner's %q", v, err, refusal[1:])
+				}
+				start := time.Now()
+				for {
+					v, err := rdb.Do(ctx, "CL.THROTTLE", "k", 1, 10, 60).Result()
+					if mode == Closed {
+						if err == nil || err.Error() != refusal[1:] {
+							t.Fatalf("closed: %v %v, want the owner's %q", v, err, refusal[1:])
+						}
+						if time.Since(start) > 300*time.Millisecond {
+							break
+						}
+					} else if r, ok := v.([]any); err == nil && ok && len(r) == 5 && r[1] == int64(2) {
+						break // decided here: limit 2 (max_burst 1 + 1)
+					} else if err == nil || err.Error() != refusal[1:] || time.Since(start) > 5*time.Second {
+						t.Fatalf("%v, %v after the owner refused: %v %v, want the fallback's decision (limit 2)",
+							mode, time.Since(start), v, err)
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				if n := side.sc.StatsRef().Refused.Load(); (n > 0) != (mode != Closed) {
+					t.Fatalf("%v: refused %d", mode, n)
+				}
+				// The owner still answers what it runs.
+				if v, err := rdb.Get(ctx, "x").Result(); err != nil || v != "owner" {
+					t.Fatalf("GET: %q %v, want the owner's reply", v, err)
+				}
+			})
+		}
+	}
+}

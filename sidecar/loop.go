@@ -303,6 +303,9 @@ func (s *loopSession) settle() bool {
 			continue
 		}
 		s.route[i] = nil
+		if r := s.replies[i]; ((len(r) > 0 && r[0] == '-') || o.refusedAt.Load() != 0) && s.sync.refusedByOwner(&reqs[i], o, r) {
+			continue
+		}
 		sc.stats.Forwarded.Add(1)
 		reqs[i].Reply = s.replies[i]
 	}

@@ -22,6 +22,10 @@ type owner struct {
 	gen atomic.Uint64
 	// probing: a probe goroutine runs (startProbe); at most one.
 	probing atomic.Bool
+	// refusedAt is when the owner's current run of refusals began
+	// (session.refusedByOwner; unix ns), 0 when its last reply was not
+	// one.
+	refusedAt atomic.Int64
 
 	mu sync.Mutex // guards conns and dbConns
 	// conns are database 0's pools, by poolIndex (RESP2/RESP3, decision

@@ -184,6 +184,16 @@ func (f *framer) drop(b []byte) (n int, done bool, err error) {
 	return n, false, nil
 }
 
+// refusedUnrun reports whether an owner's reply refuses a command it did
+// not run because it cannot decide its slot now: -TRYAGAIN (an HA leader
+// fenced: its lease is not confirmed, as while etcd is down) or
+// -CLUSTERDOWN (the slot has no leader). The command was not applied, so
+// the fallback may answer it (refusedByOwner).
+func refusedUnrun(reply []byte) bool {
+	return len(reply) > 0 && reply[0] == '-' &&
+		(bytes.HasPrefix(reply, []byte("-TRYAGAIN ")) || bytes.HasPrefix(reply, []byte("-CLUSTERDOWN ")))
+}
+
 // isPush reports whether an owner's reply is a RESP3 push ('>'): an
 // out-of-band message (an invalidation, a Pub/Sub message), never the
 // answer to a request, since the sidecar forwards no command whose reply

@@ -183,6 +183,9 @@ func (s *session) Do(reqs []server.ForwardReq) {
 			s.follow(&reqs[i], r, sc.ownerFor(addr), ask)
 			continue
 		}
+		if ((len(r.reply) > 0 && r.reply[0] == '-') || o.refusedAt.Load() != 0) && s.refusedByOwner(&reqs[i], o, r.reply) {
+			continue
+		}
 		if isWatch(&reqs[i]) && bytes.HasPrefix(r.reply, []byte("-")) {
 			s.Unwatch()
 		}
@@ -413,6 +416,41 @@ func (s *session) follow(req *server.ForwardReq, r *request, o *owner, ask bool)
 	}
 	s.sc.stats.Forwarded.Add(1)
 	req.Reply = nr.reply
+}
+
+// refusedByOwner is called with every reply of o that is forwarded (but
+// those that are no error while o.refusedAt is 0: the caller tests that
+// inline, a byte and an atomic load per reply on the forwarding path). It
+// reports whether the reply refuses a command o did not run because it
+// cannot decide the slot now (refusedUnrun: a fenced HA leader, as every
+// leader is while etcd is down; a slot without a leader) while o has
+// refused everything for longer than Timeout, and then has the fallback
+// answer req instead, as for an owner that cannot be reached: docs/ha.md
+// promises that an application that must keep deciding while etcd is down
+// gets the local fallback through the sidecar, and it got the owner's
+// -TRYAGAIN for as long as etcd was down. A shorter run of refusals (a
+// leader's first moments, before its lease is confirmed) is relayed:
+// clients retry TRYAGAIN and CLUSTERDOWN, and the owner decides. The
+// closed mode always relays the owner's error. Each refusal reads the
+// topology again (at most every 100 ms): the slot may have a new leader.
+// Not for a transaction (its EXEC answers -EXECABORT).
+func (s *session) refusedByOwner(req *server.ForwardReq, o *owner, reply []byte) bool {
+	if req.Unit != nil || !refusedUnrun(reply) {
+		if o.refusedAt.Load() != 0 {
+			o.refusedAt.Store(0)
+		}
+		return false
+	}
+	now := time.Now().UnixNano()
+	o.refusedAt.CompareAndSwap(0, now)
+	first := o.refusedAt.Load()
+	s.sc.refreshSoon()
+	if s.sc.cfg.Fallback == Closed || first == 0 || now-first < int64(s.sc.cfg.Timeout) {
+		return false
+	}
+	s.sc.stats.Refused.Add(1)
+	s.fallback(req, o)
+	return true
 }
 
 // failed answers req, forwarded to o, whose reply did not come (err):

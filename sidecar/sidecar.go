@@ -145,6 +145,11 @@ type Stats struct {
 	// Unowned counts commands whose slot had no owner in the topology (a
 	// CLUSTER SLOTS read during a failover): decided by the fallback.
 	Unowned atomic.Int64
+	// Refused counts commands their owner refused unrun (-TRYAGAIN: a
+	// fenced HA leader, as while etcd is down; -CLUSTERDOWN) after
+	// refusing everything for longer than Timeout: decided by the
+	// fallback, but in the closed mode (session.refusedByOwner).
+	Refused atomic.Int64
 }
 
 // topology maps every slot to its owner.
@@ -628,6 +633,7 @@ func (s *Sidecar) Info() []string {
 		"upstream_redirects:" + strconv.FormatInt(s.stats.Redirects.Load(), 10),
 		"upstream_topology_refreshes:" + strconv.FormatInt(s.stats.Refreshes.Load(), 10),
 		"upstream_unowned:" + strconv.FormatInt(s.stats.Unowned.Load(), 10),
+		"upstream_refused:" + strconv.FormatInt(s.stats.Refused.Load(), 10),
 	}
 	now := time.Now()
 	for i, o := range t.owners {

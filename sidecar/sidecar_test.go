@@ -558,4 +558,5 @@ func TestSidecarBlockingPath(t *testing.T) {
 	t.Run("MovedRefreshesBounded", TestSidecarMovedRefreshesBounded)
 	t.Run("WatchLostAbortsExec", TestSidecarWatchLostAbortsExec)
 	t.Run("ClusterSlotsErrorNotPlain", TestSidecarClusterSlotsErrorNotPlain)
+	t.Run("RefusedByOwnerFallsBack", TestSidecarRefusedByOwnerFallsBack)
 }
