@@ -59,6 +59,7 @@ func TestReplyEnd(t *testing.T) {
 func FuzzReplyEnd(f *testing.F) {
 	f.Add([]byte("*2\r\n:1\r\n$1\r\na\r\n"))
 	f.Add([]byte("%1\r\n+a\r\n:1\r\n"))
+	f.Add([]byte("*1\r\n$9223372036854775807\r\nabc")) // overflowed size+n+2 (a panic) before session 19
 	f.Fuzz(func(t *testing.T, b []byte) {
 		n, err := replyEnd(b)
 		if err == nil && (n < 0 || n > len(b)) {
