@@ -30,8 +30,12 @@ import (
 // 10 s of the new leader serving). It replays every admission against
 // GCRA's limit (overAdmission) and bounds each key's over-admission by
 // what the fallback (a fresh local state for the failover's duration) and
-// async replication's lag can each grant. CELLD_SIDECAR_HA_KILLS sets the
-// number of kills (default 2, one per shard: about 25 s).
+// async replication's lag can each grant. Then etcd is stopped for about
+// 5 s (every leader fences and answers TRYAGAIN) and restarted: no call
+// may fail after the client's retries (the local fallback decides once
+// the owners have refused for longer than --upstream-timeout), and the
+// sidecar must forward again. CELLD_SIDECAR_HA_KILLS sets the number of
+// kills (default 2, one per shard: about 35 s in all).
 func TestProcessSidecarHAFailover(t *testing.T) {
 	t0 := time.Now()
 	e := etcdtest.Start(t)
@@ -205,7 +209,49 @@ func TestProcessSidecarHAFailover(t *testing.T) {
 		waitFor(m.id+" back as a replica", 15*time.Second, func() bool { return isReplica(m) })
 		t.Logf("%v: %s back as a replica", time.Since(t0).Round(time.Millisecond), m.id)
 	}
-	time.Sleep(time.Second) // the last fault's keys, on the new leader
+
+	// etcd stopped: every leader fences (-TRYAGAIN for its slots, unrun)
+	// until etcd is back. Through the sidecar the local fallback decides
+	// meanwhile (docs/ha.md, "etcd down"), once an owner has refused
+	// everything for longer than --upstream-timeout: no call fails after
+	// the client's retries. Before session 19 the sidecar relayed the
+	// owners' TRYAGAIN for as long as etcd was down, and every call
+	// failed once go-redis's retries (8, 50-500 ms apart) ran out.
+	time.Sleep(time.Second)
+	load.newPhase("etcd stopped, through the sidecar")
+	time.Sleep(time.Second)
+	fb0, failed0, ref0 := field(upstream(), "upstream_fallback_local"), failed.Load(), field(upstream(), "upstream_refused")
+	etcdStopped := time.Now()
+	e.Stop()
+	waitFor("every leader fenced after etcd stopped", 4*ttl, func() bool { return h.noneServes(time.Now()) })
+	fencedAt := time.Now()
+	time.Sleep(3500 * time.Millisecond) // longer than the clients' retries (about 2.75 s of backoff)
+	e.Restart(t)
+	back := time.Now()
+	h.waitServed(0, -1, back, 20*time.Second)
+	h.waitServed(1, -1, back, 20*time.Second)
+	var resumed time.Time
+	waitFor("the sidecar forwards again after etcd's restart", 20*time.Second, func() bool {
+		a := field(upstream(), "upstream_fallback_local")
+		time.Sleep(300 * time.Millisecond)
+		resumed = time.Now()
+		return field(upstream(), "upstream_fallback_local") == a
+	})
+	fallbackSpan = append(fallbackSpan, resumed.Sub(etcdStopped))
+	etcdFallbacks, etcdFailed := field(upstream(), "upstream_fallback_local")-fb0, failed.Load()-failed0
+	etcdRefused := field(upstream(), "upstream_refused") - ref0
+	t.Logf("etcd stopped: leaders fenced after %v, etcd back after %v, the sidecar forwards again %v after the restart; "+
+		"%d fallback decisions (%d of them refused by a fenced owner), %d failed calls",
+		fencedAt.Sub(etcdStopped).Round(time.Millisecond), back.Sub(etcdStopped).Round(time.Millisecond),
+		resumed.Sub(back).Round(time.Millisecond), etcdFallbacks, etcdRefused, etcdFailed)
+	if etcdFailed != 0 {
+		t.Errorf("etcd stopped: %d calls through the sidecar failed after the client's retries (the owners' TRYAGAIN relayed, not the local fallback)", etcdFailed)
+	}
+	if etcdRefused == 0 {
+		t.Errorf("etcd stopped: no refused decision was answered by the fallback")
+	}
+
+	time.Sleep(time.Second) // the last fault's keys
 	cancel()
 	load.wg.Wait()
 	wg.Wait()

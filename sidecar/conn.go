@@ -174,6 +174,10 @@ func handshake(addr string, o dialOptions) (net.Conn, *bufio.Reader, []byte, err
 			if m == 0 {
 				break
 			}
+			if isPush(buf) { // out of band: not a hand-shake's reply
+				buf = buf[m:]
+				continue
+			}
 			if buf[0] == '-' {
 				nc.Close()
 				return nil, nil, nil, fmt.Errorf("sidecar: %s: %s", addr, buf[1:m-2])
@@ -277,10 +281,11 @@ func (m *muxConn) readLoop(br *bufio.Reader, buf []byte) {
 	var fr framer // resumes framing the reply at rb[0] after each read
 	// dropping: the reply at rb[0] passed m.limit and is being dropped
 	// as it comes (framer.drop); dropped bytes of it so far.
-	dropping, dropped := false, int64(0)
+	// push: the reply dropped is a push (isPush), skipped once dropped.
+	dropping, dropped, push := false, int64(0), false
 	for {
 		if !dropping && m.limit > 0 && int64(len(rb)) > m.limit {
-			dropping, dropped = true, 0
+			dropping, dropped, push = true, 0, isPush(rb)
 		}
 		if dropping {
 			n, done, err := fr.drop(rb)
@@ -295,7 +300,7 @@ func (m *muxConn) readLoop(br *bufio.Reader, buf []byte) {
 			if done {
 				dropping = false
 				rb = shrinkTo(rb, 0, 32<<10)
-				if !m.deliver(nil, false, dropped) {
+				if !push && !m.deliver(nil, false, dropped) {
 					return
 				}
 				dropped = 0
@@ -403,7 +408,8 @@ func (m *muxConn) rawRead(rc syscall.RawConn, p []byte) (int, error) {
 }
 
 // deliver gives one reply to the oldest pending request; false when the
-// connection is broken (a reply nobody asked for breaks it too). own:
+// connection is broken (a reply nobody asked for breaks it too). A push
+// (isPush) is skipped. own:
 // reply is a buffer of its own, handed over rather than copied. dropped:
 // the reply passed the limit and was dropped after that many bytes (reply
 // is nil); the request gets a replyOverLimit error.
@@ -412,6 +418,9 @@ func (m *muxConn) deliver(reply []byte, own bool, dropped int64) bool {
 	defer m.mu.Unlock()
 	if m.err != nil {
 		return false
+	}
+	if isPush(reply) {
+		return true
 	}
 	if m.head == len(m.pending) {
 		m.failLocked(errProtocol)

@@ -108,6 +108,7 @@ type upConn struct {
 	// dropped as it comes (framer.drop); dropped bytes of it so far.
 	dropping bool
 	dropped  int64
+	dropPush bool // the reply dropped is a push (isPush): skipped, not delivered
 }
 
 // loopSession is a client connection's forwarding on an event loop
@@ -233,7 +234,7 @@ func (s *loopSession) Start(reqs []server.ForwardReq, done func()) bool {
 // or a transaction after one or with a SELECT (session.usesPin).
 func (s *loopSession) needsPin(reqs []server.ForwardReq) bool {
 	for i := range reqs {
-		if isWatch(&reqs[i]) || (reqs[i].Unit != nil && (s.sync.pin != nil || unitSelects(reqs[i].Unit))) {
+		if isWatch(&reqs[i]) || (reqs[i].Unit != nil && (s.sync.pin != nil || s.sync.watchLost || unitSelects(reqs[i].Unit))) {
 			return true
 		}
 	}
@@ -302,6 +303,9 @@ func (s *loopSession) settle() bool {
 			continue
 		}
 		s.route[i] = nil
+		if r := s.replies[i]; ((len(r) > 0 && r[0] == '-') || o.refusedAt.Load() != 0) && s.sync.refusedByOwner(&reqs[i], o, r) {
+			continue
+		}
 		sc.stats.Forwarded.Add(1)
 		reqs[i].Reply = s.replies[i]
 	}
@@ -320,7 +324,7 @@ func (s *loopSession) followRedirects() {
 			addr, ask, _ := redirect(s.replies[i])
 			sc.stats.Redirects.Add(1)
 			if !ask {
-				sc.triggerRefresh()
+				sc.refreshSoon()
 			}
 			s.sync.follow(&reqs[i], nil, sc.ownerFor(addr), ask)
 		}
@@ -616,7 +620,7 @@ func (u *upConn) deliverAll(now int64) {
 		u.rbuf = u.rbuf[:copy(u.rbuf, u.rbuf[off:])]
 	}
 	if lim := u.ls.sc.cfg.ReplyLimit; lim > 0 && int64(len(u.rbuf)) > lim {
-		u.dropping, u.dropped = true, 0
+		u.dropping, u.dropped, u.dropPush = true, 0, isPush(u.rbuf)
 		if u.dropSome(now) {
 			u.deliverAll(now) // what followed the reply
 		}
@@ -639,17 +643,22 @@ func (u *upConn) dropSome(now int64) bool {
 	}
 	u.dropping = false
 	u.rbuf = shrinkTo(u.rbuf, 0, 16<<10)
-	u.deliver(nil, now, false, u.dropped)
+	if !u.dropPush {
+		u.deliver(nil, now, false, u.dropped)
+	}
 	u.dropped = 0
 	return !u.dead
 }
 
 // deliver gives one reply to the oldest awaited request; a reply nobody
-// asked for breaks the connection. own: reply is a buffer of its own,
+// asked for breaks the connection, a push (isPush) is skipped. own: reply is a buffer of its own,
 // handed over rather than copied. dropped: the reply passed the limit and
 // was dropped after that many bytes (reply is nil); the request gets a
 // replyOverLimit error.
 func (u *upConn) deliver(reply []byte, now int64, own bool, dropped int64) {
+	if isPush(reply) {
+		return
+	}
 	if u.head == len(u.pending) {
 		u.failOwner(errProtocol)
 		return

@@ -2,7 +2,6 @@ package sidecar
 
 import (
 	"errors"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +20,12 @@ type owner struct {
 	// connection dialled before the last fall is not used again
 	// (loop.go), since the owner may have restarted meanwhile.
 	gen atomic.Uint64
+	// probing: a probe goroutine runs (startProbe); at most one.
+	probing atomic.Bool
+	// refusedAt is when the owner's current run of refusals began
+	// (session.refusedByOwner; unix ns), 0 when its last reply was not
+	// one.
+	refusedAt atomic.Int64
 
 	mu sync.Mutex // guards conns and dbConns
 	// conns are database 0's pools, by poolIndex (RESP2/RESP3, decision
@@ -105,9 +110,22 @@ func (o *owner) failed(err error) {
 	o.sc.log.Warn("upstream owner unreachable: fallback decides its keys", "owner", o.addr,
 		"fallback", o.sc.cfg.Fallback.String(), "err", err)
 	o.closeConns(false)
-	if o.sc.goTracked() { // not once the sidecar is closing
-		go o.probe()
+	o.startProbe()
+}
+
+// startProbe starts the owner's probe unless one runs or the sidecar is
+// closing. Called when the owner falls, and by refresh for every owner
+// of a new topology that is down (a probe that ended because its owner
+// had left the topology may have raced the read that lists it again).
+func (o *owner) startProbe() {
+	if !o.probing.CompareAndSwap(false, true) {
+		return
 	}
+	if !o.sc.goTracked() { // not once the sidecar is closing
+		o.probing.Store(false)
+		return
+	}
+	go o.probe()
 }
 
 // refreshWhileDown is how often the topology is read again while an
@@ -120,30 +138,51 @@ func (o *owner) failed(err error) {
 const refreshWhileDown = 100 * time.Millisecond
 
 // probe dials the owner with backoff until it answers (then forwarding
-// resumes) or the sidecar closes. With a cluster upstream it also reads
-// the topology every refreshWhileDown meanwhile: the slots may have moved
-// to another node (an HA failover), which forwarding then takes at once.
+// resumes), the owner has left the topology, or the sidecar closes. With a
+// cluster upstream it also reads the topology every refreshWhileDown
+// meanwhile: the slots may have moved to another node (an HA failover),
+// which forwarding then takes at once.
+//
+// An owner that left the topology while down (its slots moved: an old
+// leader whose address does not come back, a node removed) is probed no
+// more and forgotten (Sidecar.forget): before, each such owner kept a
+// goroutine dialling it every second for the sidecar's life, and the
+// owners map kept it, so that every failover to a new address (a
+// rescheduled pod, a hostile upstream naming new nodes) added one for
+// good. A later topology that names the address again gets a fresh owner.
 func (o *owner) probe() {
 	defer o.sc.wg.Done()
 	for {
 		wait := o.br.wait(time.Now())
-		if t := o.sc.topo.Load(); t.cluster && slices.Contains(t.owners, o) {
+		in := o.sc.topo.Load().has(o)
+		if in && o.sc.topo.Load().cluster {
 			wait = min(wait, refreshWhileDown)
+		}
+		if !in || o.br.isUp() {
+			// Out of the topology (or up): end, unless the owner was
+			// listed (or fell) again meanwhile, whose startProbe found
+			// this probe still running (set-then-check on both sides).
+			o.probing.Store(false)
+			if o.br.isUp() || !o.sc.topo.Load().has(o) || !o.probing.CompareAndSwap(false, true) {
+				if !o.br.isUp() {
+					o.sc.forget(o)
+				}
+				return
+			}
+			continue
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-o.sc.closed:
 			t.Stop()
+			o.probing.Store(false)
 			return
 		case <-t.C:
 		}
-		if t := o.sc.topo.Load(); t.cluster && !o.br.isUp() && slices.Contains(t.owners, o) {
-			o.sc.triggerRefresh() // not once its slots have gone elsewhere: a removed node costs a dial per second, no more
+		if t := o.sc.topo.Load(); t.cluster && !o.br.isUp() && t.has(o) {
+			o.sc.triggerRefresh()
 		}
 		if !o.br.probeDue(time.Now()) {
-			if o.br.isUp() {
-				return
-			}
 			continue
 		}
 		m, err := dial(o.addr, o.sc.dialOpts(false), nil)
@@ -153,8 +192,7 @@ func (o *owner) probe() {
 		o.br.probeResult(time.Now(), err == nil, err)
 		if err == nil {
 			o.sc.log.Info("upstream owner answers again: forwarding resumes", "owner", o.addr)
-			o.sc.triggerRefresh()
-			return
+			o.sc.triggerRefresh() // the loop's top then ends the probe
 		}
 	}
 }

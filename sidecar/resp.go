@@ -28,8 +28,9 @@ func replyEnd(b []byte) (int, error) {
 	return f.next(b)
 }
 
-// maxCount bounds an aggregate's element count (far above what any owner
-// can send; it keeps the count arithmetic from overflowing).
+// maxCount bounds an aggregate's element count and a bulk string's length
+// (1 TiB: far above what any owner can send; it keeps the arithmetic on
+// them from overflowing). A larger one is a protocol error.
 const maxCount = 1 << 40
 
 // framer finds where replies end in a stream that arrives in pieces,
@@ -71,7 +72,9 @@ func (f *framer) next(b []byte) (int, error) {
 		case '+', '-', ':', '_', ',', '#', '(':
 		case '$', '!', '=': // bulk string, bulk error, verbatim string
 			n, ok := lineInt(line)
-			if !ok || n < -1 {
+			if !ok || n < -1 || n > maxCount {
+				// Past maxCount, size+n+2 could overflow (a length
+				// near 2^63 indexed before the buffer: a panic).
 				return 0, errProtocol
 			}
 			if n >= 0 {
@@ -180,6 +183,25 @@ func (f *framer) drop(b []byte) (n int, done bool, err error) {
 	f.off = 0
 	return n, false, nil
 }
+
+// refusedUnrun reports whether an owner's reply refuses a command it did
+// not run because it cannot decide its slot now: -TRYAGAIN (an HA leader
+// fenced: its lease is not confirmed, as while etcd is down) or
+// -CLUSTERDOWN (the slot has no leader). The command was not applied, so
+// the fallback may answer it (refusedByOwner).
+func refusedUnrun(reply []byte) bool {
+	return len(reply) > 0 && reply[0] == '-' &&
+		(bytes.HasPrefix(reply, []byte("-TRYAGAIN ")) || bytes.HasPrefix(reply, []byte("-CLUSTERDOWN ")))
+}
+
+// isPush reports whether an owner's reply is a RESP3 push ('>'): an
+// out-of-band message (an invalidation, a Pub/Sub message), never the
+// answer to a request, since the sidecar forwards no command whose reply
+// is a push (celld has no Pub/Sub; CLIENT TRACKING is refused). Readers
+// skip one, as a RESP3 client does; handed to the oldest request it
+// answered that one wrongly, and every later request with the reply of
+// the one before it.
+func isPush(reply []byte) bool { return len(reply) > 0 && reply[0] == '>' }
 
 // replyOverLimit is the outcome of a request whose reply passed
 // Config.ReplyLimit and was dropped as it came: n bytes of it had come

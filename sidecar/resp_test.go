@@ -33,6 +33,14 @@ func TestReplyEnd(t *testing.T) {
 		{"=7\r\ntxt:abc\r\n", 13},
 		{"?\r\n", -1},
 		{"+OK\n", -1},
+		// A length past maxCount is refused: near 2^63, size+n+2
+		// overflowed and the framer indexed before the buffer (a panic
+		// that killed the sidecar); 2^62 would be waited for forever.
+		{"$9223372036854775807\r\nabc", -1},
+		{"$9223372036854775786\r\n", -1},
+		{"*1\r\n$4611686018427387904\r\nab", -1},
+		{"!1099511627777\r\n", -1},
+		{"$1099511627776\r\nab", 0},
 	}
 	for i, c := range cases {
 		n, err := replyEnd([]byte(c.in))
@@ -51,6 +59,7 @@ func TestReplyEnd(t *testing.T) {
 func FuzzReplyEnd(f *testing.F) {
 	f.Add([]byte("*2\r\n:1\r\n$1\r\na\r\n"))
 	f.Add([]byte("%1\r\n+a\r\n:1\r\n"))
+	f.Add([]byte("*1\r\n$9223372036854775807\r\nabc")) // overflowed size+n+2 (a panic) before session 19
 	f.Fuzz(func(t *testing.T, b []byte) {
 		n, err := replyEnd(b)
 		if err == nil && (n < 0 || n > len(b)) {

@@ -30,6 +30,13 @@ type session struct {
 	pin      *muxConn
 	pinOwner *owner
 	pinKey   [2]int // resp3 (0/1) and database the pin was dialled for
+	pinSlot  int    // the slot of the last WATCH sent on the pin
+	// watchLost: the pin of a WATCH broke, or the watched slot moved to
+	// another owner (a failover), before the transaction: the owner no
+	// longer watches the key, so the transaction is answered as aborted
+	// (checkPin), not run without its WATCH. Cleared by EXEC, DISCARD,
+	// UNWATCH, RESET (Unwatch).
+	watchLost bool
 }
 
 // group is one owner's share of a pipeline on one lane (decisions, or
@@ -72,11 +79,18 @@ func (s *session) Do(reqs []server.ForwardReq) {
 	if cap(s.data) > maxKeepBuf {
 		s.data = nil
 	}
+	s.checkPin(t)
 	n := 0
 	for i := range reqs {
 		o := t.slots[reqs[i].Slot]
 		s.route[i] = o
 		s.bulk[i] = false
+		if reqs[i].Unit != nil && s.watchLost {
+			s.route[i] = nil
+			reqs[i].Reply = execAborted(reqs[i].RESP3)
+			s.watchLost = false // EXEC ends the WATCH
+			continue
+		}
 		if reqs[i].DB != 0 && t.cluster {
 			// SELECTed before the topology said "cluster" (SELECT asks
 			// SelectError): a cluster has database 0 only.
@@ -121,6 +135,9 @@ func (s *session) Do(reqs []server.ForwardReq) {
 			r.sent, r.slow = sent, bulk && slowFirst(&reqs[k])
 			s.encode(&reqs[k], r, o)
 			pinned = pinned || s.usesPin(&reqs[k], o)
+			if isWatch(&reqs[k]) {
+				s.pinSlot = reqs[k].Slot
+			}
 			s.ptrs = append(s.ptrs, r)
 		}
 		var err error
@@ -161,9 +178,12 @@ func (s *session) Do(reqs []server.ForwardReq) {
 		if addr, ask, ok := redirect(r.reply); ok && reqs[i].Unit == nil {
 			sc.stats.Redirects.Add(1)
 			if !ask {
-				sc.triggerRefresh()
+				sc.refreshSoon()
 			}
 			s.follow(&reqs[i], r, sc.ownerFor(addr), ask)
+			continue
+		}
+		if ((len(r.reply) > 0 && r.reply[0] == '-') || o.refusedAt.Load() != 0) && s.refusedByOwner(&reqs[i], o, r.reply) {
 			continue
 		}
 		if isWatch(&reqs[i]) && bytes.HasPrefix(r.reply, []byte("-")) {
@@ -245,6 +265,31 @@ func unitSelects(unit [][][]byte) bool {
 	return false
 }
 
+// checkPin drops a pin whose WATCH the owner no longer holds: its
+// connection broke (the owner restarted, the network cut it), or the
+// watched slot's owner in topology t is another node (a failover moved
+// the shard). A transaction sent on a new pin would run without the
+// WATCH, so that a key changed meanwhile no longer aborts it: before,
+// the EXEC after such a break succeeded, overwriting what another
+// client had written (TestSidecarWatchLostAbortsExec). watchLost makes
+// the next transaction answer as aborted, as Redis answers one whose
+// watched key changed; the application retries it.
+func (s *session) checkPin(t *topology) {
+	if s.pin != nil && (s.pin.broken() || t.slots[s.pinSlot] != s.pinOwner) {
+		s.dropPin()
+		s.watchLost = true
+	}
+}
+
+// execAborted is EXEC's reply to a transaction aborted by its WATCH: a
+// null array (RESP3: null).
+func execAborted(resp3 bool) []byte {
+	if resp3 {
+		return []byte("_\r\n")
+	}
+	return []byte("*-1\r\n")
+}
+
 // pinned returns the session's pinned connection to o in database db,
 // dialling it; a pin to another owner (WATCH on one owner, a transaction
 // on another) or another database is dropped first: that transaction then
@@ -256,7 +301,7 @@ func (s *session) pinned(o *owner, resp3 bool, db int) (*muxConn, error) {
 		key[0] = 1
 	}
 	if s.pin != nil && (s.pinOwner != o || s.pinKey != key || s.pin.broken()) {
-		s.Unwatch()
+		s.dropPin()
 	}
 	if s.pin == nil {
 		opts := s.sc.dialOpts(resp3)
@@ -373,6 +418,41 @@ func (s *session) follow(req *server.ForwardReq, r *request, o *owner, ask bool)
 	req.Reply = nr.reply
 }
 
+// refusedByOwner is called with every reply of o that is forwarded (but
+// those that are no error while o.refusedAt is 0: the caller tests that
+// inline, a byte and an atomic load per reply on the forwarding path). It
+// reports whether the reply refuses a command o did not run because it
+// cannot decide the slot now (refusedUnrun: a fenced HA leader, as every
+// leader is while etcd is down; a slot without a leader) while o has
+// refused everything for longer than Timeout, and then has the fallback
+// answer req instead, as for an owner that cannot be reached: docs/ha.md
+// promises that an application that must keep deciding while etcd is down
+// gets the local fallback through the sidecar, and it got the owner's
+// -TRYAGAIN for as long as etcd was down. A shorter run of refusals (a
+// leader's first moments, before its lease is confirmed) is relayed:
+// clients retry TRYAGAIN and CLUSTERDOWN, and the owner decides. The
+// closed mode always relays the owner's error. Each refusal reads the
+// topology again (at most every 100 ms): the slot may have a new leader.
+// Not for a transaction (its EXEC answers -EXECABORT).
+func (s *session) refusedByOwner(req *server.ForwardReq, o *owner, reply []byte) bool {
+	if req.Unit != nil || !refusedUnrun(reply) {
+		if o.refusedAt.Load() != 0 {
+			o.refusedAt.Store(0)
+		}
+		return false
+	}
+	now := time.Now().UnixNano()
+	o.refusedAt.CompareAndSwap(0, now)
+	first := o.refusedAt.Load()
+	s.sc.refreshSoon()
+	if s.sc.cfg.Fallback == Closed || first == 0 || now-first < int64(s.sc.cfg.Timeout) {
+		return false
+	}
+	s.sc.stats.Refused.Add(1)
+	s.fallback(req, o)
+	return true
+}
+
 // failed answers req, forwarded to o, whose reply did not come (err):
 // the fallback's answer when the request never reached o, or when it is a
 // decision (the CL.* family, whose fallback is the documented degraded
@@ -433,7 +513,7 @@ func (s *session) fallback(req *server.ForwardReq, o *owner) {
 	mode := s.sc.cfg.Fallback
 	if o == nil {
 		s.sc.stats.Unowned.Add(1)
-		s.sc.refreshUnowned()
+		s.sc.refreshSoon()
 	}
 	s.sc.stats.FallbackByMode[mode].Add(1)
 	if isWatch(req) || req.Unit != nil {
@@ -486,9 +566,15 @@ func openThrottle(req *server.ForwardReq) ([]byte, bool) {
 	return b, true
 }
 
-// Unwatch implements server.ForwardSession: closing the pinned connection
-// ends its WATCH on the owner.
+// Unwatch implements server.ForwardSession (EXEC, DISCARD, UNWATCH,
+// RESET): closing the pinned connection ends its WATCH on the owner.
 func (s *session) Unwatch() {
+	s.dropPin()
+	s.watchLost = false
+}
+
+// dropPin closes the pinned connection (its WATCH ends on the owner).
+func (s *session) dropPin() {
 	if s.pin != nil {
 		s.pin.close()
 		s.pin, s.pinOwner = nil, nil

@@ -15,6 +15,7 @@
 package sidecar
 
 import (
+	"bytes"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -109,18 +110,20 @@ type Sidecar struct {
 	log  *slog.Logger
 	topo atomic.Pointer[topology]
 
-	mu     sync.Mutex        // guards owners and loops
-	owners map[string]*owner // by address, kept across refreshes
+	mu     sync.Mutex        // guards owners, nextID and loops
+	owners map[string]*owner // by address, kept across refreshes while listed or up (forget)
+	nextID int               // the next owner's id: never reused (loopState.plain is by id)
 	// loops are the event loops that serve clients (loop.go), each
 	// with its own upstream connections.
 	loops map[server.ForwardLoop]*loopState
 
 	refreshing atomic.Bool
-	// unownedAt is when a request last found its slot without an owner
-	// and asked for a refresh (UnixNano): at most one such refresh per
-	// unownedGap, so a topology that stays partial costs a CLUSTER SLOTS
-	// read every unownedGap, not one per request.
-	unownedAt atomic.Int64
+	// soonAt is when a request last asked for a refresh (UnixNano: its
+	// slot had no owner, or its owner answered MOVED): at most one such
+	// refresh per soonGap, so a topology that stays partial, or an owner
+	// that keeps answering MOVED, costs a CLUSTER SLOTS read every
+	// soonGap, not one per request.
+	soonAt    atomic.Int64
 	closed    chan struct{}
 	closeOnce sync.Once
 	wg        sync.WaitGroup
@@ -142,6 +145,11 @@ type Stats struct {
 	// Unowned counts commands whose slot had no owner in the topology (a
 	// CLUSTER SLOTS read during a failover): decided by the fallback.
 	Unowned atomic.Int64
+	// Refused counts commands their owner refused unrun (-TRYAGAIN: a
+	// fenced HA leader, as while etcd is down; -CLUSTERDOWN) after
+	// refusing everything for longer than Timeout: decided by the
+	// fallback, but in the closed mode (session.refusedByOwner).
+	Refused atomic.Int64
 }
 
 // topology maps every slot to its owner.
@@ -154,10 +162,17 @@ type topology struct {
 	// lookup of a random slot on the forwarding path stays in cache.
 	idx   [cluster.SlotCount]uint8
 	small bool
+	set   map[*owner]bool // owners as a set, when there are many (has)
 }
 
-// index fills idx from slots and owners.
+// index fills idx from slots and owners (and set, for has).
 func (t *topology) index() *topology {
+	if len(t.owners) > 16 {
+		t.set = make(map[*owner]bool, len(t.owners))
+		for _, o := range t.owners {
+			t.set[o] = true
+		}
+	}
 	if len(t.owners) > 255 {
 		return t
 	}
@@ -174,6 +189,21 @@ func (t *topology) index() *topology {
 	}
 	t.small = true
 	return t
+}
+
+// has reports whether o owns slots in t: a scan of a few owners, a map
+// of many (set by index, so that a probe of each of 10,000 owners does
+// not scan 10,000 every 100 ms).
+func (t *topology) has(o *owner) bool {
+	if t.set != nil {
+		return t.set[o]
+	}
+	for _, x := range t.owners {
+		if x == o {
+			return true
+		}
+	}
+	return false
 }
 
 // owner returns slot's owner (nil when none).
@@ -279,7 +309,8 @@ func (s *Sidecar) ownerFor(addr string) *owner {
 	defer s.mu.Unlock()
 	o := s.owners[addr]
 	if o == nil {
-		o = &owner{addr: addr, sc: s, id: len(s.owners)}
+		o = &owner{addr: addr, sc: s, id: s.nextID}
+		s.nextID++
 		for p := range o.conns {
 			o.conns[p] = make([]*muxConn, s.cfg.PoolSize)
 		}
@@ -288,15 +319,29 @@ func (s *Sidecar) ownerFor(addr string) *owner {
 	return o
 }
 
+// forget removes o, down and out of the topology, from the owners kept
+// (its probe has ended: owner.probe), and closes its connections: a
+// topology that names its address again gets a fresh owner. Its id is
+// not reused (a loop's table by id may still hold a dead connection of
+// it).
+func (s *Sidecar) forget(o *owner) {
+	s.mu.Lock()
+	if s.owners[o.addr] == o {
+		delete(s.owners, o.addr)
+	}
+	s.mu.Unlock()
+	o.closeConns(true)
+}
+
 func (s *Sidecar) dialOpts(resp3 bool) dialOptions {
 	return dialOptions{timeout: s.cfg.Timeout, user: s.cfg.User, password: s.cfg.Password, tls: s.cfg.TLS, resp3: resp3,
 		replyLimit: s.cfg.ReplyLimit}
 }
 
 // refresh reads CLUSTER SLOTS from the current owners, then the seeds,
-// until one answers, and installs the topology it describes. An error
+// until one answers, and installs the topology it describes. An -ERR
 // reply ("cluster support disabled") makes that node the owner of every
-// slot.
+// slot; any other error is a failed read.
 func (s *Sidecar) refresh() error {
 	var tried []string
 	seen := map[string]bool{}
@@ -326,6 +371,11 @@ func (s *Sidecar) refresh() error {
 		}
 		s.topo.Store(t)
 		s.stats.Refreshes.Add(1)
+		for _, o := range t.owners {
+			if !o.br.isUp() {
+				o.startProbe() // its probe may have ended before this read listed it again
+			}
+		}
 		return nil
 	}
 	return errors.Join(errs...)
@@ -356,8 +406,18 @@ func (s *Sidecar) query(addr string, args ...string) ([]byte, error) {
 // parseSlots builds a topology from a CLUSTER SLOTS reply read from addr.
 func (s *Sidecar) parseSlots(addr string, reply []byte) (*topology, error) {
 	t := &topology{}
+	if len(reply) > 0 && reply[0] == '-' && !bytes.HasPrefix(reply, []byte("-ERR ")) {
+		// -LOADING (a node loading its data after a restart: it
+		// answers PING, so its probe brings it back first),
+		// -CLUSTERDOWN, -TRYAGAIN, -BUSY, -MASTERDOWN, ...: a read that
+		// failed, not a node without cluster mode. Taken as the owner
+		// of every slot, it got every other shard's keys
+		// (TestSidecarClusterSlotsErrorNotPlain).
+		return nil, fmt.Errorf("sidecar: %s: CLUSTER SLOTS: %s", addr, bytes.TrimRight(reply[1:], "\r\n"))
+	}
 	if len(reply) > 0 && reply[0] == '-' {
-		// Not a cluster: this node owns every slot.
+		// Not a cluster ("-ERR This instance has cluster support
+		// disabled", "-ERR unknown command"): this node owns every slot.
 		o := s.ownerFor(addr)
 		for i := range t.slots {
 			t.slots[i] = o
@@ -459,19 +519,25 @@ func (s *Sidecar) triggerRefresh() {
 	}()
 }
 
-// unownedGap is the least time between two refreshes asked for by
-// requests whose slot has no owner (refreshUnowned).
-const unownedGap = 100 * time.Millisecond
+// soonGap is the least time between two refreshes asked for by requests
+// (refreshSoon).
+const soonGap = 100 * time.Millisecond
 
-// refreshUnowned is called when a request's slot has no owner in the
-// current topology: a CLUSTER SLOTS read taken while a shard had no
-// leader (an HA failover) leaves its slots out. The request is decided
-// by the fallback; the topology is read again at once rather than at the
-// next RefreshInterval, at most once per unownedGap.
-func (s *Sidecar) refreshUnowned() {
+// refreshSoon is called when a request's slot has no owner in the current
+// topology (a CLUSTER SLOTS read taken while a shard had no leader, an HA
+// failover, leaves its slots out: the request is decided by the
+// fallback), or when its owner answered MOVED (the request is followed
+// there). The topology is read again at once rather than at the next
+// RefreshInterval, at most once per soonGap: an owner that answers MOVED
+// to every request (a node whose MOVED and CLUSTER SLOTS disagree, one
+// that redirects to itself) made every MOVED start a read as soon as the
+// last ended, 1,400-3,500 CLUSTER SLOTS a second (each on a new
+// connection) for one client in a loop; TestSidecarMovedRefreshesBounded. Any
+// goroutine; one atomic load when a read was asked for within soonGap.
+func (s *Sidecar) refreshSoon() {
 	now := time.Now().UnixNano()
-	last := s.unownedAt.Load()
-	if now-last < int64(unownedGap) || !s.unownedAt.CompareAndSwap(last, now) {
+	last := s.soonAt.Load()
+	if now-last < int64(soonGap) || !s.soonAt.CompareAndSwap(last, now) {
 		return
 	}
 	s.triggerRefresh()
@@ -567,6 +633,7 @@ func (s *Sidecar) Info() []string {
 		"upstream_redirects:" + strconv.FormatInt(s.stats.Redirects.Load(), 10),
 		"upstream_topology_refreshes:" + strconv.FormatInt(s.stats.Refreshes.Load(), 10),
 		"upstream_unowned:" + strconv.FormatInt(s.stats.Unowned.Load(), 10),
+		"upstream_refused:" + strconv.FormatInt(s.stats.Refused.Load(), 10),
 	}
 	now := time.Now()
 	for i, o := range t.owners {

@@ -553,4 +553,10 @@ func TestSidecarBlockingPath(t *testing.T) {
 	t.Run("OutputLimitClosesAtTheLimit", TestSidecarOutputLimitClosesAtTheLimit)
 	t.Run("OutputLimitOneLargeReply", TestSidecarOutputLimitOneLargeReply)
 	t.Run("UnownedSlots", TestSidecarUnownedSlots)
+	t.Run("HostileReplyLength", TestSidecarHostileReplyLength)
+	t.Run("PushMidStream", TestSidecarPushMidStream)
+	t.Run("MovedRefreshesBounded", TestSidecarMovedRefreshesBounded)
+	t.Run("WatchLostAbortsExec", TestSidecarWatchLostAbortsExec)
+	t.Run("ClusterSlotsErrorNotPlain", TestSidecarClusterSlotsErrorNotPlain)
+	t.Run("RefusedByOwnerFallsBack", TestSidecarRefusedByOwnerFallsBack)
 }

@@ -19,15 +19,17 @@ func parseValue(b []byte) (any, int, error) {
 	return v, n, err
 }
 
+// decode decodes the value at b[0]; b is a reply framer.next accepted,
+// so lines are found as the framer finds them (the first '\n', after a
+// '\r'): a '\r' inside a simple string must not be taken as its end,
+// which would read what follows it as values of their own (a count that
+// allocated a table of that size, a length past the buffer).
 func decode(b []byte) (any, []byte, error) {
-	i := 0
-	for i < len(b) && b[i] != '\r' {
-		i++
-	}
-	if i+1 >= len(b) {
+	nl := lineEnd(b)
+	if nl < 2 || b[nl-1] != '\r' {
 		return nil, nil, errProtocol
 	}
-	line, rest := string(b[1:i]), b[i+2:]
+	line, rest := string(b[1:nl-1]), b[nl+1:]
 	switch b[0] {
 	case '+':
 		return line, rest, nil
@@ -38,7 +40,7 @@ func decode(b []byte) (any, []byte, error) {
 		return n, rest, err
 	case '$':
 		n, err := strconv.Atoi(line)
-		if err != nil || n < -1 || len(rest) < n+2 {
+		if err != nil || n < -1 || (n >= 0 && n > len(rest)-2) {
 			return nil, nil, errProtocol
 		}
 		if n < 0 {
@@ -47,7 +49,9 @@ func decode(b []byte) (any, []byte, error) {
 		return string(rest[:n]), rest[n+2:], nil
 	case '*':
 		n, err := strconv.Atoi(line)
-		if err != nil || n < -1 {
+		// Every element takes at least 3 bytes ("+\r\n"): a larger
+		// count is not this reply's, and is not allocated.
+		if err != nil || n < -1 || n > len(rest)/3 {
 			return nil, nil, errProtocol
 		}
 		if n < 0 {
