@@ -140,3 +140,100 @@ func mustGCRA(t *testing.T) gcraLimit {
 type gcraLimit = gcra.Limit
 
 var newGCRA = gcra.NewLimit
+
+// A window key that expired in its grace (store/walk.go) is drained as
+// its state with its past expiry, not as a deletion, and stays in the
+// store for the next call to remake in place; on disk it must still
+// replace every older record of the key. Each key is first written with a
+// 1-hour window (a record live for an hour), then with a 100 ms one, and
+// drained 500 ms later: a restore from the log, and from a base written
+// then, must not have the key. Called again within its grace, the key is
+// remade and restores with its new state. Fails without the grace rule in
+// the drain (a deletion is written and the slot is freed), and if the
+// past-expiry record did not replace the hour-long one.
+func TestWindowExpiredInGraceDrained(t *testing.T) {
+	now := time.Date(2026, 3, 4, 5, 6, 0, 0, time.UTC)
+	nowMs := now.UnixMilli()
+	clock := now
+	db, err := persist.Open(t.TempDir(), persist.Options{Logger: quietLog(), Now: func() time.Time { return clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	st := store.New(store.Options{TrackDirty: true})
+	p := &persistence{db: db, st: st, log: quietLog()}
+	modes := []window.Mode{window.Fixed, window.Sliding, window.Log}
+	for _, m := range modes {
+		if _, err := st.Window([]byte("k:"+m.String()), window.Limit{Mode: m, Limit: 10, WindowMs: 3_600_000}, 1, nowMs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Write(p.drain(nowMs, nil)); err != nil {
+		t.Fatal(err)
+	}
+	short := func(m window.Mode) window.Limit { return window.Limit{Mode: m, Limit: 10, WindowMs: 100} }
+	for _, m := range modes {
+		r, err := st.Window([]byte("k:"+m.String()), short(m), 1, nowMs+1)
+		if err != nil || r.Limited || r.ResetAfter > 200 {
+			t.Fatalf("%v with a 100 ms window: %+v %v", m, r, err)
+		}
+	}
+	drainMs := nowMs + 500 // every key expired, within its grace
+	clock = now.Add(500 * time.Millisecond)
+	ops := p.drain(drainMs, nil)
+	if len(ops) != len(modes) {
+		t.Fatalf("drain gave %d ops, want %d", len(ops), len(modes))
+	}
+	for _, op := range ops {
+		if op.Delete || op.ExpireAtMs == 0 || op.ExpireAtMs > drainMs {
+			t.Errorf("%s drained as %+v, want its state with its past expiry", op.Key, op)
+		}
+	}
+	if err := db.Write(ops); err != nil {
+		t.Fatal(err)
+	}
+	if n := st.Len(); n != len(modes) {
+		t.Errorf("store holds %d keys after the drain, want %d (in their grace)", n, len(modes))
+	}
+	absent := func(what string) {
+		t.Helper()
+		re := store.New(store.Options{TrackDirty: true})
+		if err := (&persistence{db: db, st: re, log: quietLog()}).load(clock); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range modes {
+			if v, ok := re.Get([]byte("k:"+m.String()), drainMs); ok {
+				t.Errorf("%s: k:%v restored as %+v, want no key", what, m, v)
+			}
+		}
+	}
+	absent("from the log")
+	if _, err := db.WriteBase(func(w *persist.BaseWriter) error { return p.snapshot(drainMs, w) }); err != nil {
+		t.Fatal(err)
+	}
+	absent("from the base")
+
+	// Remade within the grace, in place, and restored as remade.
+	want := map[string]window.Result{}
+	for _, m := range modes {
+		if _, err := st.Window([]byte("k:"+m.String()), short(m), 2, drainMs+1); err != nil {
+			t.Fatal(err)
+		}
+		want[m.String()], _ = st.Window([]byte("k:"+m.String()), short(m), 0, drainMs+2)
+	}
+	if n := st.Len(); n != len(modes) {
+		t.Errorf("store holds %d keys after the calls, want %d", n, len(modes))
+	}
+	if err := db.Write(p.drain(drainMs+1, nil)); err != nil {
+		t.Fatal(err)
+	}
+	re := store.New(store.Options{TrackDirty: true})
+	if err := (&persistence{db: db, st: re, log: quietLog()}).load(clock); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range modes {
+		if got, err := re.Window([]byte("k:"+m.String()), short(m), 0, drainMs+2); err != nil || got != want[m.String()] {
+			t.Errorf("restored k:%v peeks %+v %v, want %+v", m, got, err, want[m.String()])
+		}
+	}
+}

@@ -131,6 +131,10 @@ func addLikeDrain(e *Encoder, op *Op) {
 	case op.Delete:
 		e.Delete(op.Key)
 	case op.Window:
+		if m, c, ok := window.DecodeCounters(op.Value); ok { // inline counters come as numbers
+			e.WindowCounters(op.Key, byte(m), c.Start, uint64(c.Prev), uint64(c.Curr), op.ExpireAtMs)
+			break
+		}
 		e.Window(op.Key, op.Value, op.ExpireAtMs)
 	case op.Kind != 0 && op.Object == nil:
 		e.Delta(op.Key, op.Kind, op.Value, op.ExpireAtMs)

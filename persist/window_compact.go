@@ -122,6 +122,28 @@ func appendCompactWindow(b []byte, tag byte, key []byte, exp, span int64, prev, 
 	return binary.AppendUvarint(b, curr)
 }
 
+// compactWindowMax bounds a compact entry's bytes besides its key, for a
+// key shorter than 128 bytes: the tag, the key's length and four varints.
+const compactWindowMax = 2 + 4*binary.MaxVarintLen64
+
+// putCompactWindow writes appendCompactWindow's entry for mode
+// (winModeFixed or winModeSliding) at b[0:], a key shorter than 128 bytes,
+// into b, which has room for len(key)+compactWindowMax bytes, and returns
+// its length.
+func putCompactWindow(b []byte, mode byte, key []byte, exp, span int64, prev, curr uint64) int {
+	b[0], b[1] = entryWinFixed, byte(len(key))
+	if mode == winModeSliding {
+		b[0] = entryWinSliding
+	}
+	i := 2 + copy(b[2:], key)
+	i += binary.PutVarint(b[i:], exp)
+	i += binary.PutVarint(b[i:], span)
+	if mode == winModeSliding {
+		i += binary.PutUvarint(b[i:], prev)
+	}
+	return i + binary.PutUvarint(b[i:], curr)
+}
+
 // decodeCompactWindow decodes a compact entry's fields after its key, at
 // chunk[off:], into the window package's state bytes (written into buf,
 // at least winSlidingLen bytes), and returns the offset past them.

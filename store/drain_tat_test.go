@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/celld/celld/window"
@@ -78,7 +79,9 @@ func TestDrainShardsViewTAT(t *testing.T) {
 // (FIXED and SLIDING keys with short names) to win, with the mode,
 // counters and expiry the Change had as WinMode, Win and ExpireAtMs, the
 // plain TATs to tat, and everything else (a LOG block, counters in a block
-// for a long name, an expired window, which is a deletion) to fn.
+// for a long name, a window expired past its grace, which is a deletion)
+// to fn. A window key that expired within its grace (winGrace) is written
+// as it is, with its past expiry, and keeps its slot.
 func TestDrainShardsViewNumbers(t *testing.T) {
 	lim := mustLimit(t, 100, 1, 1)
 	now := t0ms - t0ms%1000
@@ -101,8 +104,11 @@ func TestDrainShardsViewNumbers(t *testing.T) {
 			if _, err := s.Window(k, winLimit(m, 10, 1000), 2, now); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.Window(fmt.Appendf(nil, "gone:%v", m), winLimit(m, 10, 1), 1, now); err != nil {
-				t.Fatal(err) // expired by the drain: a deletion
+			if _, err := s.Window(fmt.Appendf(nil, "grace:%v", m), winLimit(m, 10, 1), 1, now); err != nil {
+				t.Fatal(err) // expired by the drain, in its grace: written as it is
+			}
+			if _, err := s.Window(fmt.Appendf(nil, "gone:%v", m), winLimit(m, 10, 1), 1, now-winGraceMs-10); err != nil {
+				t.Fatal(err) // past its grace at the drain: a deletion
 			}
 		}
 	}
@@ -121,9 +127,16 @@ func TestDrainShardsViewNumbers(t *testing.T) {
 	fill(s)
 	var got []string
 	wins := 0
+	dels := 0
 	s.DrainShardsViewNumbers(drainMs, 0, 0, nil, func(c *Change) {
 		if c.WinMode != 0 && !c.Deleted {
 			t.Errorf("inline counters went to fn: %s", describe(c))
+		}
+		if c.Deleted {
+			dels++
+			if !strings.HasPrefix(string(c.Key), "gone:") {
+				t.Errorf("deletion of %q, a key in its grace or live", c.Key)
+			}
 		}
 		got = append(got, describe(c))
 	}, func(key []byte, tat uint64, exp int64) {
@@ -138,8 +151,26 @@ func TestDrainShardsViewNumbers(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("DrainShardsViewNumbers's changes differ from DrainShardsView's:\n got %q\nwant %q", got, want)
 	}
-	if wins != 134 { // win:i for i%3 < 2
-		t.Fatalf("%d changes went to win, want 134", wins)
+	if wins != 136 { // win:i for i%3 < 2, grace:FIXED, grace:SLIDING
+		t.Fatalf("%d changes went to win, want 136", wins)
+	}
+	if dels != 2 { // gone:FIXED, gone:SLIDING
+		t.Fatalf("%d deletions, want 2", dels)
+	}
+	// The keys in their grace keep their slots (the next call remakes
+	// them there); those past it are gone.
+	if n, want := s.Len(), ref.Len(); n != want {
+		t.Fatalf("Len %d after the drain, want %d", n, want)
+	}
+	for _, m := range []window.Mode{window.Fixed, window.Sliding} {
+		for _, k := range []string{"grace:", "gone:"} {
+			key := []byte(k + m.String())
+			h := s.hashKey(key)
+			_, _, found := s.shardFor(h).findLocked(key, h)
+			if found != (k == "grace:") {
+				t.Errorf("%s: in the index after the drain = %v", key, found)
+			}
+		}
 	}
 	if s.DirtyKeys() != 0 {
 		t.Fatalf("%d dirty keys left after the drain", s.DirtyKeys())

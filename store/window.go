@@ -233,8 +233,73 @@ func (s *Store) Window(key []byte, l window.Limit, q int64, nowMs int64) (window
 	h := s.hashKey(key)
 	sh := s.shardFor(h)
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
 	slot, pos, found := sh.findLocked(key, h)
+	if found && l.WindowMs > 0 {
+		// The common FIXED or SLIDING call: a key of the call's mode with
+		// inline counters (windowInlineLocked; the mode is the tag).
+		// WindowMs > 0: nothing in it can panic with the lock held.
+		if e := &sh.slab[slot]; e.flags&kindMask == kindFlags(KindWindow) && e.tat&0xFF == uint64(l.Mode) && e.winInline() {
+			switch {
+			case e.alive(nowMs):
+				r, err := sh.windowInlineLocked(slot, l, q, nowMs, true)
+				sh.mu.Unlock()
+				return r, err
+			case 0 < q && q <= l.Limit && !s.overLimit():
+				// Expired (a FIXED key's first call in each window, in
+				// its grace): a fresh key's call that fits, which
+				// always writes, so the slot is remade in place, as
+				// windowLocked does with an expired key it writes.
+				sh.expired++
+				r, err := sh.windowInlineLocked(slot, l, q, nowMs, false)
+				sh.mu.Unlock()
+				return r, err
+			}
+		}
+	}
+	return s.windowLocked(sh, key, h, slot, pos, found, l, q, nowMs)
+}
+
+// windowInlineLocked is Window's call on slot, a window key of l.Mode
+// (FIXED or SLIDING) with inline counters, live (its counters are read)
+// or expired (live false: decided as a missing key, for a call that
+// writes): the decision on the entry's numbers and, for a write, the new
+// ones packed back into the entry (or, past the inline range, a block:
+// putCountersLocked). Requires sh.mu.
+//
+// Cost: what Window's general path spends on the same call without its
+// tests for the other cases (kind, memory bound, LOG, a new key), its
+// deferred unlock, and the release of a block an inline key does not
+// have: the path of every FIXED and SLIDING call on a key it finds.
+func (sh *shard) windowInlineLocked(slot uint32, l window.Limit, q, nowMs int64, live bool) (window.Result, error) {
+	e := &sh.slab[slot]
+	var c window.Counters
+	if live {
+		_, c = winUnpack(e.tat, e.off)
+	}
+	r, nc, write, err := l.ApplyCounters(c, live, nowMs, q)
+	switch {
+	case err != nil: // inline counts are never negative; kept as Window's answer
+		return window.Result{}, ErrInvalidValue
+	case !write:
+		return r, nil
+	}
+	exp := satAddMs(nowMs, r.ResetAfter)
+	if tat, off, ok := winPack(l.Mode, nc); ok {
+		sh.writeLocked(slot, tat, exp, kindFlags(KindWindow)|lruFlags(nowMs), "")
+		sh.slab[slot].off = off
+		return r, nil
+	}
+	if err := sh.putCountersLocked(slot, l.Mode, nc, exp, nowMs); err != nil {
+		return window.Result{}, err
+	}
+	return r, nil
+}
+
+// windowLocked is Window after the key's lookup (slot, pos, found:
+// findLocked's answer) for every case windowInlineLocked does not take.
+// It unlocks sh.mu.
+func (s *Store) windowLocked(sh *shard, key []byte, h uint64, slot uint32, pos int, found bool, l window.Limit, q, nowMs int64) (window.Result, error) {
+	defer sh.mu.Unlock()
 	ok := found && sh.slab[slot].alive(nowMs)
 	expired := found && !ok // its slot is reused if the call writes
 	var oom error

@@ -91,3 +91,70 @@ func TestSweepWindowGrace(t *testing.T) {
 		})
 	}
 }
+
+// A FIXED or SLIDING key found expired in its grace by a call that fits
+// takes Window's direct path (windowInlineLocked, not live): it must
+// answer, write and count as the general path does for an expired key it
+// remakes: a fresh key's reply, the same slot, the index untouched, one
+// expiry counted, the key dirty with its new expiry. A call that does not
+// fit, or a peek, leaves the direct path (the key is then removed on the
+// way, as every lookup does). Compared here with a store whose key, over
+// a long name, keeps its counters in a block and so always takes the
+// general path.
+func TestWindowExpiredInlineRemade(t *testing.T) {
+	for _, m := range []window.Mode{window.Fixed, window.Sliding} {
+		t.Run(m.String(), func(t *testing.T) {
+			l := winLimit(m, 5, 1000)
+			now := t0ms - t0ms%1000 + 10
+			for _, q := range []int64{1, 5, 6, 0} {
+				direct, general := New(Options{TrackDirty: true}), New(Options{TrackDirty: true})
+				short, long := []byte("x:key"), []byte("a-long-window-key-name:x")
+				for _, c := range []struct {
+					s *Store
+					k []byte
+				}{{direct, short}, {general, long}} {
+					if _, err := c.s.Window(c.k, l, 2, now); err != nil {
+						t.Fatal(err)
+					}
+					c.s.DrainFunc(now, nil, func(Change) {})
+				}
+				h := direct.hashKey(short)
+				sh := direct.shardFor(h)
+				slot0, _, _ := sh.findLocked(short, h)
+				if !sh.slab[slot0].winInline() {
+					t.Fatal("the short name's counters are not inline")
+				}
+				tombs, used := sh.tombs, sh.used
+				at := now + 2500 // both modes' keys expired, within the grace
+				got, gerr := direct.Window(short, l, q, at)
+				want, werr := general.Window(long, l, q, at)
+				if got != want || (gerr == nil) != (werr == nil) {
+					t.Fatalf("q=%d: direct path %+v %v, general %+v %v", q, got, gerr, want, werr)
+				}
+				if d, g := direct.ExpiredKeys(), general.ExpiredKeys(); d != 1 || g != 1 {
+					t.Errorf("q=%d: expired keys %d (direct) and %d (general), want 1", q, d, g)
+				}
+				written := q > 0 && q <= l.Limit
+				if v, ok := direct.Get(short, at); ok != written || (ok && v.ExpireAtMs != at+got.ResetAfter) {
+					t.Errorf("q=%d: key after the call %+v (present %v), want present %v expiring at %d", q, v, ok, written, at+got.ResetAfter)
+				}
+				if !written {
+					continue
+				}
+				if slot, _, ok := sh.findLocked(short, h); !ok || slot != slot0 || sh.tombs != tombs || sh.used != used {
+					t.Errorf("q=%d: remade in slot %d (found %v), tombs %d used %d; want slot %d, tombs %d used %d",
+						q, slot, ok, sh.tombs, sh.used, slot0, tombs, used)
+				}
+				var dirty int
+				direct.DrainFunc(at, nil, func(c Change) {
+					if string(c.Key) == string(short) && !c.Deleted && c.ExpireAtMs == at+got.ResetAfter {
+						dirty++
+					}
+				})
+				if dirty != 1 {
+					t.Errorf("q=%d: the remade key drained %d times with its new state, want 1", q, dirty)
+				}
+			}
+		})
+	}
+}

@@ -177,14 +177,44 @@ func (l Limit) slidingCounters(c Counters, exists bool, now, q int64) (Result, C
 	return r, Counters{Start: start, Prev: prev, Curr: curr}, true
 }
 
+// small31 reports whether every value is in [0, 2^31): then SLIDING's
+// products (each of two such values) are below 2^62 and a sum of two of
+// them, one factor being a sum of two values, below 2^64, so the exact
+// arithmetic fits a uint64 and needs no 128-bit product or division. A
+// negative value fails it (its uint64 has the top bit set). What every
+// call of a limit and window under 2^31 (24 days in ms) takes.
+func small31(a, b, c, d, e int64) bool {
+	return (uint64(a)|uint64(b)|uint64(c)|uint64(d)|uint64(e))>>31 == 0
+}
+
 // slidingFits reports prev×(w−e) + (curr+q)×w ≤ limit×w.
 func slidingFits(prev, curr, q, limit, w, e int64) bool {
+	if small31(prev, curr, q, limit, w) { // 0 ≤ w−e ≤ w
+		return uint64(prev)*uint64(w-e)+(uint64(curr)+uint64(q))*uint64(w) <= uint64(limit)*uint64(w)
+	}
+	return slidingFitsWide(prev, curr, q, limit, w, e)
+}
+
+// slidingFitsWide is slidingFits for any counts, in 128 bits.
+func slidingFitsWide(prev, curr, q, limit, w, e int64) bool {
 	lhs := mul(uint64(prev), uint64(w-e)).add(mul(uint64(curr)+uint64(q), uint64(w)))
 	return lhs.cmp(mul(uint64(limit), uint64(w))) <= 0
 }
 
 // slidingRemaining is ⌊(limit×w − prev×(w−e) − curr×w) / w⌋, never below 0.
 func slidingRemaining(prev, curr, limit, w, e int64) int64 {
+	if small31(prev, curr, limit, w, 0) {
+		have, owe := uint64(limit)*uint64(w), uint64(prev)*uint64(w-e)+uint64(curr)*uint64(w)
+		if have <= owe {
+			return 0
+		}
+		return int64((have - owe) / uint64(w)) // ≤ limit
+	}
+	return slidingRemainingWide(prev, curr, limit, w, e)
+}
+
+// slidingRemainingWide is slidingRemaining for any counts, in 128 bits.
+func slidingRemainingWide(prev, curr, limit, w, e int64) int64 {
 	have := mul(uint64(limit), uint64(w))
 	owe := mul(uint64(prev), uint64(w-e)).add(mul(uint64(curr), uint64(w)))
 	if have.cmp(owe) <= 0 {
