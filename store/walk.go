@@ -489,8 +489,9 @@ func (s *Store) DrainShardsViewNumbers(nowMs int64, first, limit int, scratch []
 const viewAhead = 12
 
 // prefetchRawHeadLocked starts loading the rawv header of slot's verbatim
-// text, when it has one, or the first line of its window block (a LOG
-// key's state, which the drain copies), when it has one. Requires sh.mu.
+// text, when it has one, or the lines of its window block's state (a LOG
+// key's, which the drain copies: its first and its last line), when it
+// has one. Requires sh.mu.
 func (sh *shard) prefetchRawHeadLocked(slot uint32) {
 	if int(slot) >= len(sh.slab) {
 		return
@@ -502,8 +503,12 @@ func (sh *shard) prefetchRawHeadLocked(slot uint32) {
 			prefetch(uintptr(unsafe.Pointer(&sh.rawv[i])))
 		}
 	case e.flags&kindMask != 0 && e.kind() == KindWindow && e.tat != 0 && !e.winInline():
-		if off, n, _ := winUnref(e.tat); n > 0 && off < len(sh.win.heap) {
-			prefetch(uintptr(unsafe.Pointer(&sh.win.heap[off])))
+		if off, n, _ := winUnref(e.tat); n > 0 && off+n <= len(sh.win.heap) {
+			p := uintptr(unsafe.Pointer(&sh.win.heap[off]))
+			prefetch(p)
+			if q := p + uintptr(n) - 1; q>>6 != p>>6 {
+				prefetch(q) // a state of more than one line: the drain reads it all
+			}
 		}
 	}
 }
