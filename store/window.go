@@ -274,7 +274,7 @@ func (s *Store) Window(key []byte, l window.Limit, q int64, nowMs int64) (window
 		// (window.Limit.ApplyInPlace): no copy of the log to scratch
 		// and back.
 		counters = false
-		r, next, inPlace, write, err = l.ApplyInPlace(sh.winBlock(slot), nowMs, q, sh.win.scratch)
+		next, inPlace, write, err = l.ApplyInPlaceTo(&r, sh.winBlock(slot), nowMs, q, sh.win.scratch)
 		if !inPlace {
 			sh.win.scratch = next[:0]
 		}
