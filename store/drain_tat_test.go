@@ -77,9 +77,8 @@ func TestDrainShardsViewTAT(t *testing.T) {
 // the same changes as DrainShardsView: the live inline window counters
 // (FIXED and SLIDING keys with short names) to win, with the mode,
 // counters and expiry the Change had as WinMode, Win and ExpireAtMs, the
-// plain TATs to tat, the window states in a block (a LOG's, counters of a
-// long name) to state when it is given, and everything else (those states
-// when state is nil, an expired window, which is a deletion) to fn.
+// plain TATs to tat, and everything else (a LOG block, counters in a block
+// for a long name, an expired window, which is a deletion) to fn.
 func TestDrainShardsViewNumbers(t *testing.T) {
 	lim := mustLimit(t, 100, 1, 1)
 	now := t0ms - t0ms%1000
@@ -118,49 +117,32 @@ func TestDrainShardsViewNumbers(t *testing.T) {
 	var want []string
 	ref.DrainShardsView(drainMs, 0, 0, nil, func(c *Change) { want = append(want, describe(c)) })
 
-	// With state nil, window states in a block go to fn as Changes;
-	// with it, to state.
-	for _, withState := range []bool{false, true} {
-		s := New(Options{TrackDirty: true})
-		fill(s)
-		var got []string
-		wins, states := 0, 0
-		var stateFn func(key, state []byte, exp int64)
-		if withState {
-			stateFn = func(key, state []byte, exp int64) {
-				states++
-				got = append(got, describe(&Change{Key: key, Text: state, Kind: KindWindow, ExpireAtMs: exp}))
-			}
+	s := New(Options{TrackDirty: true})
+	fill(s)
+	var got []string
+	wins := 0
+	s.DrainShardsViewNumbers(drainMs, 0, 0, nil, func(c *Change) {
+		if c.WinMode != 0 && !c.Deleted {
+			t.Errorf("inline counters went to fn: %s", describe(c))
 		}
-		s.DrainShardsViewNumbers(drainMs, 0, 0, nil, func(c *Change) {
-			if c.WinMode != 0 && !c.Deleted {
-				t.Errorf("inline counters went to fn: %s", describe(c))
-			}
-			if withState && c.Kind == KindWindow && !c.Deleted {
-				t.Errorf("a window state in a block went to fn: %s", describe(c))
-			}
-			got = append(got, describe(c))
-		}, func(key []byte, tat uint64, exp int64) {
-			got = append(got, describe(&Change{Key: key, TAT: tat, IsTAT: true, ExpireAtMs: exp}))
-		}, func(key []byte, mode byte, start int64, prev, curr uint64, exp int64) {
-			wins++
-			got = append(got, describe(&Change{Key: key, Kind: KindWindow, ExpireAtMs: exp, WinMode: window.Mode(mode),
-				Win: window.Counters{Start: start, Prev: int64(prev), Curr: int64(curr)}}))
-		}, stateFn)
-		sort.Strings(want)
-		sort.Strings(got)
-		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Fatalf("state %v: DrainShardsViewNumbers's changes differ from DrainShardsView's:\n got %q\nwant %q", withState, got, want)
-		}
-		if wins != 134 { // win:i for i%3 < 2
-			t.Fatalf("%d changes went to win, want 134", wins)
-		}
-		if want := 68; withState && states != want { // win:i for i%3 == 2 (LOG), and the two long names
-			t.Fatalf("%d changes went to state, want %d", states, want)
-		}
-		if s.DirtyKeys() != 0 {
-			t.Fatalf("%d dirty keys left after the drain", s.DirtyKeys())
-		}
+		got = append(got, describe(c))
+	}, func(key []byte, tat uint64, exp int64) {
+		got = append(got, describe(&Change{Key: key, TAT: tat, IsTAT: true, ExpireAtMs: exp}))
+	}, func(key []byte, mode byte, start int64, prev, curr uint64, exp int64) {
+		wins++
+		got = append(got, describe(&Change{Key: key, Kind: KindWindow, ExpireAtMs: exp, WinMode: window.Mode(mode),
+			Win: window.Counters{Start: start, Prev: int64(prev), Curr: int64(curr)}}))
+	}, nil)
+	sort.Strings(want)
+	sort.Strings(got)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("DrainShardsViewNumbers's changes differ from DrainShardsView's:\n got %q\nwant %q", got, want)
+	}
+	if wins != 134 { // win:i for i%3 < 2
+		t.Fatalf("%d changes went to win, want 134", wins)
+	}
+	if s.DirtyKeys() != 0 {
+		t.Fatalf("%d dirty keys left after the drain", s.DirtyKeys())
 	}
 }
 
@@ -224,5 +206,76 @@ func TestDumpShardTAT(t *testing.T) {
 	}
 	if len(want) != 302+5 { // verbatim, invalid, text, two windows
 		t.Fatalf("DumpShard gave %d keys, want %d", len(want), 302+5)
+	}
+}
+
+// TestDrainShardsViewState checks that DrainShardsViewNumbers with a state
+// callback hands it every live window key whose state is in a block (a
+// LOG key's; counters of a name too long to keep them inline), with the
+// key, state and expiry DrainShardsView's Change had as Key, Text and
+// ExpireAtMs, and that fn gets everything else as before. It fails if such
+// a state goes to fn, or a key is dropped, given twice or changed.
+func TestDrainShardsViewState(t *testing.T) {
+	lim := mustLimit(t, 100, 1, 1)
+	now := t0ms - t0ms%1000
+	fill := func(s *Store) {
+		for i := range 20 {
+			if _, err := s.Throttle(fmt.Appendf(nil, "tat:%d", i), lim, 1, now*1e6); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range 120 {
+			m := []window.Mode{window.Fixed, window.Sliding, window.Log}[i%3]
+			for j := range 1 + i%5 {
+				if _, err := s.Window(fmt.Appendf(nil, "win:%d", i), winLimit(m, 10, 1000), 1, now+int64(j)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for _, m := range []window.Mode{window.Fixed, window.Sliding, window.Log} {
+			k := fmt.Appendf(nil, "a-window-key-longer-than-sixteen-bytes:%v", m)
+			if _, err := s.Window(k, winLimit(m, 10, 1000), 2, now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		putValue(s, "text", now, Value{Raw: "hello"})
+	}
+	describe := func(c *Change) string {
+		return fmt.Sprintf("%s del=%v tat=%v/%d text=%q kind=%v exp=%d mode=%v win=%+v",
+			c.Key, c.Deleted, c.IsTAT, c.TAT, c.Text, c.Kind, c.ExpireAtMs, c.WinMode, c.Win)
+	}
+	drainMs := now + 10
+	ref := New(Options{TrackDirty: true})
+	fill(ref)
+	var want []string
+	ref.DrainShardsView(drainMs, 0, 0, nil, func(c *Change) { want = append(want, describe(c)) })
+
+	s := New(Options{TrackDirty: true})
+	fill(s)
+	var got []string
+	states := 0
+	s.DrainShardsViewNumbers(drainMs, 0, 0, nil, func(c *Change) {
+		if c.Kind == KindWindow && !c.Deleted && c.WinMode == 0 {
+			t.Errorf("a window state in a block went to fn: %s", describe(c))
+		}
+		got = append(got, describe(c))
+	}, func(key []byte, tat uint64, exp int64) {
+		got = append(got, describe(&Change{Key: key, TAT: tat, IsTAT: true, ExpireAtMs: exp}))
+	}, nil, func(key, state []byte, exp int64) {
+		states++
+		got = append(got, describe(&Change{Key: key, Text: state, Kind: KindWindow, ExpireAtMs: exp}))
+	})
+	sort.Strings(want)
+	sort.Strings(got)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("DrainShardsViewNumbers's changes differ from DrainShardsView's:\n got %q\nwant %q", got, want)
+	}
+	// win nil: the inline counters come as Changes with WinMode. In
+	// blocks: the 40 LOG keys and the three long names.
+	if states != 43 {
+		t.Fatalf("%d changes went to state, want 43", states)
+	}
+	if s.DirtyKeys() != 0 {
+		t.Fatalf("%d dirty keys left after the drain", s.DirtyKeys())
 	}
 }
