@@ -231,7 +231,7 @@ func (sh *shard) appendWinState(buf []byte, slot uint32) []byte {
 // window.Limit.Apply over its block. No allocation for an existing key
 // whose state fits (a new key or a growing log may grow the slab, index
 // or heap).
-func (s *Store) Window(key []byte, l window.Limit, q int64, nowMs int64) (r window.Result, _ error) {
+func (s *Store) Window(key []byte, l window.Limit, q int64, nowMs int64) (window.Result, error) {
 	h := s.hashKey(key)
 	sh := s.shardFor(h)
 	sh.mu.Lock()
@@ -250,6 +250,7 @@ func (s *Store) Window(key []byte, l window.Limit, q int64, nowMs int64) (r wind
 		pos = -1
 	}
 	var (
+		r    window.Result
 		next []byte          // the new state as bytes (a LOG, or a state in a block)
 		nc   window.Counters // the new state as numbers (FIXED, SLIDING)
 		// inPlace: next is already in slot's block (its length to set)
