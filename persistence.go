@@ -448,8 +448,9 @@ const (
 //
 // Each change is encoded while its shard's lock is held
 // (store.DrainShardsViewNumbers): no key is copied and no persist.Op is
-// built; a plain TAT goes straight to e.TAT and inline window counters to
-// e.WindowCounters, without a store.Change.
+// built; a plain TAT goes straight to e.TAT, inline window counters to
+// e.WindowCounters and a window state in a block to e.Window, without a
+// store.Change.
 func (p *persistence) encodeUpTo(nowMs int64, e *persist.Encoder, limit int) (more bool) {
 	return p.encodeSlice(nowMs, e, limit, limit == 0)
 }
@@ -506,6 +507,9 @@ func (p *persistence) encodeSlice(nowMs int64, e *persist.Encoder, limit int, ro
 	// with short names), with the same arguments as add's KindWindow case
 	// gives WindowCounters.
 	win := e.WindowCounters
+	// and window states in a block (CL.WINDOW LOG's), as add's
+	// KindWindow case gives Window.
+	state := e.Window
 	total := len(stores) * store.NumShards
 	n := e.Len()
 	for p.visited < total && (limit == 0 || e.Len()-n < limit) {
@@ -520,7 +524,7 @@ func (p *persistence) encodeSlice(nowMs int64, e *persist.Encoder, limit int, ro
 			continue
 		}
 		e.SetDB(st.ID())
-		next, scratch := st.DrainShardsViewNumbers(nowMs, first, max(limit-(e.Len()-n), 0), p.scratch, add, tat, win)
+		next, scratch := st.DrainShardsViewNumbers(nowMs, first, max(limit-(e.Len()-n), 0), p.scratch, add, tat, win, state)
 		if cap(scratch) <= maxScratch {
 			p.scratch = scratch
 		}

@@ -136,7 +136,7 @@ func BenchmarkDrainViewFixed(b *testing.B) {
 			if mode == "numbers" {
 				win = func([]byte, byte, int64, uint64, uint64, int64) { n++ }
 			}
-			_, scratch := s.DrainShardsViewNumbers(now, 0, 0, nil, count, nil, win)
+			_, scratch := s.DrainShardsViewNumbers(now, 0, 0, nil, count, nil, win, nil)
 			perm := rand.New(rand.NewPCG(1, 2)).Perm(live)
 			var cpu int64
 			b.ReportAllocs()
@@ -151,7 +151,7 @@ func BenchmarkDrainViewFixed(b *testing.B) {
 				n = 0
 				b.StartTimer()
 				c0 := processCPUNs()
-				_, scratch = s.DrainShardsViewNumbers(now, 0, 0, scratch, count, nil, win)
+				_, scratch = s.DrainShardsViewNumbers(now, 0, 0, scratch, count, nil, win, nil)
 				cpu += processCPUNs() - c0
 				if n != dirty {
 					b.Fatalf("drained %d changes, want %d", n, dirty)

@@ -145,7 +145,7 @@ func TestDrainShardsViewNumbers(t *testing.T) {
 		wins++
 		got = append(got, describe(&Change{Key: key, Kind: KindWindow, ExpireAtMs: exp, WinMode: window.Mode(mode),
 			Win: window.Counters{Start: start, Prev: int64(prev), Curr: int64(curr)}}))
-	})
+	}, nil)
 	sort.Strings(want)
 	sort.Strings(got)
 	if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -237,5 +237,76 @@ func TestDumpShardTAT(t *testing.T) {
 	}
 	if len(want) != 302+5 { // verbatim, invalid, text, two windows
 		t.Fatalf("DumpShard gave %d keys, want %d", len(want), 302+5)
+	}
+}
+
+// TestDrainShardsViewState checks that DrainShardsViewNumbers with a state
+// callback hands it every live window key whose state is in a block (a
+// LOG key's; counters of a name too long to keep them inline), with the
+// key, state and expiry DrainShardsView's Change had as Key, Text and
+// ExpireAtMs, and that fn gets everything else as before. It fails if such
+// a state goes to fn, or a key is dropped, given twice or changed.
+func TestDrainShardsViewState(t *testing.T) {
+	lim := mustLimit(t, 100, 1, 1)
+	now := t0ms - t0ms%1000
+	fill := func(s *Store) {
+		for i := range 20 {
+			if _, err := s.Throttle(fmt.Appendf(nil, "tat:%d", i), lim, 1, now*1e6); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range 120 {
+			m := []window.Mode{window.Fixed, window.Sliding, window.Log}[i%3]
+			for j := range 1 + i%5 {
+				if _, err := s.Window(fmt.Appendf(nil, "win:%d", i), winLimit(m, 10, 1000), 1, now+int64(j)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for _, m := range []window.Mode{window.Fixed, window.Sliding, window.Log} {
+			k := fmt.Appendf(nil, "a-window-key-longer-than-sixteen-bytes:%v", m)
+			if _, err := s.Window(k, winLimit(m, 10, 1000), 2, now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		putValue(s, "text", now, Value{Raw: "hello"})
+	}
+	describe := func(c *Change) string {
+		return fmt.Sprintf("%s del=%v tat=%v/%d text=%q kind=%v exp=%d mode=%v win=%+v",
+			c.Key, c.Deleted, c.IsTAT, c.TAT, c.Text, c.Kind, c.ExpireAtMs, c.WinMode, c.Win)
+	}
+	drainMs := now + 10
+	ref := New(Options{TrackDirty: true})
+	fill(ref)
+	var want []string
+	ref.DrainShardsView(drainMs, 0, 0, nil, func(c *Change) { want = append(want, describe(c)) })
+
+	s := New(Options{TrackDirty: true})
+	fill(s)
+	var got []string
+	states := 0
+	s.DrainShardsViewNumbers(drainMs, 0, 0, nil, func(c *Change) {
+		if c.Kind == KindWindow && !c.Deleted && c.WinMode == 0 {
+			t.Errorf("a window state in a block went to fn: %s", describe(c))
+		}
+		got = append(got, describe(c))
+	}, func(key []byte, tat uint64, exp int64) {
+		got = append(got, describe(&Change{Key: key, TAT: tat, IsTAT: true, ExpireAtMs: exp}))
+	}, nil, func(key, state []byte, exp int64) {
+		states++
+		got = append(got, describe(&Change{Key: key, Text: state, Kind: KindWindow, ExpireAtMs: exp}))
+	})
+	sort.Strings(want)
+	sort.Strings(got)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("DrainShardsViewNumbers's changes differ from DrainShardsView's:\n got %q\nwant %q", got, want)
+	}
+	// win nil: the inline counters come as Changes with WinMode. In
+	// blocks: the 40 LOG keys and the three long names.
+	if states != 43 {
+		t.Fatalf("%d changes went to state, want 43", states)
+	}
+	if s.DirtyKeys() != 0 {
+		t.Fatalf("%d dirty keys left after the drain", s.DirtyKeys())
 	}
 }

@@ -116,8 +116,9 @@ func (s *Store) prefetchObjects(keys [][]byte, hs []uint64) {
 	}
 }
 
-// prefetchBlockLocked prefetches, for writing, the first and last bytes
-// of the window block of the entry in slot, when that entry is a window
+// prefetchBlockLocked prefetches, for writing, the first and (when on
+// another line) the last bytes of the state in the window block of the
+// entry in slot, when that entry is a window
 // key whose state is in a block; anything else (a slot past the slab, a
 // free slot, another kind, an inline window) costs the checks only.
 // Requires sh.mu.
@@ -128,8 +129,11 @@ func (sh *shard) prefetchBlockLocked(slot int) {
 	if e := &sh.slab[slot]; e.kind() == KindWindow && e.tat != 0 && !e.winInline() {
 		off, n, _ := winUnref(e.tat)
 		if n > 0 && off >= 0 && off+n <= len(sh.win.heap) {
-			prefetchw(uintptr(unsafe.Pointer(&sh.win.heap[off])))
-			prefetchw(uintptr(unsafe.Pointer(&sh.win.heap[off+n-1])))
+			p := uintptr(unsafe.Pointer(&sh.win.heap[off]))
+			prefetchw(p)
+			if q := p + uintptr(n) - 1; q>>6 != p>>6 {
+				prefetchw(q) // a state of more than one line (winPad)
+			}
 		}
 	}
 }

@@ -75,30 +75,35 @@ type hdrLog struct {
 	c0             int // offset of c₀
 }
 
-// readHdr decodes state's header (state[0] == logHdr).
-func readHdr(state []byte) (h hdrLog, ok bool) {
+// readHdr decodes state's header (state[0] == logHdr) into h. A pointer
+// rather than a returned struct: the caller kept a returned hdrLog with
+// six 8-byte stores and copied it with 16-byte loads, which the CPU cannot
+// forward from those stores: a stall in every LOG call (in perf of
+// bench/window.sh's LOG row, ~a fifth of decideHdr's samples sat on that
+// copy).
+func readHdr(state []byte, h *hdrLog) (ok bool) {
 	off := 1
 	if len(state) > 4 && state[1]|state[2] < 0x80 { // n and total under 128
 		h.n, h.total, off = uint64(state[1]), uint64(state[2]), 3
 	} else {
 		if h.n, off = uvAt(state, off); off < 0 {
-			return h, false
+			return false
 		}
 		if h.total, off = uvAt(state, off); off < 0 {
-			return h, false
+			return false
 		}
 	}
 	if h.span, off = uvAt(state, off); off < 0 {
-		return h, false
+		return false
 	}
 	h.tAt = off
 	// varintHead reads the varint at [1:] of the slice it is given.
 	t0, end := varintHead(state[off-1:])
 	if end <= 0 {
-		return h, false
+		return false
 	}
 	h.t0, h.c0 = t0, off-1+end
-	return h, h.n > 0 && h.c0 < len(state)
+	return h.n > 0 && h.c0 < len(state)
 }
 
 // appendHdr appends a header (mode byte included) and t₀.
@@ -120,11 +125,15 @@ type hdrEdit struct {
 	src, end int
 }
 
-// decideHdr decides a LOG call on a header-format state and, for an
-// allowed one with q > 0 (write), how to write its new state (e).
+// decideHdr decides a LOG call on a header-format state into r and, for
+// an allowed one with q > 0 (write), how to write its new state (e). r is
+// written through, not returned: Result has five fields, so Go keeps it
+// in memory, and a returned one was stored field by field and copied
+// with 16-byte loads that the CPU cannot forward from those stores (a
+// stall per call; see readHdr).
 // Cost: the header, the entries that leave the window; a denied call
 // also walks the window's entries up to the unit that must leave.
-func (l Limit) decideHdr(state []byte, now, q int64, e *hdrEdit) (Result, bool, error) {
+func (l Limit) decideHdr(state []byte, now, q int64, e *hdrEdit, r *Result) (bool, error) {
 	w := l.WindowMs
 	var (
 		t, lastT int64 // the first entry in the window's time, the newest's
@@ -133,9 +142,10 @@ func (l Limit) decideHdr(state []byte, now, q int64, e *hdrEdit) (Result, bool, 
 		in       uint64
 	)
 	if len(state) > 0 {
-		h, ok := readHdr(state)
-		if !ok {
-			return Result{}, false, ErrCorrupt
+		var h hdrLog
+		if !readHdr(state, &h) {
+			*r = Result{}
+			return false, ErrCorrupt
 		}
 		lastT = h.t0 + int64(h.span)
 		if lastT > now { // a clock step back: decide as of the newest unit
@@ -151,7 +161,8 @@ func (l Limit) decideHdr(state []byte, now, q int64, e *hdrEdit) (Result, bool, 
 			if uint(cAt) < uint(len(state)) && state[cAt] < 0x80 {
 				c, off = uint64(state[cAt]), cAt+1
 			} else if c, off = uvAt(state, cAt); off < 0 {
-				return Result{}, false, ErrCorrupt
+				*r = Result{}
+				return false, ErrCorrupt
 			}
 			used -= int64(c)
 			if k++; k == h.n || off >= len(state) {
@@ -161,7 +172,8 @@ func (l Limit) decideHdr(state []byte, now, q int64, e *hdrEdit) (Result, bool, 
 			if state[off] < 0x80 {
 				d, next = uint64(state[off]), off+1
 			} else if d, next = uvAt(state, off); next < 0 {
-				return Result{}, false, ErrCorrupt
+				*r = Result{}
+				return false, ErrCorrupt
 			}
 			t, cAt = t+int64(d), next
 		}
@@ -169,10 +181,11 @@ func (l Limit) decideHdr(state []byte, now, q int64, e *hdrEdit) (Result, bool, 
 		if in == 0 || used < 0 {
 			in, used = 0, 0
 		} else if cAt >= len(state) {
-			return Result{}, false, ErrCorrupt // a header that promises more entries than there are
+			*r = Result{}
+			return false, ErrCorrupt // a header that promises more entries than there are
 		}
 	}
-	r := Result{Limit: l.Limit, RetryAfter: -1}
+	*r = Result{Limit: l.Limit, RetryAfter: -1}
 	if !fits(used, q, l.Limit) {
 		r.Limited = true
 		r.Remaining = remaining(l.Limit, used)
@@ -183,14 +196,14 @@ func (l Limit) decideHdr(state []byte, now, q int64, e *hdrEdit) (Result, bool, 
 		if in > 0 {
 			r.ResetAfter = lastT + w - now
 		}
-		return r, false, nil
+		return false, nil
 	}
 	r.Remaining = remaining(l.Limit, used+q)
 	if q == 0 {
 		if in > 0 {
 			r.ResetAfter = lastT + w - now
 		}
-		return r, false, nil
+		return false, nil
 	}
 	r.ResetAfter = w
 	total := uint64(used + q)
@@ -210,7 +223,8 @@ func (l Limit) decideHdr(state []byte, now, q int64, e *hdrEdit) (Result, bool, 
 		}
 		c, end := uvAt(state, j)
 		if end != len(state) {
-			return Result{}, false, ErrCorrupt
+			*r = Result{}
+			return false, ErrCorrupt
 		}
 		head = appendHdr(head, in, total, uint64(now-t), t)
 		e.src, e.end = cAt, j
@@ -225,7 +239,8 @@ func (l Limit) decideHdr(state []byte, now, q int64, e *hdrEdit) (Result, bool, 
 		d, off2 := uvAt(state, max(off, 0))
 		c2, end := uvAt(state, max(off2, 0))
 		if off < 0 || off2 < 0 || end < 0 {
-			return Result{}, false, ErrCorrupt
+			*r = Result{}
+			return false, ErrCorrupt
 		}
 		t2 := t + int64(d)
 		head = appendHdr(head, in, total, uint64(now-t2), t2)
@@ -235,7 +250,7 @@ func (l Limit) decideHdr(state []byte, now, q int64, e *hdrEdit) (Result, bool, 
 		tail = binary.AppendUvarint(tail, uint64(q))
 	}
 	e.hn, e.tn = len(head), len(tail)
-	return r, true, nil
+	return true, nil
 }
 
 // satAddU is a + b saturated at 2^63 − 1.
@@ -375,7 +390,8 @@ func Load(state, buf []byte) ([]byte, error) {
 	case byte(Log):
 		return toHdr(state, buf)
 	case logHdr:
-		h, ok := readHdr(state)
+		var h hdrLog
+		ok := readHdr(state, &h)
 		var hb [64]byte
 		if !ok || len(appendHdr(hb[:0], h.n, h.total, h.span, h.t0)) != h.c0 {
 			return nil, ErrCorrupt // (a header field not in its shortest form)

@@ -17,7 +17,8 @@ func plainOf(tb testing.TB, st []byte) []byte {
 	if len(st) == 0 {
 		return st
 	}
-	h, ok := readHdr(st)
+	var h hdrLog
+	ok := readHdr(st, &h)
 	if st[0] != logHdr || !ok {
 		tb.Fatalf("plainOf(%x): not a header-format state", st)
 	}
@@ -247,8 +248,8 @@ func TestLoadRefusesOverMaxEntries(t *testing.T) {
 	// oneMore is a header-format state with one entry more than st (1 ms
 	// later, one unit), its header made to agree.
 	oneMore := func(st []byte) []byte {
-		h, ok := readHdr(st)
-		if !ok {
+		var h hdrLog
+		if !readHdr(st, &h) {
 			t.Fatalf("readHdr(%x) failed", st)
 		}
 		more := appendHdr(nil, h.n+1, h.total+1, h.span+1, h.t0)

@@ -148,7 +148,8 @@ func (l Limit) Apply(state []byte, nowMs, q int64, buf []byte) (r Result, next [
 	case Log:
 		if len(state) == 0 || state[0] == logHdr {
 			var e hdrEdit
-			r, write, err := l.decideHdr(state, nowMs, q, &e)
+			var r Result
+			write, err := l.decideHdr(state, nowMs, q, &e, &r)
 			if err != nil || !write {
 				return r, next, false, err
 			}
@@ -198,8 +199,8 @@ func satAdd(a, b int64) int64 {
 // in). A state that does not decode is returned unchanged with false.
 func ShiftBack(state []byte, ms int64, buf []byte) ([]byte, bool) {
 	if len(state) >= 2 && state[0] == logHdr {
-		h, ok := readHdr(state)
-		if !ok {
+		var h hdrLog
+		if !readHdr(state, &h) {
 			return state, false
 		}
 		out := append(buf[:0], state[:h.tAt]...)
