@@ -11,9 +11,11 @@ import (
 // TestDirtyTailIsTheNextAppend checks the address Throttle and ThrottleIn
 // prefetch (dirtyTailLocked): it is where the shard's next dirty-list
 // append writes, through the list's growth and a drain's swap to the spare
-// list, and 0 when the append would grow the list or nothing is tracked.
-// A prefetch of the wrong line costs no correctness, only the miss it was
-// for, so this is the test that can see it.
+// list, and 0 when the append would grow the list or nothing is tracked;
+// and the line PrefetchWith prefetches (shard.dirtyLine) is that address's
+// line after every write and drain. A prefetch of the wrong line costs no
+// correctness, only the miss it was for, so this is the test that can see
+// it.
 func TestDirtyTailIsTheNextAppend(t *testing.T) {
 	const now = int64(1_796_007_429_047_000_000)
 	lim := mustLimit(t, 1e9, 1e9, 1)
@@ -35,7 +37,13 @@ func TestDirtyTailIsTheNextAppend(t *testing.T) {
 				sh.mu.Lock()
 				tail := sh.dirtyTailLocked()
 				n, c := len(sh.dirty), cap(sh.dirty)
+				line := sh.dirtyLine.Load()
 				sh.mu.Unlock()
+				// What PrefetchWith prefetches without the lock: the
+				// tail's line, published by every change of the list.
+				if line != tail&^63 {
+					t.Fatalf("track %v, len %d cap %d, round %d: dirtyLine %#x, want the tail's line %#x", track, n, c, round, line, tail&^63)
+				}
 				if !track || n == c {
 					if tail != 0 {
 						t.Fatalf("track %v, len %d cap %d: tail %#x, want 0", track, n, c, tail)
