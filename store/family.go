@@ -24,6 +24,9 @@ func (s *Store) ThrottleIn(u gcra.Unit, key []byte, lim gcra.Limit, q int64, now
 	h := s.hashKey(key)
 	sh := s.shardFor(h)
 	sh.mu.Lock()
+	if p := sh.dirtyTailLocked(); p != 0 {
+		prefetchw(p) // the dirty list's next line, for the append (dirtyTailLocked)
+	}
 	slot, ok := sh.lookupLocked(key, h, nowMs)
 	var oom error
 	if !ok && s.overLimit() {

@@ -76,6 +76,7 @@ func (sh *shard) retimeLocked(slot uint32, exp int64, nowMs int64) {
 	if sh.track && e.flags&flagDirty == 0 {
 		e.flags |= flagDirty
 		sh.dirty = append(sh.dirty, slot)
+		sh.noteDirtyTailLocked()
 	}
 	if sh.rl != nil {
 		sh.rl.noteWrite(slot, e, sh.keyOf(e))

@@ -40,7 +40,9 @@ func (sh *shard) publishLocked() {
 // Cost per key: one hash, one prefetch of its index line (two when its
 // first prefetchProbe words cross a line: 7 keys in 8), atomic loads of up
 // to prefetchProbe words that the first pass has usually brought in, and
-// two prefetches of the entry.
+// two prefetches of the entry; with persistence, an atomic load and a
+// prefetch of the line a write's dirty mark is appended to (shard.dirtyLine:
+// a store missing there made Throttle's unlock wait).
 func (s *Store) Prefetch(keys [][]byte, hs []uint64) { s.PrefetchWith(keys, hs, nil) }
 
 // PrefetchWith is Prefetch that also starts loading the window blocks
@@ -82,6 +84,9 @@ func (s *Store) PrefetchWith(keys [][]byte, hs []uint64, win []int32) {
 			} else {
 				sh.prefetchFree() // most likely absent: a write inserts it
 			}
+		}
+		if p := sh.dirtyLine.Load(); p != 0 {
+			prefetchw(p) // where a write's dirty mark goes (persistence; shard.dirtyLine)
 		}
 	}
 	if len(win) > 0 {

@@ -285,6 +285,7 @@ func (s *Store) DrainShards(nowMs int64, first, limit int, block []byte, fn func
 		sh.mu.Lock()
 		deleted, dirty := sh.deleted, sh.dirty
 		sh.deleted, sh.dirty = nil, sh.spare[:0]
+		sh.noteDirtyTailLocked()
 		for _, k := range deleted {
 			fn(Change{Key: k, Deleted: true})
 		}
@@ -416,6 +417,7 @@ func (s *Store) DrainShardsViewNumbers(nowMs int64, first, limit int, scratch []
 		sh.mu.Lock()
 		deleted, dirty := sh.deleted, sh.dirty
 		sh.deleted, sh.dirty = nil, sh.spare[:0]
+		sh.noteDirtyTailLocked()
 		for _, k := range deleted {
 			c = Change{Key: k, Deleted: true}
 			fn(&c)
