@@ -50,6 +50,11 @@ func TestLoopDeferredRepliesPrecedePushes(t *testing.T) {
 	// time to get ahead of the turn's deferred writes.
 	slow := encode("EVAL", "local x = 0 for i = 1, 200000 do x = x + i end return 1", "0")
 	for i := range 30 {
+		// busy lives for all 30 rounds: dial's 10 s deadline is for the
+		// whole connection, which 60 scripts under -race on a loaded
+		// machine outlast (CI-like run: i/o timeout after 10.2 s). Each
+		// round gets its own 10 s.
+		busy.c.SetDeadline(time.Now().Add(10 * time.Second))
 		target, tracker := dial(t, addr), dial(t, addr)
 		target.send([]string{"HELLO", "3"})
 		target.mustReply()
