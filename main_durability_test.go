@@ -116,7 +116,9 @@ func TestProcessKill9DuringFolds(t *testing.T) {
 	}
 	ctx := context.Background()
 	var maxLost, maxAge, maxWrite time.Duration
-	var writesDuringFolds, foldPolls, totalAcks, totalLost int
+	// writesDuringFolds: folds in which the polls saw a window write
+	// complete; spannedFolds: folds whose polls spanned two windows or more.
+	var writesDuringFolds, spannedFolds, foldPolls, totalAcks, totalLost int
 	var lastBaseMs int64
 	var maxAgeAt string
 	var maxInflight time.Duration
@@ -194,6 +196,16 @@ func TestProcessKill9DuringFolds(t *testing.T) {
 		rdb.Close()
 
 		var write time.Duration
+		first, wrote, spanned := -1, false, false // the fold running at polls[i]: its first poll
+		endFold := func() {
+			if first >= 0 && wrote {
+				writesDuringFolds++
+			}
+			if first >= 0 && spanned {
+				spannedFolds++
+			}
+			first, wrote, spanned = -1, false, false
+		}
 		for i, p := range polls {
 			write = max(write, time.Duration(p.flushDurUs)*time.Microsecond)
 			if age := time.Duration(p.ageMs) * time.Millisecond; age > maxAge {
@@ -202,13 +214,19 @@ func TestProcessKill9DuringFolds(t *testing.T) {
 					killAt.Sub(p.at).Round(time.Millisecond), p.baseRunning, time.Duration(p.flushDurUs)*time.Microsecond)
 			}
 			lastBaseMs = max(lastBaseMs, p.lastBaseDurationMs)
+			if !p.baseRunning || (first >= 0 && polls[first].bases != p.bases) {
+				endFold()
+			}
 			if p.baseRunning {
 				foldPolls++
-				if i > 0 && polls[i-1].baseRunning && polls[i-1].bases == p.bases && p.flushes > polls[i-1].flushes {
-					writesDuringFolds++
+				if first < 0 {
+					first = i
 				}
+				wrote = wrote || p.flushes > polls[first].flushes
+				spanned = spanned || p.at.Sub(polls[first].at) >= 2*interval
 			}
 		}
+		endFold()
 		maxWrite = max(maxWrite, write)
 		// The write in progress at the kill (if any) is "one write" too:
 		// it started no earlier than the last completed flush the polls
@@ -266,18 +284,24 @@ func TestProcessKill9DuringFolds(t *testing.T) {
 		}
 	}
 	c.termOK()
-	t.Logf("%d kills, %d acknowledgements, %d keys lost updates; oldest lost acknowledgement %v before its kill; largest last_flush_age_ms under load %v (%s); longest window write %v completed, %v in progress at a kill; longest base rewrite %d ms; %d of %d polls during a fold saw window writes complete",
-		kills, totalAcks, totalLost, maxLost.Round(time.Millisecond), maxAge, maxAgeAt, maxWrite.Round(time.Microsecond), maxInflight.Round(time.Millisecond), lastBaseMs, writesDuringFolds, foldPolls)
+	t.Logf("%d kills, %d acknowledgements, %d keys lost updates; oldest lost acknowledgement %v before its kill; largest last_flush_age_ms under load %v (%s); longest window write %v completed, %v in progress at a kill; longest base rewrite %d ms; %d polls during folds; window writes seen completing during %d folds, %d folds seen over two windows or more",
+		kills, totalAcks, totalLost, maxLost.Round(time.Millisecond), maxAge, maxAgeAt, maxWrite.Round(time.Microsecond), maxInflight.Round(time.Millisecond), lastBaseMs, foldPolls, writesDuringFolds, spannedFolds)
+	// Folds must not hold window writes back. Only a fold that the polls
+	// saw running over two windows or more can show a write beside it;
+	// on a loaded machine the polls are few and slow (a CI-like run: 13
+	// polls during folds over 20 kills, no two of them around a write),
+	// and a window write itself can be late, so the test fails only when
+	// at least three such folds were seen and none had a write. Folds
+	// that hold writes back fail that whenever folds are seen at all
+	// (TestFoldDoesNotHoldBackWrites shows it with a fold held open; the
+	// loss bound above is what this test is for).
 	switch {
 	case foldPolls == 0:
 		t.Errorf("no poll saw a fold running: folds were not exercised")
-	case writesDuringFolds == 0 && time.Duration(lastBaseMs)*time.Millisecond >= 2*interval:
-		t.Errorf("no window write completed while a fold ran (%d polls during folds, folds up to %d ms): folds hold writes back", foldPolls, lastBaseMs)
+	case writesDuringFolds == 0 && spannedFolds >= 3:
+		t.Errorf("no window write completed while a fold ran (%d folds seen over two %v windows or more, %d polls during folds, folds up to %d ms): folds hold writes back", spannedFolds, interval, foldPolls, lastBaseMs)
 	case writesDuringFolds == 0:
-		// A base rewrite shorter than two windows cannot show a window
-		// written beside it; TestFoldDoesNotHoldBackWrites shows it with
-		// a fold held open. The loss bound above is what this test is for.
-		t.Logf("folds took at most %d ms, under two %v windows: too short to see a window written beside one", lastBaseMs, interval)
+		t.Logf("only %d folds seen over two %v windows or more (folds up to %d ms): too few to tell whether windows are written beside them", spannedFolds, interval, lastBaseMs)
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,6 +121,21 @@ func TestProcessCleanExpiryNotRestored(t *testing.T) {
 // 100 without is folded, once the 6,000 have expired, into a base of the
 // 100, with no other write; without that count the base would keep them
 // until the log outgrew it, and with no more writes that is never.
+//
+// Two things keep it from depending on the machine's speed (a loaded
+// CI-like run failed both ways):
+//   - The 6,000 share one absolute expiry (PXAT). With a TTL each, their
+//     expiries spread over the creation and the sweep; a fold in the
+//     middle of them wrote a base of the ~3,000 still alive, under
+//     minShrinkFold, which then (by design) stays until the log outgrows
+//     it. With one instant, the fold that the expiries' count starts
+//     snapshots after it and keeps only the 100.
+//   - The 100 kept keys carry 4 KB values, so that each flush window's
+//     writes outgrow the base and a fold takes every key within a few
+//     windows. With small values the log grew by ~2.5 KB a window (a
+//     window keeps one record per key) against a ~150 KB base: about 60
+//     windows, which on a loaded machine outlasted the 8 s before the
+//     expiry ("no fold took all the keys").
 func TestProcessFoldDropsCleanExpiries(t *testing.T) {
 	dir := t.TempDir()
 	c := mustLaunch(t, dir, "--log-fold-min-bytes", "1")
@@ -127,9 +143,10 @@ func TestProcessFoldDropsCleanExpiries(t *testing.T) {
 	ctx := context.Background()
 	const nTTL, nKeep = 6000, 100
 	start := time.Now()
+	expireAt := start.Add(8 * time.Second).UnixMilli() // outlives the first fold, even on a loaded machine
 	pipe := rdb.Pipeline()
 	for i := range nTTL {
-		pipe.Set(ctx, "ttl:"+strconv.Itoa(i), i, 8*time.Second) // outlives the first fold, even on a loaded machine
+		pipe.Do(ctx, "SET", "ttl:"+strconv.Itoa(i), i, "PXAT", expireAt)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatal(err)
@@ -140,14 +157,21 @@ func TestProcessFoldDropsCleanExpiries(t *testing.T) {
 	}
 	// Until a fold takes every key (a fold may have cut the creation in
 	// two): the kept keys' writes grow the log until it outgrows the base.
+	pad := strings.Repeat("k", 4<<10)
+	round := 0
 	waitFor(t, "no fold took all the keys", func() bool {
+		round++
 		for i := range nKeep {
-			pipe.Set(ctx, "keep:"+strconv.Itoa(i), i, 0)
+			pipe.Set(ctx, "keep:"+strconv.Itoa(i), strconv.Itoa(round)+pad, 0)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			t.Fatal(err)
 		}
-		return baseKeys() == nTTL+nKeep
+		if baseKeys() == nTTL+nKeep {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+		return false
 	})
 	t.Logf("base of every key after %v", time.Since(start))
 	if n := dbsize(t, rdb); n != nTTL+nKeep {
@@ -155,8 +179,12 @@ func TestProcessFoldDropsCleanExpiries(t *testing.T) {
 	}
 	waitFor(t, "the TTL keys did not expire", func() bool { return dbsize(t, rdb) == nKeep })
 	t.Logf("expired after %v", time.Since(start))
-	waitFor(t, "no fold followed the expiries (last_base_keys stayed above the live keys)",
-		func() bool { return baseKeys() == nKeep })
+	var last int64
+	waitFor(t, "no fold followed the expiries (last_base_keys stayed above the live keys)", func() bool {
+		last = baseKeys()
+		return last == nKeep
+	})
+	t.Logf("folded to %d keys after %v", last, time.Since(start))
 	rdb.Close()
 	c.termOK()
 	onDisk, _ := readDir(t, dir)

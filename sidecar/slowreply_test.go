@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -177,12 +178,23 @@ func TestSidecarTricklingDecisionTimesOut(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	before := owner.st.Len()
-	if err := c.Do(ctx, "CL.THROTTLE", "k2", 1, 10, 60).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if owner.st.Len() != before+1 {
-		t.Fatal("CL.THROTTLE after the owner came back: not decided by the owner")
+	// The owner decides again. On a loaded machine a forwarded call can
+	// still meet the 100 ms timeout and get the fallback's answer
+	// (GOMAXPROCS=1 under -race: once in a run); a sidecar that does not
+	// forward again fails every attempt.
+	deadline = time.Now().Add(5 * time.Second)
+	for i := 0; ; i++ {
+		before := owner.st.Len()
+		if err := c.Do(ctx, "CL.THROTTLE", fmt.Sprint("k2:", i), 1, 10, 60).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if owner.st.Len() == before+1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("CL.THROTTLE after the owner came back: none of %d calls over 5 s decided by the owner", i+1)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
