@@ -19,65 +19,53 @@ import (
 // everything else pass at once.
 func thinkingProxy(t testing.TB, addr string, delay time.Duration, words ...string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", addr)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			var hold atomic.Bool
-			go func() {
-				defer u.Close()
-				buf := make([]byte, 64<<10)
-				for {
-					n, err := c.Read(buf)
-					if n > 0 {
-						low := bytes.ToLower(buf[:n])
-						for _, w := range words {
-							if bytes.Contains(low, []byte(w)) {
-								hold.Store(true)
-							}
-						}
-						if _, werr := u.Write(buf[:n]); werr != nil {
-							return
-						}
-					}
-					if err != nil {
-						return
-					}
-				}
-			}()
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 64<<10)
-				for {
-					n, err := u.Read(buf)
-					if n > 0 {
-						if hold.Swap(false) {
-							time.Sleep(delay)
-						}
-						if _, werr := c.Write(buf[:n]); werr != nil {
-							return
-						}
-					}
-					if err != nil {
-						return
-					}
-				}
-			}()
+	return listen(t, func(c net.Conn) {
+		u, err := net.Dial("tcp", addr)
+		if err != nil {
+			c.Close()
+			return
 		}
-	}()
-	return ln.Addr().String()
+		var hold atomic.Bool
+		go func() {
+			defer u.Close()
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := c.Read(buf)
+				if n > 0 {
+					low := bytes.ToLower(buf[:n])
+					for _, w := range words {
+						if bytes.Contains(low, []byte(w)) {
+							hold.Store(true)
+						}
+					}
+					if _, werr := u.Write(buf[:n]); werr != nil {
+						return
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+		go func() {
+			defer c.Close()
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := u.Read(buf)
+				if n > 0 {
+					if hold.Swap(false) {
+						time.Sleep(delay)
+					}
+					if _, werr := c.Write(buf[:n]); werr != nil {
+						return
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	})
 }
 
 func TestIsBulk(t *testing.T) {

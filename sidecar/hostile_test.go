@@ -130,21 +130,9 @@ func TestSidecarPushMidStream(t *testing.T) {
 // not a released port, which the next listener of the test could get).
 func deadAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	return ln.Addr().String()
+	return listen(t, func(c net.Conn) {
+		c.Close()
+	})
 }
 
 // probes counts the goroutines probing an owner.

@@ -18,47 +18,35 @@ import (
 // timeout to send all of it (as a 1M-element LRANGE does at full speed).
 func trickleProxy(t testing.TB, addr string, chunk int, pause time.Duration) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", addr)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			go func() {
-				io.Copy(u, c)
-				u.Close()
-			}()
-			go func() {
-				defer c.Close()
-				buf := make([]byte, chunk)
-				for {
-					n, err := u.Read(buf)
-					if n > 0 {
-						if _, werr := c.Write(buf[:n]); werr != nil {
-							return
-						}
-						if n == chunk {
-							time.Sleep(pause)
-						}
-					}
-					if err != nil {
+	return listen(t, func(c net.Conn) {
+		u, err := net.Dial("tcp", addr)
+		if err != nil {
+			c.Close()
+			return
+		}
+		go func() {
+			io.Copy(u, c)
+			u.Close()
+		}()
+		go func() {
+			defer c.Close()
+			buf := make([]byte, chunk)
+			for {
+				n, err := u.Read(buf)
+				if n > 0 {
+					if _, werr := c.Write(buf[:n]); werr != nil {
 						return
 					}
+					if n == chunk {
+						time.Sleep(pause)
+					}
 				}
-			}()
-		}
-	}()
-	return ln.Addr().String()
+				if err != nil {
+					return
+				}
+			}
+		}()
+	})
 }
 
 // TestSidecarLargeReplyNotTimeout: a reply that keeps streaming in for

@@ -277,29 +277,17 @@ func TestSidecarTransactions(t *testing.T) {
 // silentOwner accepts connections and reads them but never answers: the
 // owner that only the timeout can detect.
 func silentOwner(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				buf := make([]byte, 4096)
-				for {
-					if _, err := c.Read(buf); err != nil {
-						c.Close()
-						return
-					}
+	return listen(t, func(c net.Conn) {
+		go func() {
+			buf := make([]byte, 4096)
+			for {
+				if _, err := c.Read(buf); err != nil {
+					c.Close()
+					return
 				}
-			}()
-		}
-	}()
-	return ln.Addr().String()
+			}
+		}()
+	})
 }
 
 // TestSidecarFallbackModes: an owner that does not answer is given up
@@ -559,4 +547,27 @@ func TestSidecarBlockingPath(t *testing.T) {
 	t.Run("WatchLostAbortsExec", TestSidecarWatchLostAbortsExec)
 	t.Run("ClusterSlotsErrorNotPlain", TestSidecarClusterSlotsErrorNotPlain)
 	t.Run("RefusedByOwnerFallsBack", TestSidecarRefusedByOwnerFallsBack)
+}
+
+// listen starts a listener on a fresh port, closed at the test's end, and
+// hands each connection it accepts to handle on the accepting goroutine
+// (handle starts goroutines of its own for anything that blocks). It
+// returns the address.
+func listen(t testing.TB, handle func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			handle(c)
+		}
+	}()
+	return ln.Addr().String()
 }

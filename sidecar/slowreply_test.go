@@ -80,52 +80,40 @@ func TestSidecarDecisionNotBehindSlowReply(t *testing.T) {
 // trickles), else at once.
 func switchProxy(t testing.TB, addr string, pause time.Duration, slow *atomic.Bool) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", addr)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			go func() {
-				io.Copy(u, c)
-				u.Close()
-			}()
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 64<<10)
-				for {
-					n, err := u.Read(buf)
-					for p := buf[:n]; len(p) > 0; {
-						k := len(p)
-						if slow.Load() {
-							k = 1
-						}
-						if _, werr := c.Write(p[:k]); werr != nil {
-							return
-						}
-						p = p[k:]
-						if slow.Load() {
-							time.Sleep(pause)
-						}
+	return listen(t, func(c net.Conn) {
+		u, err := net.Dial("tcp", addr)
+		if err != nil {
+			c.Close()
+			return
+		}
+		go func() {
+			io.Copy(u, c)
+			u.Close()
+		}()
+		go func() {
+			defer c.Close()
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := u.Read(buf)
+				for p := buf[:n]; len(p) > 0; {
+					k := len(p)
+					if slow.Load() {
+						k = 1
 					}
-					if err != nil {
+					if _, werr := c.Write(p[:k]); werr != nil {
 						return
 					}
+					p = p[k:]
+					if slow.Load() {
+						time.Sleep(pause)
+					}
 				}
-			}()
-		}
-	}()
-	return ln.Addr().String()
+				if err != nil {
+					return
+				}
+			}
+		}()
+	})
 }
 
 // TestSidecarTricklingDecisionTimesOut: a CL.THROTTLE reply that trickles

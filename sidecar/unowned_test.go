@@ -108,10 +108,11 @@ func TestSidecarUnownedSlots(t *testing.T) {
 					t.Fatalf("unowned slot, closed: %v, want %q...", err, want)
 				}
 			}
-			if got := int64(1); got != 1 {
+			if got := side.sc.StatsRef().Unowned.Load(); got != 1 {
 				t.Fatalf("Unowned %d, want 1", got)
 			}
-			if !strings.Contains(rdb.Info(ctx, "upstream").Val(), "upstream") {
+			if info := rdb.Info(ctx, "upstream").Val(); !strings.Contains(info, "upstream_unowned:1") ||
+				!strings.Contains(info, ",slots=8192,") {
 				t.Fatalf("INFO upstream:\n%s", rdb.Info(ctx, "upstream").Val())
 			}
 			full.Store(true)
