@@ -365,12 +365,47 @@ type timeoutError struct{}
 
 func (timeoutError) Error() string { return "sidecar: upstream did not answer within the timeout" }
 
+// maxHops bounds the redirects followed for one request. During an HA
+// handover two nodes can name each other for a moment (the old leader
+// knows the new one, which does not know yet that it leads): a client of
+// the sidecar, which is no cluster client, must not get that MOVED.
+const maxHops = 5
+
 // follow sends req again to the node a MOVED or ASK named (ASKING first
-// for ASK), once, and takes whatever it answers.
+// for ASK), and again to the next one if that answers a redirect too, up
+// to maxHops, 1, 2, 4 and 8 ms apart while the nodes agree. A request
+// still redirected then gets TRYAGAIN (a MOVED or ASK means the command
+// was not run, so a client may retry it; go-redis and others do).
 func (s *session) follow(req *server.ForwardReq, r *request, o *owner, ask bool) {
+	for hop := 1; ; hop++ {
+		if !s.followOnce(req, o, ask) {
+			return
+		}
+		addr, next, ok := redirect(req.Reply)
+		if !ok {
+			return
+		}
+		if hop == maxHops {
+			req.Reply = appendError(nil, "TRYAGAIN slot "+strconv.Itoa(req.Slot)+" still redirected after "+
+				strconv.Itoa(maxHops)+" hops (the last to "+addr+"): not run")
+			return
+		}
+		s.sc.stats.Redirects.Add(1)
+		if !next {
+			s.sc.refreshSoon()
+		}
+		time.Sleep(time.Millisecond << (hop - 1))
+		o, ask = s.sc.ownerFor(addr), next
+	}
+}
+
+// followOnce sends req to o (ASKING first for ask) and sets req.Reply to
+// its answer, reporting true; or has the fallback or the failure path
+// answer req, reporting false.
+func (s *session) followOnce(req *server.ForwardReq, o *owner, ask bool) bool {
 	if !o.br.isUp() {
 		s.fallback(req, o)
-		return
+		return false
 	}
 	start := time.Now()
 	deadline := start.Add(s.sc.cfg.Timeout)
@@ -378,7 +413,7 @@ func (s *session) follow(req *server.ForwardReq, r *request, o *owner, ask bool)
 	m, err := o.conn(req.RESP3, bulk, req.DB, deadline)
 	if err != nil {
 		s.fallback(req, o)
-		return
+		return false
 	}
 	b := newBatch(1)
 	nr := &request{done: b, sent: start.UnixNano(), slow: bulk && slowFirst(req)}
@@ -391,7 +426,7 @@ func (s *session) follow(req *server.ForwardReq, r *request, o *owner, ask bool)
 	if err := m.send(data, []*request{nr}); err != nil {
 		o.failed(err)
 		s.fallback(req, o)
-		return
+		return false
 	}
 	t := time.NewTimer(time.Until(deadline))
 	for done := false; !done; {
@@ -412,10 +447,11 @@ func (s *session) follow(req *server.ForwardReq, r *request, o *owner, ask bool)
 	}
 	if nr.err != nil {
 		s.failed(req, o, nr.err, true)
-		return
+		return false
 	}
 	s.sc.stats.Forwarded.Add(1)
 	req.Reply = nr.reply
+	return true
 }
 
 // refusedByOwner is called with every reply of o that is forwarded (but

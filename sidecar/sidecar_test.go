@@ -541,6 +541,7 @@ func TestSidecarBlockingPath(t *testing.T) {
 	t.Run("OutputLimitClosesAtTheLimit", TestSidecarOutputLimitClosesAtTheLimit)
 	t.Run("OutputLimitOneLargeReply", TestSidecarOutputLimitOneLargeReply)
 	t.Run("UnownedSlots", TestSidecarUnownedSlots)
+	t.Run("RedirectChain", TestSidecarRedirectChain)
 	t.Run("HostileReplyLength", TestSidecarHostileReplyLength)
 	t.Run("PushMidStream", TestSidecarPushMidStream)
 	t.Run("MovedRefreshesBounded", TestSidecarMovedRefreshesBounded)
