@@ -64,9 +64,19 @@ func goToolPath() string {
 
 // celldBinary builds celld once (without -race: the child is the system
 // under test, not the code under the race detector) and returns its path.
+// With CELLD_TEST_BINARY set, the process tests run that prebuilt binary
+// instead (built with -race, say, so that an attack on the child meets
+// the race detector: docs/development.md); nothing is built then.
 func celldBinary(t testing.TB) string {
 	t.Helper()
 	binary.once.Do(func() {
+		if p := os.Getenv("CELLD_TEST_BINARY"); p != "" {
+			binary.path, binary.err = filepath.Abs(p)
+			if binary.err == nil && !fileExists(binary.path) {
+				binary.err = fmt.Errorf("CELLD_TEST_BINARY=%s: no such file", p)
+			}
+			return
+		}
 		binary.dir, binary.err = os.MkdirTemp("", "celld-process-test-")
 		if binary.err != nil {
 			return
