@@ -1,12 +1,18 @@
 package sidecar
 
 import (
+	"fmt"
 	"net"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/celld/celld/cluster"
 	"github.com/celld/celld/server"
 	"github.com/redis/go-redis/v9"
+	"github.com/tidwall/redcon"
 )
 
 // onLoops runs fn on every event loop of sc, one after the other, and
@@ -77,4 +83,119 @@ func TestSidecarLoopTablesBounded(t *testing.T) {
 			}
 		}
 	})
+}
+
+// anyAddrNode is an upstream listening on every local address (so that
+// 127.0.0.2:port, 127.0.0.3:port, ... are as many addresses of one node)
+// that answers CL.THROTTLE with a limit of 99, or with the error
+// throttle returns when that is not "". live counts its open connections.
+func anyAddrNode(t *testing.T, live *atomic.Int64, throttle func(args [][]byte) string) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := redcon.NewServer(ln.Addr().String(), func(c redcon.Conn, cmd redcon.Command) {
+		switch strings.ToLower(string(cmd.Args[0])) {
+		case "cluster":
+			c.WriteError("ERR This instance has cluster support disabled")
+		case "ping":
+			c.WriteString("PONG")
+		case "hello":
+			c.WriteRaw([]byte("%1\r\n+proto\r\n:3\r\n"))
+		case "cl.throttle":
+			if throttle != nil {
+				if r := throttle(cmd.Args); r != "" {
+					c.WriteError(r)
+					return
+				}
+			}
+			c.WriteArray(5)
+			for _, v := range []int{0, 99, 98, -1, 0} {
+				c.WriteInt(v)
+			}
+		default:
+			c.WriteError("ERR unknown command")
+		}
+	}, func(redcon.Conn) bool { live.Add(1); return true }, func(redcon.Conn, error) { live.Add(-1) })
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// sidecarWith is sidecarNode with a hook on the Sidecar before Start.
+func sidecarWith(t *testing.T, cfg Config, hook func(*Sidecar)) *node {
+	t.Helper()
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	sc, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hook(sc)
+	sc.Start()
+	return serve(t, nil, server.Config{}, sc)
+}
+
+func ownersKept(sc *Sidecar) int {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return len(sc.owners)
+}
+
+// TestSidecarRedirectTargetsBounded: an upstream that redirects each
+// call to another address (here 200 addresses of one live node:
+// 127.0.x.y) makes the sidecar follow each; the owners it keeps for
+// targets no topology lists are at most redirectMax, the least recently
+// used dropped with their connections, and each is dropped redirectTTL
+// after its last use. Before, every address stayed an owner with an open
+// connection for the sidecar's life: 201 owners after these 200 calls
+// (checked: fails so without the fix).
+func TestSidecarRedirectTargetsBounded(t *testing.T) {
+	var live, seedLive atomic.Int64
+	port := anyAddrNode(t, &live, nil)
+	var n atomic.Int64
+	seedPort := anyAddrNode(t, &seedLive, func(args [][]byte) string {
+		i := n.Add(1)
+		return fmt.Sprintf("MOVED %d 127.0.%d.%d:%d", cluster.KeySlot(args[1]), 1+i/200, 2+i%200, port)
+	})
+	var sc *Sidecar
+	side := sidecarWith(t, Config{Seeds: []string{"127.0.0.1:" + strconv.Itoa(seedPort)}, RefreshInterval: time.Hour},
+		func(s *Sidecar) { sc = s })
+	rdb := client(t, side.addr)
+	for i := range 200 {
+		if r := cmdInts(t, rdb.Do(ctx, "CL.THROTTLE", "k", 1, 10, 60)); r[1] != 99 {
+			t.Fatalf("call %d: %v, want the redirect target's limit 99", i, r)
+		}
+	}
+	t.Logf("after 200 redirects to new addresses: %d owners kept, %d connections open to the targets", ownersKept(sc), live.Load())
+	if k := ownersKept(sc); k > redirectMax+1 {
+		t.Fatalf("%d owners kept after 200 redirects to new addresses, want at most %d (the seed and %d targets)", k, redirectMax+1, redirectMax)
+	}
+	waitFor(t, "connections to dropped targets closed", func() bool { return live.Load() <= redirectMax })
+	// Past redirectTTL, the next redirect drops the idle targets.
+	sc.mu.Lock()
+	sc.redirectTTL = 50 * time.Millisecond
+	sc.mu.Unlock()
+	time.Sleep(100 * time.Millisecond)
+	if r := cmdInts(t, rdb.Do(ctx, "CL.THROTTLE", "k", 1, 10, 60)); r[1] != 99 {
+		t.Fatalf("after the idle time: %v, want the redirect target's limit 99", r)
+	}
+	if k := ownersKept(sc); k != 2 {
+		t.Fatalf("%d owners kept after the others were idle past the TTL, want 2 (the seed and the last target)", k)
+	}
+	waitFor(t, "connections to idle targets closed", func() bool { return live.Load() <= 1 })
+}
+
+// waitFor polls cond for up to 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10 s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -336,7 +336,7 @@ func (s *loopSession) followRedirects() {
 			if !ask {
 				sc.refreshSoon()
 			}
-			s.sync.follow(&reqs[i], nil, sc.ownerFor(addr), ask)
+			s.sync.follow(&reqs[i], nil, sc.redirectOwner(addr), ask)
 		}
 	})
 }
@@ -782,6 +782,18 @@ func (u *upConn) left(now int64) time.Duration {
 	}
 	return replyLeft(now, p.sent, max(p.sent, u.headAt), u.lastRead, got,
 		u.key.bulk, slow, cfg.Timeout, cfg.BulkTimeout)
+}
+
+// dropOwners closes the loop's connections to owners the sidecar dropped
+// (Sidecar.release); requests still awaited on them get the fallback.
+func (ls *loopState) dropOwners(drop []*owner) {
+	for k, u := range ls.conns {
+		for _, o := range drop {
+			if k.o == o {
+				u.fail(errClosed)
+			}
+		}
+	}
 }
 
 // closeAll closes every connection (Sidecar.Close).

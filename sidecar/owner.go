@@ -154,7 +154,7 @@ func (o *owner) probe() {
 	defer o.sc.wg.Done()
 	for {
 		wait := o.br.wait(time.Now())
-		in := o.sc.topo.Load().has(o)
+		in := o.sc.listed(o)
 		if in && o.sc.topo.Load().cluster {
 			wait = min(wait, refreshWhileDown)
 		}
@@ -163,7 +163,7 @@ func (o *owner) probe() {
 			// listed (or fell) again meanwhile, whose startProbe found
 			// this probe still running (set-then-check on both sides).
 			o.probing.Store(false)
-			if o.br.isUp() || !o.sc.topo.Load().has(o) || !o.probing.CompareAndSwap(false, true) {
+			if o.br.isUp() || !o.sc.listed(o) || !o.probing.CompareAndSwap(false, true) {
 				if !o.br.isUp() {
 					o.sc.forget(o)
 				}

@@ -180,7 +180,7 @@ func (s *session) Do(reqs []server.ForwardReq) {
 			if !ask {
 				sc.refreshSoon()
 			}
-			s.follow(&reqs[i], r, sc.ownerFor(addr), ask)
+			s.follow(&reqs[i], r, sc.redirectOwner(addr), ask)
 			continue
 		}
 		if ((len(r.reply) > 0 && r.reply[0] == '-') || o.refusedAt.Load() != 0) && s.refusedByOwner(&reqs[i], o, r.reply) {
@@ -395,7 +395,7 @@ func (s *session) follow(req *server.ForwardReq, r *request, o *owner, ask bool)
 			s.sc.refreshSoon()
 		}
 		time.Sleep(time.Millisecond << (hop - 1))
-		o, ask = s.sc.ownerFor(addr), next
+		o, ask = s.sc.redirectOwner(addr), next
 	}
 }
 
