@@ -255,3 +255,101 @@ func TestSidecarRedirectToBlackholeBreaks(t *testing.T) {
 		t.Fatalf("%d dials to the blackhole for 20 calls, want the first and the probe's (at most 3)", n)
 	}
 }
+
+// TestSidecarUnlistedOwnersDropped: the topology's second shard moves to
+// a new address at every read (here 60 addresses of one live node: pods
+// rescheduled, a hostile upstream), and each is used once. An owner no
+// topology has listed for ownerLinger is dropped with its connections.
+// Before, every one stayed, up, with its connection on the event loop,
+// for the sidecar's life: 61 owners and 60 connections after these 60
+// reads, against 2 and 1 (checked: fails so without the fix).
+func TestSidecarUnlistedOwnersDropped(t *testing.T) {
+	if sidecarIOLoops < 0 {
+		t.Skip("loop path only")
+	}
+	var live atomic.Int64
+	port := anyAddrNode(t, &live, nil)
+	var cur atomic.Int64
+	var seed string
+	seed = hostileUpstream(t, func(args []string) string {
+		switch args[0] {
+		case "cluster":
+			i := cur.Load()
+			h, p, _ := net.SplitHostPort(seed)
+			return slotsReply([4]string{"0", "8191", h, p},
+				[4]string{"8192", "16383", fmt.Sprintf("127.0.%d.%d", 1+i/200, 2+i%200), strconv.Itoa(port)})
+		case "cl.throttle":
+			return "*5\r\n:0\r\n:77\r\n:76\r\n:-1\r\n:0\r\n"
+		}
+		return "-ERR unknown command\r\n"
+	})
+	var sc *Sidecar
+	side := sidecarWith(t, Config{Seeds: []string{seed}, RefreshInterval: time.Hour}, func(s *Sidecar) {
+		sc = s
+		s.ownerLinger = 0 // dropped at the first read that does not list it
+	})
+	rdb := redis.NewClient(&redis.Options{Addr: side.addr, MaxRetries: -1, Protocol: 2})
+	defer rdb.Close()
+	key := keyInSlots(8192, cluster.SlotCount-1)
+	const rounds = 60
+	for i := range rounds {
+		cur.Store(int64(i))
+		if err := sc.refresh(); err != nil {
+			t.Fatal(err)
+		}
+		if r := cmdInts(t, rdb.Do(ctx, "CL.THROTTLE", key, 1, 10, 60)); r[1] != 99 {
+			t.Fatalf("round %d: %v, want the shard's owner's limit 99", i, r)
+		}
+	}
+	conns := 0
+	for _, n := range loopConns(t, sc) {
+		conns += n
+	}
+	t.Logf("after %d topology changes: %d owners kept, %d loop connections, %d open at the owners", rounds, ownersKept(sc), conns, live.Load())
+	if k := ownersKept(sc); k != 2 {
+		t.Fatalf("%d owners kept after %d topology changes, want 2 (the two listed)", k, rounds)
+	}
+	if conns != 1 {
+		t.Fatalf("%d loop connections after %d topology changes, want 1 (to the listed owner used)", conns, rounds)
+	}
+	waitFor(t, "connections to unlisted owners closed", func() bool { return live.Load() <= 1 })
+}
+
+// TestSidecarRefreshSerialised: topology reads do not overlap (an older
+// read installed after a newer one would bring back what the newer one
+// had dropped): 8 concurrent refreshes reach the upstream one at a time.
+func TestSidecarRefreshSerialised(t *testing.T) {
+	var in, most atomic.Int64
+	var seed string
+	seed = hostileUpstream(t, func(args []string) string {
+		if args[0] == "cluster" {
+			n := in.Add(1)
+			defer in.Add(-1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			time.Sleep(20 * time.Millisecond)
+			h, p, _ := net.SplitHostPort(seed)
+			return slotsReply([4]string{"0", "16383", h, p})
+		}
+		return "-ERR unknown command\r\n"
+	})
+	sc, err := New(Config{Seeds: []string{seed}, Timeout: 5 * time.Second, RefreshInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := sc.refresh(); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if m := most.Load(); m != 1 {
+		t.Fatalf("%d CLUSTER SLOTS reads at once, want 1", m)
+	}
+}

@@ -26,6 +26,10 @@ type owner struct {
 	// (session.refusedByOwner; unix ns), 0 when its last reply was not
 	// one.
 	refusedAt atomic.Int64
+	// unlistedAt is when a topology read first found the owner out of
+	// the topology and no redirect target (zero while listed): it is
+	// dropped ownerLinger after (Sidecar.sweepUnlistedLocked). Sidecar.mu.
+	unlistedAt time.Time
 
 	mu sync.Mutex // guards conns and dbConns
 	// conns are database 0's pools, by poolIndex (RESP2/RESP3, decision

@@ -123,11 +123,17 @@ type Sidecar struct {
 	// owner, its connections and its pool for the sidecar's life.
 	redirected  map[*owner]time.Time
 	redirectTTL time.Duration // redirectKeep; tests shorten it
+	ownerLinger time.Duration // unlistedKeep; tests shorten it
 	// loops are the event loops that serve clients (loop.go), each
 	// with its own upstream connections.
 	loops map[server.ForwardLoop]*loopState
 
 	refreshing atomic.Bool
+	// refreshMu serialises topology reads (refresh): the periodic one
+	// and those requests and probes trigger could overlap, and an older
+	// read installed after a newer one would bring back the owners the
+	// newer one had left out.
+	refreshMu sync.Mutex
 	// soonAt is when a request last asked for a refresh (UnixNano: its
 	// slot had no owner, or its owner answered MOVED): at most one such
 	// refresh per soonGap, so a topology that stays partial, or an owner
@@ -255,7 +261,7 @@ func New(cfg Config) (*Sidecar, error) {
 		cfg.Logger = slog.Default()
 	}
 	s := &Sidecar{cfg: cfg, log: cfg.Logger, owners: map[string]*owner{}, closed: make(chan struct{}),
-		redirected: map[*owner]time.Time{}, redirectTTL: redirectKeep}
+		redirected: map[*owner]time.Time{}, redirectTTL: redirectKeep, ownerLinger: unlistedKeep}
 	// Until the first read, the first seed owns every slot (a plain
 	// upstream; a cluster node answers MOVED, which reads the topology).
 	t := &topology{}
@@ -419,6 +425,31 @@ func (s *Sidecar) dropLocked(o *owner) *owner {
 	return o
 }
 
+// sweepUnlistedLocked drops the owners that topology t, just installed,
+// does not list, and no redirect keeps, once they have been out of every
+// read for ownerLinger, and appends them to drop. Before, an owner stayed
+// for the sidecar's life once a topology had named it (with its pools
+// and its connections on every event loop): after 60 reads each naming
+// a new address for one shard, 61 owners and 60 loop connections stayed
+// where 2 and 1 are in use (TestSidecarUnlistedOwnersDropped). A down
+// one is forgotten by its probe before that (owner.probe). One pass
+// over the owners per read, under s.mu.
+func (s *Sidecar) sweepUnlistedLocked(now time.Time, t *topology, drop []*owner) []*owner {
+	for _, o := range s.owners {
+		if _, kept := s.redirected[o]; kept || t.has(o) {
+			o.unlistedAt = time.Time{}
+			continue
+		}
+		if o.unlistedAt.IsZero() {
+			o.unlistedAt = now
+		}
+		if now.Sub(o.unlistedAt) >= s.ownerLinger {
+			drop = append(drop, s.dropLocked(o))
+		}
+	}
+	return drop
+}
+
 // errDropped is the breaker's last error of an owner the sidecar no
 // longer keeps.
 var errDropped = errors.New("sidecar: owner no longer listed")
@@ -458,7 +489,13 @@ func (s *Sidecar) dialOpts(resp3 bool) dialOptions {
 // until one answers, and installs the topology it describes. An -ERR
 // reply ("cluster support disabled") makes that node the owner of every
 // slot; any other error is a failed read.
+//
+// Reads are serialised (refreshMu). After a read is installed, the owners
+// it does not list (nor any redirect) for ownerLinger are dropped with
+// their connections (sweepUnlistedLocked).
 func (s *Sidecar) refresh() error {
+	s.refreshMu.Lock()
+	defer s.refreshMu.Unlock()
 	var tried []string
 	seen := map[string]bool{}
 	for _, o := range s.topo.Load().owners {
@@ -488,7 +525,9 @@ func (s *Sidecar) refresh() error {
 			continue
 		}
 		s.topo.Store(t)
-		drop := s.trimRedirectsLocked(time.Now())
+		now := time.Now()
+		drop := s.trimRedirectsLocked(now)
+		drop = s.sweepUnlistedLocked(now, t, drop)
 		s.mu.Unlock()
 		s.release(drop)
 		s.stats.Refreshes.Add(1)
@@ -813,3 +852,8 @@ func stoppedTimer() *time.Timer {
 	t.Stop()
 	return t
 }
+
+// unlistedKeep is how long an owner no topology lists (nor any redirect)
+// is kept, up, with its connections, before it is dropped: a topology
+// read during a failover may leave a node out for a moment.
+const unlistedKeep = 10 * time.Second
