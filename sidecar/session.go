@@ -578,6 +578,11 @@ func (s *session) fallback(req *server.ForwardReq, o *owner) {
 			" has no owner in the upstream's CLUSTER SLOTS (--upstream-fallback "+mode.String()+")")
 		return
 	}
+	if o.self.Load() {
+		req.Reply = appendError(nil, "UPSTREAMDOWN owner "+o.addr+" of slot "+strconv.Itoa(req.Slot)+
+			" is this sidecar's own address: not forwarded to itself (--upstream-fallback "+mode.String()+")")
+		return
+	}
 	req.Reply = appendError(nil, "UPSTREAMDOWN owner "+o.addr+" of slot "+strconv.Itoa(req.Slot)+
 		" is unreachable (--upstream-fallback "+mode.String()+")")
 }

@@ -124,6 +124,9 @@ type Sidecar struct {
 	redirected  map[*owner]time.Time
 	redirectTTL time.Duration // redirectKeep; tests shorten it
 	ownerLinger time.Duration // unlistedKeep; tests shorten it
+	// self is where the server listens (ListeningOn, self.go): an
+	// owner there is this sidecar, never forwarded to. Stored under mu.
+	self atomic.Pointer[selfInfo]
 	// loops are the event loops that serve clients (loop.go), each
 	// with its own upstream connections.
 	loops map[server.ForwardLoop]*loopState
@@ -337,6 +340,9 @@ func (s *Sidecar) ownerForLocked(addr string) *owner {
 			o.conns[p] = make([]*muxConn, s.cfg.PoolSize)
 		}
 		s.owners[addr] = o
+		if s.isSelf(addr) {
+			s.markSelf(o)
+		}
 	}
 	return o
 }
@@ -499,16 +505,19 @@ func (s *Sidecar) refresh() error {
 	var tried []string
 	seen := map[string]bool{}
 	for _, o := range s.topo.Load().owners {
-		if o.br.isUp() && !seen[o.addr] {
+		if o.br.isUp() && !seen[o.addr] && !o.self.Load() {
 			seen[o.addr] = true
 			tried = append(tried, o.addr)
 		}
 	}
 	for _, a := range s.cfg.Seeds {
-		if !seen[a] {
+		if !seen[a] && !s.isSelf(a) { // a seed that is this sidecar would answer for itself
 			seen[a] = true
 			tried = append(tried, a)
 		}
+	}
+	if len(tried) == 0 {
+		return errors.New("sidecar: every upstream seed is this sidecar's own address (--upstream names its --addr?)")
 	}
 	var errs []error
 	for _, addr := range tried {
@@ -805,6 +814,9 @@ func (s *Sidecar) Info() []string {
 		if !up {
 			st = "down"
 			downMs = now.Sub(since).Milliseconds()
+		}
+		if o.self.Load() {
+			st = "self"
 		}
 		lines = append(lines, fmt.Sprintf("owner%d:addr=%s,state=%s,slots=%d,failures=%d,down_ms=%d",
 			i, o.addr, st, counts[o], failures, downMs))
