@@ -162,6 +162,7 @@ func launch(t testing.TB, dir string, args ...string) *child {
 			t.Fatal(err)
 		}
 		go func() { c.cmd.Wait(); close(c.exited) }()
+		t.Cleanup(c.checkRaces) // after the kill (cleanups run last first)
 		t.Cleanup(c.killIfRunning)
 		select {
 		case <-c.logs.ready:
@@ -194,6 +195,16 @@ func (c *child) hasExited() bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// checkRaces fails the test when the child's log holds a race report: a
+// child built with -race (CELLD_TEST_BINARY) prints one when it hits a
+// data race, which would otherwise go unseen (a killed child exits with
+// no code of its own).
+func (c *child) checkRaces() {
+	if strings.Contains(c.logs.String(), "WARNING: DATA RACE") {
+		c.t.Errorf("celld on %s hit a data race; log:\n%s", c.addr, c.logs)
 	}
 }
 
