@@ -204,6 +204,9 @@ func run(args []string) int {
 		return 1
 	}
 	if sc != nil {
+		for _, l := range lns { // before the first topology read (Serve says it again)
+			sc.ListeningOn(l.ln.Addr())
+		}
 		sc.Start()
 		defer sc.Close()
 		mx.attachUpstream(sc, cfg.UpstreamFallback == "closed")

@@ -149,6 +149,7 @@ func (m *haMember) start(t *testing.T, ttl time.Duration, extra ...string) {
 		t.Fatal(err)
 	}
 	go func() { c.cmd.Wait(); close(c.exited) }()
+	t.Cleanup(c.checkRaces) // after the kill (cleanups run last first)
 	t.Cleanup(c.killIfRunning)
 	select {
 	case <-c.logs.ready:

@@ -64,9 +64,19 @@ func goToolPath() string {
 
 // celldBinary builds celld once (without -race: the child is the system
 // under test, not the code under the race detector) and returns its path.
+// With CELLD_TEST_BINARY set, the process tests run that prebuilt binary
+// instead (built with -race, say, so that an attack on the child meets
+// the race detector: docs/development.md); nothing is built then.
 func celldBinary(t testing.TB) string {
 	t.Helper()
 	binary.once.Do(func() {
+		if p := os.Getenv("CELLD_TEST_BINARY"); p != "" {
+			binary.path, binary.err = filepath.Abs(p)
+			if binary.err == nil && !fileExists(binary.path) {
+				binary.err = fmt.Errorf("CELLD_TEST_BINARY=%s: no such file", p)
+			}
+			return
+		}
 		binary.dir, binary.err = os.MkdirTemp("", "celld-process-test-")
 		if binary.err != nil {
 			return
@@ -152,6 +162,7 @@ func launch(t testing.TB, dir string, args ...string) *child {
 			t.Fatal(err)
 		}
 		go func() { c.cmd.Wait(); close(c.exited) }()
+		t.Cleanup(c.checkRaces) // after the kill (cleanups run last first)
 		t.Cleanup(c.killIfRunning)
 		select {
 		case <-c.logs.ready:
@@ -184,6 +195,16 @@ func (c *child) hasExited() bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// checkRaces fails the test when the child's log holds a race report: a
+// child built with -race (CELLD_TEST_BINARY) prints one when it hits a
+// data race, which would otherwise go unseen (a killed child exits with
+// no code of its own).
+func (c *child) checkRaces() {
+	if strings.Contains(c.logs.String(), "WARNING: DATA RACE") {
+		c.t.Errorf("celld on %s hit a data race; log:\n%s", c.addr, c.logs)
 	}
 }
 

@@ -25,6 +25,7 @@ func startNoWait(t *testing.T, dir string, args ...string) *child {
 		t.Fatal(err)
 	}
 	go func() { c.cmd.Wait(); close(c.exited) }()
+	t.Cleanup(c.checkRaces) // after the kill (cleanups run last first)
 	t.Cleanup(c.killIfRunning)
 	return c
 }

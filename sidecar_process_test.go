@@ -39,6 +39,7 @@ func launchBinAt(t testing.TB, bin, dir, addr string, args ...string) *child {
 		t.Fatal(err)
 	}
 	go func() { c.cmd.Wait(); close(c.exited) }()
+	t.Cleanup(c.checkRaces) // after the kill (cleanups run last first)
 	t.Cleanup(c.killIfRunning)
 	select {
 	case <-c.logs.ready:

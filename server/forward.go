@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"net"
 	"strings"
 )
 
@@ -65,6 +66,17 @@ type ForwardKeyless interface {
 	// case; args as sent) goes to the owner of slot 0 rather than run
 	// here.
 	ForwardsKeyless(name string, args [][]byte) bool
+}
+
+// ForwardListener is implemented by a Forwarder that must know the
+// addresses this server listens on: a sidecar whose topology or a
+// redirect names one of them would otherwise forward to itself (each
+// hop a new request on its own port, until the timeout). Serve calls
+// ListeningOn with each listener's address before it accepts on it: once
+// per listener, from Serve's goroutine (several Serves may call it
+// concurrently). Not on any command's path.
+type ForwardListener interface {
+	ListeningOn(addr net.Addr)
 }
 
 // ForwardLargeReply is implemented by a Forwarder that knows which

@@ -291,6 +291,9 @@ func (s *Server) Listen() (net.Listener, error) {
 // the listener is closed. It may be called for several listeners (a plain
 // and a TLS port); all share the server's state.
 func (s *Server) Serve(ln net.Listener) error {
+	if fl, ok := s.cfg.Forwarder.(ForwardListener); ok {
+		fl.ListeningOn(ln.Addr())
+	}
 	if s.startLoops(ln) {
 		ln = wrapLoopListener(ln)
 	} else {

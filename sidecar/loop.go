@@ -50,7 +50,8 @@ type loopState struct {
 	conns map[connKey]*upConn
 	// plain are the live conns of database 0 in RESP2 (the common
 	// case) by lane (1: bulk) and owner.id: the same as in conns,
-	// without hashing a key.
+	// without hashing a key. Only ids below loopTableMax are kept here
+	// (the others are found in conns), so a table is at most 32 KiB.
 	plain [2][]*upConn
 	dirty []*upConn // written by flush after this wake's events
 	// awaited counts the replies awaited on all conns; flush publishes
@@ -59,6 +60,15 @@ type loopState struct {
 	awaited int
 	waiting atomic.Bool
 }
+
+// loopTableMax bounds loopState.plain: owner ids are never reused, so a
+// long-lived sidecar whose upstream keeps changing addresses (failovers
+// to new pods, redirects to new nodes) reaches large ids, and a table
+// sized by the largest one grew to 1,048,577 entries (8 MiB per loop and
+// lane) after a million owners had come and gone. An owner of a larger
+// id takes the map in conns: one hash of a connKey per command, the same
+// forwarding otherwise (TestSidecarLoopTablesBounded).
+const loopTableMax = 4096
 
 // connKey names one of a loop's upstream connections.
 type connKey struct {
@@ -326,7 +336,7 @@ func (s *loopSession) followRedirects() {
 			if !ask {
 				sc.refreshSoon()
 			}
-			s.sync.follow(&reqs[i], nil, sc.ownerFor(addr), ask)
+			s.sync.follow(&reqs[i], nil, sc.redirectOwner(addr), ask)
 		}
 	})
 }
@@ -393,7 +403,7 @@ func b2i(b bool) int {
 func (ls *loopState) dial(k connKey) *upConn {
 	u := &upConn{ls: ls, key: k, gen: k.o.gen.Load(), fd: -1}
 	ls.conns[k] = u
-	if k.db == 0 && !k.resp3 {
+	if k.db == 0 && !k.resp3 && k.o.id < loopTableMax {
 		plain := &ls.plain[b2i(k.bulk)]
 		if k.o.id >= len(*plain) {
 			*plain = append(*plain, make([]*upConn, k.o.id+1-len(*plain))...)
@@ -772,6 +782,18 @@ func (u *upConn) left(now int64) time.Duration {
 	}
 	return replyLeft(now, p.sent, max(p.sent, u.headAt), u.lastRead, got,
 		u.key.bulk, slow, cfg.Timeout, cfg.BulkTimeout)
+}
+
+// dropOwners closes the loop's connections to owners the sidecar dropped
+// (Sidecar.release); requests still awaited on them get the fallback.
+func (ls *loopState) dropOwners(drop []*owner) {
+	for k, u := range ls.conns {
+		for _, o := range drop {
+			if k.o == o {
+				u.fail(errClosed)
+			}
+		}
+	}
 }
 
 // closeAll closes every connection (Sidecar.Close).

@@ -26,6 +26,13 @@ type owner struct {
 	// (session.refusedByOwner; unix ns), 0 when its last reply was not
 	// one.
 	refusedAt atomic.Int64
+	// unlistedAt is when a topology read first found the owner out of
+	// the topology and no redirect target (zero while listed): it is
+	// dropped ownerLinger after (Sidecar.sweepUnlistedLocked). Sidecar.mu.
+	unlistedAt time.Time
+	// self: the owner is at an address this sidecar listens on
+	// (self.go); its breaker stays down and it is never probed.
+	self atomic.Bool
 
 	mu sync.Mutex // guards conns and dbConns
 	// conns are database 0's pools, by poolIndex (RESP2/RESP3, decision
@@ -118,7 +125,7 @@ func (o *owner) failed(err error) {
 // of a new topology that is down (a probe that ended because its owner
 // had left the topology may have raced the read that lists it again).
 func (o *owner) startProbe() {
-	if !o.probing.CompareAndSwap(false, true) {
+	if o.self.Load() || !o.probing.CompareAndSwap(false, true) {
 		return
 	}
 	if !o.sc.goTracked() { // not once the sidecar is closing
@@ -154,7 +161,14 @@ func (o *owner) probe() {
 	defer o.sc.wg.Done()
 	for {
 		wait := o.br.wait(time.Now())
-		in := o.sc.topo.Load().has(o)
+		in := o.sc.listed(o)
+		if o.self.Load() { // marked self while it probed: never dialled again
+			o.probing.Store(false)
+			if !in {
+				o.sc.forget(o)
+			}
+			return
+		}
 		if in && o.sc.topo.Load().cluster {
 			wait = min(wait, refreshWhileDown)
 		}
@@ -163,7 +177,7 @@ func (o *owner) probe() {
 			// listed (or fell) again meanwhile, whose startProbe found
 			// this probe still running (set-then-check on both sides).
 			o.probing.Store(false)
-			if o.br.isUp() || !o.sc.topo.Load().has(o) || !o.probing.CompareAndSwap(false, true) {
+			if o.br.isUp() || !o.sc.listed(o) || !o.probing.CompareAndSwap(false, true) {
 				if !o.br.isUp() {
 					o.sc.forget(o)
 				}
@@ -188,6 +202,9 @@ func (o *owner) probe() {
 		m, err := dial(o.addr, o.sc.dialOpts(false), nil)
 		if err == nil {
 			m.close()
+		}
+		if err == nil && o.self.Load() { // marked self while it dialled
+			err = errSelf
 		}
 		o.br.probeResult(time.Now(), err == nil, err)
 		if err == nil {

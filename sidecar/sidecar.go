@@ -110,14 +110,33 @@ type Sidecar struct {
 	log  *slog.Logger
 	topo atomic.Pointer[topology]
 
-	mu     sync.Mutex        // guards owners, nextID and loops
+	// mu guards owners, nextID, redirected and loops; the topology is
+	// stored under it too (install), so that an owner dropped under mu
+	// is never one a topology being installed lists.
+	mu     sync.Mutex
 	owners map[string]*owner // by address, kept across refreshes while listed or up (forget)
 	nextID int               // the next owner's id: never reused (loopState.plain is by id)
+	// redirected are the owners known only from MOVED/ASK replies (no
+	// topology lists them), with when a redirect last named each: at
+	// most redirectMax, each dropped redirectTTL after its last use
+	// (redirectOwner). Before, every redirect to a new address added an
+	// owner, its connections and its pool for the sidecar's life.
+	redirected  map[*owner]time.Time
+	redirectTTL time.Duration // redirectKeep; tests shorten it
+	ownerLinger time.Duration // unlistedKeep; tests shorten it
+	// self is where the server listens (ListeningOn, self.go): an
+	// owner there is this sidecar, never forwarded to. Stored under mu.
+	self atomic.Pointer[selfInfo]
 	// loops are the event loops that serve clients (loop.go), each
 	// with its own upstream connections.
 	loops map[server.ForwardLoop]*loopState
 
 	refreshing atomic.Bool
+	// refreshMu serialises topology reads (refresh): the periodic one
+	// and those requests and probes trigger could overlap, and an older
+	// read installed after a newer one would bring back the owners the
+	// newer one had left out.
+	refreshMu sync.Mutex
 	// soonAt is when a request last asked for a refresh (UnixNano: its
 	// slot had no owner, or its owner answered MOVED): at most one such
 	// refresh per soonGap, so a topology that stays partial, or an owner
@@ -244,7 +263,8 @@ func New(cfg Config) (*Sidecar, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Sidecar{cfg: cfg, log: cfg.Logger, owners: map[string]*owner{}, closed: make(chan struct{})}
+	s := &Sidecar{cfg: cfg, log: cfg.Logger, owners: map[string]*owner{}, closed: make(chan struct{}),
+		redirected: map[*owner]time.Time{}, redirectTTL: redirectKeep, ownerLinger: unlistedKeep}
 	// Until the first read, the first seed owns every slot (a plain
 	// upstream; a cluster node answers MOVED, which reads the topology).
 	t := &topology{}
@@ -307,6 +327,11 @@ func (s *Sidecar) StatsRef() *Stats { return &s.stats }
 func (s *Sidecar) ownerFor(addr string) *owner {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.ownerForLocked(addr)
+}
+
+// ownerForLocked is ownerFor with s.mu held.
+func (s *Sidecar) ownerForLocked(addr string) *owner {
 	o := s.owners[addr]
 	if o == nil {
 		o = &owner{addr: addr, sc: s, id: s.nextID}
@@ -315,22 +340,150 @@ func (s *Sidecar) ownerFor(addr string) *owner {
 			o.conns[p] = make([]*muxConn, s.cfg.PoolSize)
 		}
 		s.owners[addr] = o
+		if s.isSelf(addr) {
+			s.markSelf(o)
+		}
 	}
 	return o
 }
 
-// forget removes o, down and out of the topology, from the owners kept
-// (its probe has ended: owner.probe), and closes its connections: a
-// topology that names its address again gets a fresh owner. Its id is
-// not reused (a loop's table by id may still hold a dead connection of
-// it).
-func (s *Sidecar) forget(o *owner) {
+// Bounds on the owners known only from redirects (Sidecar.redirected).
+const (
+	// redirectMax is how many are kept; a redirect to one more drops
+	// the one least recently named.
+	redirectMax = 64
+	// redirectKeep is how long one is kept after the last redirect that
+	// named it (dropped at the next redirect or topology read after
+	// that): a follow-up redirect within it finds the owner, its
+	// connection and its breaker (a dead target is not dialled again).
+	redirectKeep = 10 * time.Second
+)
+
+// redirectOwner returns the owner at addr, named by a MOVED or ASK
+// reply, creating it. One no topology lists is remembered as a redirect
+// target (Sidecar.redirected), and the targets past their bounds are
+// dropped. Any goroutine; takes s.mu (a redirect already costs a round
+// trip and a follow on the blocking path).
+func (s *Sidecar) redirectOwner(addr string) *owner {
+	now := time.Now()
 	s.mu.Lock()
+	o := s.ownerForLocked(addr)
+	if !s.topo.Load().has(o) {
+		s.redirected[o] = now
+	}
+	drop := s.trimRedirectsLocked(now)
+	s.mu.Unlock()
+	s.release(drop)
+	return o
+}
+
+// listed reports whether o is in the topology or a redirect target still
+// kept: an owner whose probe should go on while it is down.
+func (s *Sidecar) listed(o *owner) bool {
+	if s.topo.Load().has(o) {
+		return true
+	}
+	s.mu.Lock()
+	_, ok := s.redirected[o]
+	s.mu.Unlock()
+	return ok
+}
+
+// trimRedirectsLocked drops the redirect targets unused for redirectTTL,
+// then the least recently used ones past redirectMax; an owner the
+// topology lists meanwhile leaves the set but is kept. It returns the
+// owners dropped, for release (outside s.mu).
+func (s *Sidecar) trimRedirectsLocked(now time.Time) []*owner {
+	var drop []*owner
+	t := s.topo.Load()
+	for o, at := range s.redirected {
+		if t.has(o) {
+			delete(s.redirected, o)
+		} else if now.Sub(at) >= s.redirectTTL {
+			drop = append(drop, s.dropLocked(o))
+		}
+	}
+	for len(s.redirected) > redirectMax {
+		var oldest *owner
+		var at time.Time
+		for o, a := range s.redirected {
+			if oldest == nil || a.Before(at) {
+				oldest, at = o, a
+			}
+		}
+		drop = append(drop, s.dropLocked(oldest))
+	}
+	return drop
+}
+
+// dropLocked removes o from the owners kept and from the redirect
+// targets, and takes it down for good (its breaker: a session still
+// holding it, from a topology loaded before, falls back rather than dial
+// a connection nobody would close). Its id is not reused (a loop's table
+// by id may still hold a dead connection of it). release closes its
+// connections.
+func (s *Sidecar) dropLocked(o *owner) *owner {
 	if s.owners[o.addr] == o {
 		delete(s.owners, o.addr)
 	}
+	delete(s.redirected, o)
+	o.br.fail(time.Now(), errDropped)
+	return o
+}
+
+// sweepUnlistedLocked drops the owners that topology t, just installed,
+// does not list, and no redirect keeps, once they have been out of every
+// read for ownerLinger, and appends them to drop. Before, an owner stayed
+// for the sidecar's life once a topology had named it (with its pools
+// and its connections on every event loop): after 60 reads each naming
+// a new address for one shard, 61 owners and 60 loop connections stayed
+// where 2 and 1 are in use (TestSidecarUnlistedOwnersDropped). A down
+// one is forgotten by its probe before that (owner.probe). One pass
+// over the owners per read, under s.mu.
+func (s *Sidecar) sweepUnlistedLocked(now time.Time, t *topology, drop []*owner) []*owner {
+	for _, o := range s.owners {
+		if _, kept := s.redirected[o]; kept || t.has(o) {
+			o.unlistedAt = time.Time{}
+			continue
+		}
+		if o.unlistedAt.IsZero() {
+			o.unlistedAt = now
+		}
+		if now.Sub(o.unlistedAt) >= s.ownerLinger {
+			drop = append(drop, s.dropLocked(o))
+		}
+	}
+	return drop
+}
+
+// errDropped is the breaker's last error of an owner the sidecar no
+// longer keeps.
+var errDropped = errors.New("sidecar: owner no longer listed")
+
+// release closes the connections of the owners dropped (dropLocked):
+// their pools, and on every event loop theirs (posted to the loop).
+func (s *Sidecar) release(drop []*owner) {
+	if len(drop) == 0 {
+		return
+	}
+	for _, o := range drop {
+		o.closeConns(true)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ls := range s.loops {
+		ls.l.Post(func() { ls.dropOwners(drop) }) // refused once the loop has stopped: Close closed them
+	}
+}
+
+// forget drops o, down and out of the topology and no redirect target
+// (its probe has ended: owner.probe), and closes its connections: a
+// topology or redirect that names its address again gets a fresh owner.
+func (s *Sidecar) forget(o *owner) {
+	s.mu.Lock()
+	s.dropLocked(o)
 	s.mu.Unlock()
-	o.closeConns(true)
+	s.release([]*owner{o})
 }
 
 func (s *Sidecar) dialOpts(resp3 bool) dialOptions {
@@ -342,20 +495,29 @@ func (s *Sidecar) dialOpts(resp3 bool) dialOptions {
 // until one answers, and installs the topology it describes. An -ERR
 // reply ("cluster support disabled") makes that node the owner of every
 // slot; any other error is a failed read.
+//
+// Reads are serialised (refreshMu). After a read is installed, the owners
+// it does not list (nor any redirect) for ownerLinger are dropped with
+// their connections (sweepUnlistedLocked).
 func (s *Sidecar) refresh() error {
+	s.refreshMu.Lock()
+	defer s.refreshMu.Unlock()
 	var tried []string
 	seen := map[string]bool{}
 	for _, o := range s.topo.Load().owners {
-		if o.br.isUp() && !seen[o.addr] {
+		if o.br.isUp() && !seen[o.addr] && !o.self.Load() {
 			seen[o.addr] = true
 			tried = append(tried, o.addr)
 		}
 	}
 	for _, a := range s.cfg.Seeds {
-		if !seen[a] {
+		if !seen[a] && !s.isSelf(a) { // a seed that is this sidecar would answer for itself
 			seen[a] = true
 			tried = append(tried, a)
 		}
+	}
+	if len(tried) == 0 {
+		return errors.New("sidecar: every upstream seed is this sidecar's own address (--upstream names its --addr?)")
 	}
 	var errs []error
 	for _, addr := range tried {
@@ -364,12 +526,19 @@ func (s *Sidecar) refresh() error {
 			errs = append(errs, err)
 			continue
 		}
+		s.mu.Lock()
 		t, err := s.parseSlots(addr, reply)
 		if err != nil {
+			s.mu.Unlock()
 			errs = append(errs, err)
 			continue
 		}
 		s.topo.Store(t)
+		now := time.Now()
+		drop := s.trimRedirectsLocked(now)
+		drop = s.sweepUnlistedLocked(now, t, drop)
+		s.mu.Unlock()
+		s.release(drop)
 		s.stats.Refreshes.Add(1)
 		for _, o := range t.owners {
 			if !o.br.isUp() {
@@ -404,6 +573,7 @@ func (s *Sidecar) query(addr string, args ...string) ([]byte, error) {
 }
 
 // parseSlots builds a topology from a CLUSTER SLOTS reply read from addr.
+// s.mu is held (the owners it names are resolved and installed under it).
 func (s *Sidecar) parseSlots(addr string, reply []byte) (*topology, error) {
 	t := &topology{}
 	if len(reply) > 0 && reply[0] == '-' && !bytes.HasPrefix(reply, []byte("-ERR ")) {
@@ -418,7 +588,7 @@ func (s *Sidecar) parseSlots(addr string, reply []byte) (*topology, error) {
 	if len(reply) > 0 && reply[0] == '-' {
 		// Not a cluster ("-ERR This instance has cluster support
 		// disabled", "-ERR unknown command"): this node owns every slot.
-		o := s.ownerFor(addr)
+		o := s.ownerForLocked(addr)
 		for i := range t.slots {
 			t.slots[i] = o
 		}
@@ -455,7 +625,7 @@ func (s *Sidecar) parseSlots(addr string, reply []byte) (*topology, error) {
 		if host == "" || host == "?" {
 			host = seedHost
 		}
-		o := s.ownerFor(joinHostPort(host, port))
+		o := s.ownerForLocked(joinHostPort(host, port))
 		distinct[o] = true
 		for i := first; i <= last; i++ {
 			if t.slots[i] == nil {
@@ -645,6 +815,9 @@ func (s *Sidecar) Info() []string {
 			st = "down"
 			downMs = now.Sub(since).Milliseconds()
 		}
+		if o.self.Load() {
+			st = "self"
+		}
 		lines = append(lines, fmt.Sprintf("owner%d:addr=%s,state=%s,slots=%d,failures=%d,down_ms=%d",
 			i, o.addr, st, counts[o], failures, downMs))
 	}
@@ -691,3 +864,8 @@ func stoppedTimer() *time.Timer {
 	t.Stop()
 	return t
 }
+
+// unlistedKeep is how long an owner no topology lists (nor any redirect)
+// is kept, up, with its connections, before it is dropped: a topology
+// read during a failover may leave a node out for a moment.
+const unlistedKeep = 10 * time.Second
