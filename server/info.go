@@ -345,6 +345,7 @@ func (s *Server) infoStats(now time.Time) []string {
 		"busy_poll_hits:" + itoa(pollHits),
 		"loop_wakes:" + itoa(wakes),
 		"loop_events:" + itoa(events),
+		"loop_yields:" + itoa(s.loopYields()),
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -448,6 +449,9 @@ type eventLoop struct {
 	// mode, upstream sockets) a wake serves (INFO stats). Written by the
 	// loop, two atomic adds per wake.
 	wakes, events atomic.Int64
+	// yields counts the loop's runtime.Gosched calls between turns
+	// (loopYieldEvery; INFO stats loop_yields). Written by the loop.
+	yields atomic.Int64
 }
 
 // fdTable maps a file descriptor to its connection: a slice indexed by
@@ -565,6 +569,7 @@ func (l *eventLoop) run() {
 	events := make([]unix.EpollEvent, 256)
 	lastCheck := time.Now()
 	idleFrom := lastCheck
+	lastYield := lastCheck
 	for {
 		n, err := 0, error(nil)
 		if len(l.held) > 0 {
@@ -657,12 +662,35 @@ func (l *eventLoop) run() {
 			l.nsPerByte += (per - l.nsPerByte) / 4 // moving average
 		}
 		idleFrom = now
+		if now.Sub(lastYield) >= loopYieldEvery {
+			// Before sysmon would preempt the loop (see loopYieldEvery).
+			lastYield = now
+			l.yields.Add(1)
+			runtime.Gosched()
+		}
 		if now.Sub(lastCheck) >= time.Second {
 			lastCheck = now
 			l.expireBacklogs(now)
 		}
 	}
 }
+
+// loopYieldEvery is how long the loop runs its turns before it yields
+// the processor to the Go scheduler once (runtime.Gosched, between two
+// turns). Under load epoll_wait returns at once, its system call keeps
+// the loop's P, and the loop goroutine is never rescheduled: after 10 ms
+// (the runtime's forcePreemptNS) sysmon preempts it with a SIGURG, a
+// signal delivery, a handler and an asynchronous preemption that put the
+// loop at the back of the global run queue mid-turn (339-527 signals per
+// 3M CL.THROTTLE calls, session 20). A yield every ~6 ms lets sysmon see
+// a new scheduling tick every time it looks (it looks at most every 10
+// ms), so it never preempts: the yield costs one trip through the
+// scheduler (under a microsecond; the loop is picked again at once when
+// nothing else waits) and is counted in INFO stats loop_yields. It is
+// checked once per turn (one clock comparison: the turn already reads the
+// clock), so a single turn longer than 10 ms (a long script) can still be
+// preempted. TestLoopYieldsBeforeSysmonPreempts.
+const loopYieldEvery = 6 * time.Millisecond
 
 // A loop turn runs the commands read from every connection that epoll
 // reported ready, one read each, before it waits again; a connection
@@ -721,6 +749,10 @@ func (l *eventLoop) pollCounts() (polls, hits int64) {
 func (l *eventLoop) wakeCounts() (wakes, events int64) {
 	return l.wakes.Load(), l.events.Load()
 }
+
+// yieldCount returns how many times the loop yielded between turns
+// (loopYieldEvery). Any goroutine.
+func (l *eventLoop) yieldCount() int64 { return l.yields.Load() }
 
 // busyWait polls for events without sleeping until some arrive or the
 // busy-poll budget, counted from since, is spent; it returns how many it

@@ -29,6 +29,7 @@ func (*eventLoop) shutdown()                         {}
 func (*eventLoop) shutdownIdle()                     {}
 func (*eventLoop) pollCounts() (polls, hits int64)   { return 0, 0 }
 func (*eventLoop) wakeCounts() (wakes, events int64) { return 0, 0 }
+func (*eventLoop) yieldCount() int64                 { return 0 }
 
 // forwardLoopOf: no event loop, so sidecar sessions block (forward.go).
 func forwardLoopOf(*loopConn) (ForwardLoop, func()) { return nil, nil }

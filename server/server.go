@@ -453,6 +453,13 @@ func (s *Server) busyPollCounts() (polls, hits int64) { return s.sumLoops((*even
 // (INFO stats).
 func (s *Server) wakeCounts() (wakes, events int64) { return s.sumLoops((*eventLoop).wakeCounts) }
 
+// loopYields sums the event loops' yields between turns (INFO stats
+// loop_yields, loopYieldEvery).
+func (s *Server) loopYields() int64 {
+	y, _ := s.sumLoops(func(l *eventLoop) (int64, int64) { return l.yieldCount(), 0 })
+	return y
+}
+
 // sumLoops sums a pair of counters (f) over the event loops.
 func (s *Server) sumLoops(f func(*eventLoop) (int64, int64)) (a, b int64) {
 	s.mu.Lock()
