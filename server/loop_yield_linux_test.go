@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"net"
 	"os"
 	"os/signal"
@@ -26,23 +27,55 @@ import (
 // loop's thread was kept off its core for most of 10 ms by the machine.
 func TestLoopYieldsBeforeSysmonPreempts(t *testing.T) {
 	s, addr := startServer(t, nil)
-
-	const yieldsWanted = 50
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	// A loaded machine (CI runs packages in parallel) can keep the loop's
+	// thread off its core for 10 ms mid-turn, which no yield prevents: the
+	// test fails only when three attempts in a row each see too many
+	// signals. Without the yield every attempt sees 15-18.
+	var last string
+	for attempt := 1; attempt <= 3; attempt++ {
+		yields, n, calls := loopYieldAttempt(t, s, addr)
+		t.Logf("attempt %d: %d calls, %d loop yields, %d SIGURG", attempt, calls, yields, n)
+		if yields < yieldsWanted {
+			t.Fatalf("the loop yielded %d times under load, want >= %d", yields, yieldsWanted)
+		}
+		if n <= yieldsWanted/5 {
+			return
+		}
+		last = fmt.Sprintf("%d preemption signals over %d yields (~%d ms of the loop's running)", n, yields, yields*int64(loopYieldEvery/time.Millisecond))
+	}
+	t.Fatalf("%s, in each of 3 attempts: the loop does not yield before sysmon preempts it", last)
+}
+
+const yieldsWanted = 50
+
+// loopYieldAttempt keeps s's loop busy with 4 pipelining clients until it
+// has yielded yieldsWanted times (or 20 s passed) and returns the yields,
+// the SIGURGs the process took meanwhile and the calls served.
+func loopYieldAttempt(t *testing.T, s *Server, addr string) (yields int64, n int, calls int64) {
+	t.Helper()
 	sigs := make(chan os.Signal, 4096)
 	signal.Notify(sigs, syscall.SIGURG)
 	defer signal.Stop(sigs)
 
 	var stop atomic.Bool
-	var calls atomic.Int64
+	var served atomic.Int64
 	var wg sync.WaitGroup
+	var conns []net.Conn
+	defer func() { // stop the clients, then close their connections
+		stop.Store(true)
+		wg.Wait()
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
 	batch := bytes.Repeat([]byte("*1\r\n$4\r\nPING\r\n"), 64)
 	for range 4 {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer c.Close()
+		conns = append(conns, c)
 		c.SetDeadline(time.Now().Add(30 * time.Second))
 		wg.Add(1)
 		go func() {
@@ -58,7 +91,7 @@ func TestLoopYieldsBeforeSysmonPreempts(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				calls.Add(64)
+				served.Add(64)
 			}
 		}()
 	}
@@ -66,19 +99,11 @@ func TestLoopYieldsBeforeSysmonPreempts(t *testing.T) {
 	for len(sigs) > 0 {
 		<-sigs // before the load
 	}
-	// Safety bound only: the assertion below is on counts, not time.
+	// Safety bound only: the assertion is on counts, not time.
 	for end := time.Now().Add(20 * time.Second); s.loopYields()-y0 < yieldsWanted && time.Now().Before(end); {
 		time.Sleep(5 * time.Millisecond)
 	}
-	yields := s.loopYields() - y0
-	n := len(sigs)
-	stop.Store(true)
-	wg.Wait()
-	t.Logf("%d calls, %d loop yields, %d SIGURG", calls.Load(), yields, n)
-	if yields < yieldsWanted {
-		t.Fatalf("the loop yielded %d times under load, want >= %d", yields, yieldsWanted)
-	}
-	if n > yieldsWanted/5 {
-		t.Fatalf("%d preemption signals over %d yields (~%d ms of the loop's running): the loop does not yield before sysmon preempts it", n, yields, yields*int64(loopYieldEvery/time.Millisecond))
-	}
+	yields = s.loopYields() - y0
+	n = len(sigs)
+	return yields, n, served.Load()
 }
