@@ -48,14 +48,18 @@ import (
 // stream and DUMP-like paths see the same 17 and 25 bytes as before.
 
 // windowHeap is a shard's window storage. Guarded by the shard's mu.
+//
+// heap and scratch come first: the two headers every LOG call reads
+// (winBlock, ApplyInPlaceTo's buffer), kept on one cache line of the
+// shard (TestShardHotLines).
 type windowHeap struct {
 	heap    []byte // blocks
+	scratch []byte // window.Limit.Apply's output, reused
 	garbage int    // dead bytes in heap (the free lists' blocks included)
 	// free holds the offsets of dead blocks of 2^(minWinLog+i) bytes, for
 	// i < winFreeClasses, reused LIFO by allocWinLocked; compaction
 	// empties them. At most one 4-byte offset per 32 heap bytes.
-	free    [winFreeClasses][]uint32
-	scratch []byte // window.Limit.Apply's output, reused
+	free [winFreeClasses][]uint32
 }
 
 const (
