@@ -242,6 +242,14 @@ func (s *Store) Window(key []byte, l window.Limit, q int64, nowMs int64) (window
 	sh := s.shardFor(h)
 	sh.mu.Lock()
 	slot, pos, found := sh.findLocked(key, h)
+	if found && l.Mode == window.Log && l.WindowMs > 0 {
+		// The common LOG call: a live key with its state in a block.
+		var r window.Result
+		if done, err := sh.windowLogLocked(&r, slot, l, q, nowMs); done {
+			sh.mu.Unlock()
+			return r, err
+		}
+	}
 	if found && l.WindowMs > 0 {
 		// The common FIXED or SLIDING call: a key of the call's mode with
 		// inline counters (windowInlineLocked; the mode is the tag).
@@ -301,6 +309,54 @@ func (sh *shard) windowInlineLocked(slot uint32, l window.Limit, q, nowMs int64,
 		return window.Result{}, err
 	}
 	return r, nil
+}
+
+// windowLogLocked is Window's direct path for a LOG call on slot, a key
+// that exists: when slot is a live window key whose state is in a block
+// (a LOG state, or a FIXED or SLIDING one out of the inline range or
+// under a long name, which the call answers as windowLocked does), it
+// decides the call into *r, writes the new state (in the block when it
+// fits, else through putWindowLocked) and reports done; else (another
+// kind, inline counters, an expired key: the memory bound, WRONGTYPE and
+// the remade slot are windowLocked's) it reports false with nothing read
+// into *r or written. Its answers, state and memory are windowLocked's for
+// the same call (TestWindowLogDirectAgainstGeneral). Requires sh.mu; l.WindowMs > 0.
+//
+// Cost: what windowLocked spends on the same call without its deferred
+// unlock and its tests for the cases it does not take (a new or expired
+// key, the memory bound, inline counters): one entry test, then
+// Limit.ApplyInPlaceTo over the block.
+func (sh *shard) windowLogLocked(r *window.Result, slot uint32, l window.Limit, q, nowMs int64) (done bool, err error) {
+	e := &sh.slab[slot]
+	// A block's log2 size is at least minWinLog; 0 (no state) and the
+	// inline tags are below it.
+	if e.flags&kindMask != kindFlags(KindWindow) || e.tat&0xFF < minWinLog || !e.alive(nowMs) {
+		return false, nil
+	}
+	next, inPlace, write, err := l.ApplyInPlaceTo(r, sh.winBlock(slot), nowMs, q, sh.win.scratch)
+	if !inPlace {
+		sh.win.scratch = next[:0]
+	}
+	switch {
+	case err == window.ErrMode:
+		*r = window.Result{}
+		return true, ErrWrongType
+	case err != nil:
+		*r = window.Result{}
+		return true, ErrInvalidValue
+	case !write:
+		return true, nil
+	}
+	exp := satAddMs(nowMs, r.ResetAfter)
+	if inPlace {
+		sh.setWinLenLocked(slot, len(next), exp, nowMs)
+		return true, nil
+	}
+	if err := sh.putWindowLocked(slot, next, exp, nowMs); err != nil {
+		*r = window.Result{}
+		return true, err
+	}
+	return true, nil
 }
 
 // windowLocked is Window after the key's lookup (slot, pos, found:
