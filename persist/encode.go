@@ -101,6 +101,11 @@ func (e *Encoder) added(start int) {
 	e.rec = start
 }
 
+// winEntryHead bounds a 'w' entry's bytes besides its key and state when
+// both are under 128 bytes (Encoder.Window's first path): the tag, two
+// one-byte lengths and the expiry's varint.
+const winEntryHead = 3 + binary.MaxVarintLen64
+
 // entryHeadMax bounds an entry's bytes besides its key and value: a
 // database prefix, a tag, the lengths, an expiry, a kind, a generation or
 // an 8-byte TAT.
@@ -178,7 +183,28 @@ func (e *Encoder) Set(key, value []byte, exp int64) {
 }
 
 // Window adds key holding a CL.WINDOW state (Op.Window).
+//
+// Cost: the entry's bytes. The drain's common window entry, a LOG state
+// (a 'w' entry: never a compact one) of a key and a state under 128 bytes
+// each in database 0, is written in place into the open record, byte for
+// byte what the path below writes (TestEncoderWindowFastPath,
+// TestEncoderMatchesWrite), as TAT's first path: the record is open and
+// not the first entry's, the buffer has room for the longest such entry
+// and the record stays within maxRecord with it, all tested up front.
 func (e *Encoder) Window(key, state []byte, exp int64) {
+	if n, m, s := len(key), len(state), len(e.buf); e.db == 0 && n < 0x80 && 0 < m && m < 0x80 &&
+		state[0] != winModeFixed && state[0] != winModeSliding && e.rec >= 0 && s > 0 &&
+		cap(e.buf)-s >= n+m+winEntryHead && s+n+m+winEntryHead-e.rec-recordHeaderLen <= maxRecord {
+		b := e.buf[s : s+n+m+winEntryHead]
+		b[0], b[1] = entryWindow, byte(n)
+		i := 2 + copy(b[2:], key)
+		i += binary.PutVarint(b[i:], exp)
+		b[i] = byte(m)
+		i += 1 + copy(b[i+1:], state)
+		e.buf = e.buf[:s+i]
+		e.ops++
+		return
+	}
 	s := e.begin(len(key) + len(state) + entryHeadMax)
 	e.buf = appendDBPrefix(e.buf, e.db)
 	e.buf = appendWindow(e.buf, key, state, exp)

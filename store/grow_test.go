@@ -267,3 +267,22 @@ func TestRenameKeepsTheGrownBuffer(t *testing.T) {
 		t.Errorf("after RENAME and appends: %d bytes", len(v.Raw))
 	}
 }
+
+// TestShardHotLines: the window heap's and scratch buffer's slice headers,
+// which every CL.WINDOW LOG call reads (winBlock and ApplyInPlaceTo's
+// buffer), sit on one cache line of the shard, and the shard stays a
+// whole number of lines (so it starts on one: TestShardSizeClass). Before
+// the headers were reordered and the padding moved, they were 224 bytes
+// apart, on two lines.
+func TestShardHotLines(t *testing.T) {
+	var sh shard
+	if n := unsafe.Sizeof(sh); n%64 != 0 {
+		t.Errorf("shard is %d bytes, not a whole number of cache lines", n)
+	}
+	heap := unsafe.Offsetof(sh.win) + unsafe.Offsetof(sh.win.heap)
+	scratch := unsafe.Offsetof(sh.win) + unsafe.Offsetof(sh.win.scratch)
+	end := scratch + unsafe.Sizeof(sh.win.scratch) - 1
+	if heap/64 != end/64 || scratch < heap {
+		t.Errorf("win.heap at %d and win.scratch at %d-%d: want both headers on one cache line", heap, scratch, end)
+	}
+}

@@ -51,17 +51,19 @@ func (s *Store) Prefetch(keys [][]byte, hs []uint64) { s.PrefetchWith(keys, hs, 
 // dependent miss after the entry, which the call would otherwise wait on
 // (in a CPU profile of LOG at pipeline 16 over 100k keys, that load was
 // ~12% of the server's samples). The block pass reuses what Prefetch's own passes
-// computed: each key's hash, and its slot read again from the index lines
-// the first pass brought in (entrySlot, no lock), so it neither hashes nor
-// probes under the lock nor compares the key; it takes the key's shard
+// computed: each key's hash, and its slot as the entry pass found it in
+// the index lines the first pass brought in (entrySlot, no lock; kept for
+// the first keptSlots keys, read again past them), so it neither hashes
+// nor probes under the lock nor compares the key; it takes the key's shard
 // lock only to read the entry's block reference and the heap. A slot that
 // holds another key meanwhile (or a fingerprint twin) only wastes the
 // prefetch. Indices out of range are ignored. Safe for concurrent use
 // with everything; changes nothing.
 //
-// Cost per window key beyond Prefetch's: up to prefetchProbe atomic loads
-// of cached index words, a shard lock and unlock, a read of the entry
-// (prefetched by the pass before) and two prefetches.
+// Cost per window key beyond Prefetch's: a shard lock and unlock, a read
+// of the entry (prefetched by the pass before) and two prefetches (past
+// keptSlots keys, also up to prefetchProbe atomic loads of cached index
+// words).
 func (s *Store) PrefetchWith(keys [][]byte, hs []uint64, win []int32) {
 	hs = hs[:len(keys)]
 	for i, k := range keys {
@@ -73,31 +75,54 @@ func (s *Store) PrefetchWith(keys [][]byte, hs []uint64, win []int32) {
 			v.prefetchRun(h)
 		}
 	}
-	for _, h := range hs {
-		sh := s.madeShard(h)
-		if sh == nil {
-			continue // no key ever went to this shard: nothing to bring in
-		}
-		if v := sh.view.Load(); v != nil {
-			if slot, ok := v.entrySlot(h); ok {
-				prefetchEntry(&v.slab[slot])
-			} else {
-				sh.prefetchFree() // most likely absent: a write inserts it
-			}
-		}
-		if p := sh.dirtyLine.Load(); p != 0 {
-			prefetchw(p) // where a write's dirty mark goes (persistence; shard.dirtyLine)
-		}
-	}
+	// The entry pass's slots, for the window pass, so that it does not
+	// run entrySlot again.
+	var slots [keptSlots]int32
+	s.prefetchEntries(hs, &slots)
 	if len(win) > 0 {
-		s.prefetchBlocks(hs, win) // before prefetchObjects overwrites hs
+		s.prefetchBlocks(hs, win, slots[:min(len(hs), keptSlots)]) // before prefetchObjects overwrites hs
 	}
 	s.prefetchObjects(keys, hs) // prefetch_obj.go
 }
 
+// prefetchEntries is PrefetchWith's entry pass over the keys hashed to hs
+// (their index lines loaded by the pass before): each key's entry, or
+// where an insert would write, and the dirty list's next line. It keeps
+// the slot it found for each of the first keptSlots keys in slots (-1:
+// not found). No lock.
+func (s *Store) prefetchEntries(hs []uint64, slots *[keptSlots]int32) {
+	for i, h := range hs {
+		slot := int32(-1)
+		if sh := s.madeShard(h); sh != nil { // else no key ever went to this shard: nothing to bring in
+			if v := sh.view.Load(); v != nil {
+				if sl, ok := v.entrySlot(h); ok {
+					prefetchEntry(&v.slab[sl])
+					slot = int32(sl)
+				} else {
+					sh.prefetchFree() // most likely absent: a write inserts it
+				}
+			}
+			if p := sh.dirtyLine.Load(); p != 0 {
+				prefetchw(p) // where a write's dirty mark goes (persistence; shard.dirtyLine)
+			}
+		}
+		if i < keptSlots {
+			slots[i] = slot
+		}
+	}
+}
+
+// keptSlots is how many of a batch's keys PrefetchWith keeps the entry
+// pass's slot for (a stack array), for the window pass: a pipeline of up
+// to 64 commands, the common batch, looks up no key's slot twice (the
+// lost profile of bench/window.sh's LOG row: entrySlot 6.6 → 3.2 ns per
+// call). Keys past it are looked up again.
+const keptSlots = 64
+
 // prefetchBlocks is PrefetchWith's window pass: hs are the keys' hashes,
-// win the indices of the window keys.
-func (s *Store) prefetchBlocks(hs []uint64, win []int32) {
+// win the indices of the window keys, slots the entry pass's slots of
+// the first len(slots) keys (-1: not found).
+func (s *Store) prefetchBlocks(hs []uint64, win []int32, slots []int32) {
 	for _, i := range win {
 		if i < 0 || int(i) >= len(hs) {
 			continue
@@ -107,13 +132,20 @@ func (s *Store) prefetchBlocks(hs []uint64, win []int32) {
 		if sh == nil {
 			continue
 		}
-		v := sh.view.Load()
-		if v == nil {
-			continue
-		}
-		slot, ok := v.entrySlot(h)
-		if !ok {
-			continue // absent (or past the probe): nothing to prefetch
+		var slot int
+		if int(i) < len(slots) {
+			if slot = int(slots[i]); slot < 0 {
+				continue // absent (or past the probe): nothing to prefetch
+			}
+		} else {
+			v := sh.view.Load()
+			if v == nil {
+				continue
+			}
+			var ok bool
+			if slot, ok = v.entrySlot(h); !ok {
+				continue
+			}
 		}
 		sh.mu.Lock()
 		sh.prefetchBlockLocked(slot)
