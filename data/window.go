@@ -93,8 +93,11 @@ func cmdWindow(x *server.Ctx) {
 		x.Error(winErrQuantity)
 		return
 	}
-	r, err := x.Store().Window(args[1], window.Limit{Mode: mode, Limit: limit, WindowMs: w}, q, x.NowMs())
-	if err != nil {
+	// The decision is written into r (WindowTo), not returned: a returned
+	// Result was copied at each return with loads the CPU could not
+	// forward from the stores that made it (store.Store.WindowTo).
+	var r window.Result
+	if err := x.Store().WindowTo(&r, args[1], window.Limit{Mode: mode, Limit: limit, WindowMs: w}, q, x.NowMs()); err != nil {
 		switch {
 		case errors.Is(err, store.ErrWrongType):
 			x.WrongType()

@@ -124,10 +124,14 @@ func registered(rc Command, fullname, group, since string) *command {
 			// through the indirect call (one allocation per call). A
 			// handler never runs another registered handler, so one
 			// per client is enough.
+			// Set and cleared field by field: a whole-struct store
+			// (*x = Ctx{...}) is compiled as a 16-byte store over args
+			// and narrower ones, which the handler's 8-byte loads of
+			// x.s, x.c and x.args cannot be forwarded from.
 			x := &c.hctx
-			*x = Ctx{s: s, c: c, args: args}
+			x.s, x.c, x.args = s, c, args
 			run(x)
-			*x = Ctx{} // keep no references to the arguments
+			x.s, x.c, x.args = nil, nil, nil // keep no references to the arguments
 		},
 	}
 	if rc.Modified != nil {
