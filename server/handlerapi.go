@@ -124,10 +124,11 @@ func registered(rc Command, fullname, group, since string) *command {
 			// through the indirect call (one allocation per call). A
 			// handler never runs another registered handler, so one
 			// per client is enough.
-			// Set and cleared field by field: a whole-struct store
-			// (*x = Ctx{...}) is compiled as a 16-byte store over args
-			// and narrower ones, which the handler's 8-byte loads of
-			// x.s, x.c and x.args cannot be forwarded from.
+			// Set and cleared field by field: *x = Ctx{...} was
+			// compiled as the struct built on the stack with 8-byte
+			// stores, then copied into x with 16-byte loads, which the
+			// CPU cannot forward from those stores (each waited for
+			// them to reach the cache), on every registered call.
 			x := &c.hctx
 			x.s, x.c, x.args = s, c, args
 			run(x)
