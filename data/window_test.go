@@ -204,6 +204,11 @@ func TestWindowInBlock(t *testing.T) {
 		{"CL.WINDOW k 10 1000 0 Fixed", false},
 		{"CL.WINDOW k 10 1000 2 SLIDING", false},
 		{"CL.WINDOW k 10 1000 2 BOGUS", true}, // an error reply; no harm either way
+		{"CL.WINDOW k 10 1000 2 SLOW", false}, // the first letter only: an error reply, no prefetch
+		{"CL.WINDOW k 10 1000 2 fx", false},
+		{"CL.WINDOW k 10 1000 2 LOGX", true},
+		{"CL.WINDOW k 10 1000 -1", true},
+		{"CL.WINDOW k 10 1000 2 \x00", true},
 	} {
 		var args [][]byte
 		for _, f := range strings.Fields(c.call) {
@@ -244,5 +249,29 @@ func TestWindowIntMatchesParseInt(t *testing.T) {
 		if gv != wv || gok != wok {
 			t.Fatalf("%q: windowInt %d %v, parseInt %d %v", in, gv, gok, wv, wok)
 		}
+	}
+}
+
+// BenchmarkWindowInBlock is the parser's per-call question for CL.WINDOW
+// (windowInBlock), for bench/window.sh's calls: FIXED and SLIDING with a
+// quantity, LOG without a mode.
+func BenchmarkWindowInBlock(b *testing.B) {
+	for _, c := range []string{"CL.WINDOW wf:000000012345 100 1000 1 FIXED",
+		"CL.WINDOW ws:000000012345 100 1000 1 SLIDING", "CL.WINDOW wl:000000012345 100 1000"} {
+		var args [][]byte
+		for _, f := range strings.Fields(c) {
+			args = append(args, []byte(f))
+		}
+		b.Run(strings.Fields(c)[len(args)-1], func(b *testing.B) {
+			n := 0
+			for range b.N {
+				if windowInBlock(args) {
+					n++
+				}
+			}
+			if n > b.N {
+				b.Fatal(n)
+			}
+		})
 	}
 }

@@ -124,10 +124,15 @@ func registered(rc Command, fullname, group, since string) *command {
 			// through the indirect call (one allocation per call). A
 			// handler never runs another registered handler, so one
 			// per client is enough.
+			// Set and cleared field by field: *x = Ctx{...} was
+			// compiled as the struct built on the stack with 8-byte
+			// stores, then copied into x with 16-byte loads, which the
+			// CPU cannot forward from those stores (each waited for
+			// them to reach the cache), on every registered call.
 			x := &c.hctx
-			*x = Ctx{s: s, c: c, args: args}
+			x.s, x.c, x.args = s, c, args
 			run(x)
-			*x = Ctx{} // keep no references to the arguments
+			x.s, x.c, x.args = nil, nil, nil // keep no references to the arguments
 		},
 	}
 	if rc.Modified != nil {

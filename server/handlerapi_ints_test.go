@@ -22,6 +22,13 @@ func TestCtxIntArray(t *testing.T) {
 		{7},
 		{0, 1, 2, 3, 4, 5},
 		{1, -9223372036854775808, 9223372036854775807, 12, -12, 0, 1e18},
+		// the inline range -1..9999 and its bounds
+		{-2, -1, 0, 9, 10},
+		{99, 100, 999, 1000, 9999},
+		{10000, -2, 9999, -1, 10001},
+		{-9223372036854775808, 9223372036854775807, -1, 9999, 10000},
+		{9223372036854775807, 9223372036854775806, -9223372036854775807, 1, 0},
+		{101, 1001, 1009, 5050, 9990},
 	} {
 		c.out = c.out[:0]
 		x.IntArray(vals...)
@@ -63,5 +70,24 @@ func TestCtxIntArray(t *testing.T) {
 		x.IntArray(0, 100, 99, -1, 1000)
 	}); n != 0 {
 		t.Errorf("IntArray: %v allocations per call, want 0", n)
+	}
+}
+
+// BenchmarkCtxIntArray is CL.WINDOW's reply: an allowed call of a limit of
+// 100 with its reset in ms, and a denied one with its retry.
+func BenchmarkCtxIntArray(b *testing.B) {
+	c := &client{out: make([]byte, 0, 4096)}
+	x := &Ctx{c: c}
+	for _, r := range []struct {
+		name string
+		vals [5]int64
+	}{{"allowed", [5]int64{0, 100, 99, -1, 1000}}, {"denied", [5]int64{1, 100, 0, 734, 734}}, {"big", [5]int64{0, 1000000, 999999, -1, 3600000}}} {
+		b.Run(r.name, func(b *testing.B) {
+			v := r.vals
+			for range b.N {
+				c.out = c.out[:0]
+				x.IntArray(v[0], v[1], v[2], v[3], v[4])
+			}
+		})
 	}
 }

@@ -236,18 +236,32 @@ func (sh *shard) appendWinState(buf []byte, slot uint32) []byte {
 // and writes nothing but its entry, as a CL.THROTTLE does; a LOG key runs
 // window.Limit.Apply over its block. No allocation for an existing key
 // whose state fits (a new key or a growing log may grow the slab, index
-// or heap).
+// or heap). WindowTo is the same call for the hot path.
 func (s *Store) Window(key []byte, l window.Limit, q int64, nowMs int64) (window.Result, error) {
+	var r window.Result
+	err := s.WindowTo(&r, key, l, q, nowMs)
+	return r, err
+}
+
+// WindowTo is Window with the decision written to *r instead of returned:
+// CL.WINDOW's handler calls it with r on its stack. A returned
+// window.Result (five fields) was stored field by field by the decision,
+// then copied with 16-byte loads at each return on the way up (the
+// window package, windowInlineLocked, Window), and the CPU cannot forward
+// such a load from the narrower stores before it: each copy waited for
+// them to reach the cache. Through r each field is stored once, where
+// the handler reads it. On an error *r is the zero Result. Safe for
+// concurrent use (the shard lock); r must be the caller's own.
+func (s *Store) WindowTo(r *window.Result, key []byte, l window.Limit, q int64, nowMs int64) error {
 	h := s.hashKey(key)
 	sh := s.shardFor(h)
 	sh.mu.Lock()
 	slot, pos, found := sh.findLocked(key, h)
 	if found && l.Mode == window.Log && l.WindowMs > 0 {
 		// The common LOG call: a live key with its state in a block.
-		var r window.Result
-		if done, err := sh.windowLogLocked(&r, slot, l, q, nowMs); done {
+		if done, err := sh.windowLogLocked(r, slot, l, q, nowMs); done {
 			sh.mu.Unlock()
-			return r, err
+			return err
 		}
 	}
 	if found && l.WindowMs > 0 {
@@ -257,22 +271,22 @@ func (s *Store) Window(key []byte, l window.Limit, q int64, nowMs int64) (window
 		if e := &sh.slab[slot]; e.flags&kindMask == kindFlags(KindWindow) && e.tat&0xFF == uint64(l.Mode) && e.winInline() {
 			switch {
 			case e.alive(nowMs):
-				r, err := sh.windowInlineLocked(slot, l, q, nowMs, true)
+				err := sh.windowInlineLocked(r, slot, l, q, nowMs, true)
 				sh.mu.Unlock()
-				return r, err
+				return err
 			case 0 < q && q <= l.Limit && !s.overLimit():
 				// Expired (a FIXED key's first call in each window, in
 				// its grace): a fresh key's call that fits, which
 				// always writes, so the slot is remade in place, as
 				// windowLocked does with an expired key it writes.
 				sh.expired++
-				r, err := sh.windowInlineLocked(slot, l, q, nowMs, false)
+				err := sh.windowInlineLocked(r, slot, l, q, nowMs, false)
 				sh.mu.Unlock()
-				return r, err
+				return err
 			}
 		}
 	}
-	return s.windowLocked(sh, key, h, slot, pos, found, l, q, nowMs)
+	return s.windowLocked(r, sh, key, h, slot, pos, found, l, q, nowMs)
 }
 
 // windowInlineLocked is Window's call on slot, a window key of l.Mode
@@ -280,35 +294,38 @@ func (s *Store) Window(key []byte, l window.Limit, q int64, nowMs int64) (window
 // or expired (live false: decided as a missing key, for a call that
 // writes): the decision on the entry's numbers and, for a write, the new
 // ones packed back into the entry (or, past the inline range, a block:
-// putCountersLocked). Requires sh.mu.
+// putCountersLocked). The decision goes to *r (the zero Result on an
+// error). Requires sh.mu.
 //
 // Cost: what Window's general path spends on the same call without its
 // tests for the other cases (kind, memory bound, LOG, a new key), its
 // deferred unlock, and the release of a block an inline key does not
 // have: the path of every FIXED and SLIDING call on a key it finds.
-func (sh *shard) windowInlineLocked(slot uint32, l window.Limit, q, nowMs int64, live bool) (window.Result, error) {
+func (sh *shard) windowInlineLocked(r *window.Result, slot uint32, l window.Limit, q, nowMs int64, live bool) error {
 	e := &sh.slab[slot]
 	var c window.Counters
 	if live {
 		_, c = winUnpack(e.tat, e.off)
 	}
-	r, nc, write, err := l.ApplyCounters(c, live, nowMs, q)
+	nc, write, err := l.ApplyCountersTo(r, c, live, nowMs, q)
 	switch {
 	case err != nil: // inline counts are never negative; kept as Window's answer
-		return window.Result{}, ErrInvalidValue
+		*r = window.Result{}
+		return ErrInvalidValue
 	case !write:
-		return r, nil
+		return nil
 	}
 	exp := satAddMs(nowMs, r.ResetAfter)
 	if tat, off, ok := winPack(l.Mode, nc); ok {
 		sh.writeLocked(slot, tat, exp, kindFlags(KindWindow)|lruFlags(nowMs), "")
 		sh.slab[slot].off = off
-		return r, nil
+		return nil
 	}
 	if err := sh.putCountersLocked(slot, l.Mode, nc, exp, nowMs); err != nil {
-		return window.Result{}, err
+		*r = window.Result{}
+		return err
 	}
-	return r, nil
+	return nil
 }
 
 // windowLogLocked is Window's direct path for a LOG call on slot, a key
@@ -360,9 +377,9 @@ func (sh *shard) windowLogLocked(r *window.Result, slot uint32, l window.Limit, 
 }
 
 // windowLocked is Window after the key's lookup (slot, pos, found:
-// findLocked's answer) for every case windowInlineLocked does not take.
-// It unlocks sh.mu.
-func (s *Store) windowLocked(sh *shard, key []byte, h uint64, slot uint32, pos int, found bool, l window.Limit, q, nowMs int64) (window.Result, error) {
+// findLocked's answer) for every case windowInlineLocked does not take,
+// the decision to *r (the zero Result on an error). It unlocks sh.mu.
+func (s *Store) windowLocked(r *window.Result, sh *shard, key []byte, h uint64, slot uint32, pos int, found bool, l window.Limit, q, nowMs int64) error {
 	defer sh.mu.Unlock()
 	ok := found && sh.slab[slot].alive(nowMs)
 	expired := found && !ok // its slot is reused if the call writes
@@ -377,7 +394,6 @@ func (s *Store) windowLocked(sh *shard, key []byte, h uint64, slot uint32, pos i
 		pos = -1
 	}
 	var (
-		r    window.Result
 		next []byte          // the new state as bytes (a LOG, or a state in a block)
 		nc   window.Counters // the new state as numbers (FIXED, SLIDING)
 		// inPlace: next is already in slot's block (its length to set)
@@ -388,27 +404,29 @@ func (s *Store) windowLocked(sh *shard, key []byte, h uint64, slot uint32, pos i
 	counters := l.Mode == window.Fixed || l.Mode == window.Sliding
 	switch {
 	case ok && sh.slab[slot].kind() != KindWindow:
-		return window.Result{}, ErrWrongType
+		*r = window.Result{}
+		return ErrWrongType
 	case ok && sh.slab[slot].winInline():
 		e := &sh.slab[slot]
 		m, c := winUnpack(e.tat, e.off)
 		if m != l.Mode {
-			return window.Result{}, ErrWrongType
+			*r = window.Result{}
+			return ErrWrongType
 		}
-		r, nc, write, err = l.ApplyCounters(c, true, nowMs, q)
+		nc, write, err = l.ApplyCountersTo(r, c, true, nowMs, q)
 	case ok:
 		// A LOG state is rewritten in its block when the new one fits
 		// (window.Limit.ApplyInPlace): no copy of the log to scratch
 		// and back.
 		counters = false
-		next, inPlace, write, err = l.ApplyInPlaceTo(&r, sh.winBlock(slot), nowMs, q, sh.win.scratch)
+		next, inPlace, write, err = l.ApplyInPlaceTo(r, sh.winBlock(slot), nowMs, q, sh.win.scratch)
 		if !inPlace {
 			sh.win.scratch = next[:0]
 		}
 	case counters:
-		r, nc, write, err = l.ApplyCounters(window.Counters{}, false, nowMs, q)
+		nc, write, err = l.ApplyCountersTo(r, window.Counters{}, false, nowMs, q)
 	default:
-		r, next, write, err = l.Apply(nil, nowMs, q, sh.win.scratch)
+		*r, next, write, err = l.Apply(nil, nowMs, q, sh.win.scratch)
 		sh.win.scratch = next[:0]
 	}
 	if expired && (err != nil || !write) {
@@ -418,13 +436,16 @@ func (s *Store) windowLocked(sh *shard, key []byte, h uint64, slot uint32, pos i
 	}
 	switch {
 	case err == window.ErrMode:
-		return window.Result{}, ErrWrongType
+		*r = window.Result{}
+		return ErrWrongType
 	case err != nil:
-		return window.Result{}, ErrInvalidValue
+		*r = window.Result{}
+		return ErrInvalidValue
 	case !write:
-		return r, nil
+		return nil
 	case !ok && !expired && oom != nil:
-		return window.Result{}, oom
+		*r = window.Result{}
+		return oom
 	}
 	if expired {
 		sh.expired++ // the slot now holds the new key (putWindowLocked)
@@ -445,9 +466,10 @@ func (s *Store) windowLocked(sh *shard, key []byte, h uint64, slot uint32, pos i
 		if !ok {
 			sh.deleteSlotLocked(slot)
 		}
-		return window.Result{}, err
+		*r = window.Result{}
+		return err
 	}
-	return r, nil
+	return nil
 }
 
 // putCountersLocked is putWindowLocked for a FIXED or SLIDING state held

@@ -20,7 +20,9 @@ func windowGeneral(s *Store, key []byte, l window.Limit, q, nowMs int64) (window
 	sh := s.shardFor(h)
 	sh.mu.Lock()
 	slot, pos, found := sh.findLocked(key, h)
-	return s.windowLocked(sh, key, h, slot, pos, found, l, q, nowMs)
+	var r window.Result
+	err := s.windowLocked(&r, sh, key, h, slot, pos, found, l, q, nowMs)
+	return r, err
 }
 
 // TestWindowLogDirectAgainstGeneral: random sequences of calls on a few

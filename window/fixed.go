@@ -70,20 +70,36 @@ func AppendCounters(b []byte, m Mode, c Counters) []byte {
 // with a TTL of r.ResetAfter. l.Mode must be Fixed or Sliding, and c must
 // be of that mode (the caller keeps the mode: a state of another mode is
 // ErrMode, which the caller answers itself). ErrCorrupt for a negative
-// count. O(1), no allocation.
+// count. O(1), no allocation. ApplyCountersTo is the same decision for a
+// caller on the hot path.
 func (l Limit) ApplyCounters(c Counters, exists bool, nowMs, q int64) (r Result, next Counters, write bool, err error) {
+	next, write, err = l.ApplyCountersTo(&r, c, exists, nowMs, q)
+	return r, next, write, err
+}
+
+// ApplyCountersTo is ApplyCounters with the result written to *r (every
+// field, also on an error: then the zero Result) instead of returned: the
+// store's FIXED and SLIDING path. As for ApplyInPlaceTo, a returned
+// Result (five fields, too many for registers) was stored field by field
+// and then copied with 16-byte loads the CPU cannot forward from those
+// stores; writing through r stores each field once, where the caller
+// reads it. r may be read by no one else during the call. O(1), no
+// allocation.
+func (l Limit) ApplyCountersTo(r *Result, c Counters, exists bool, nowMs, q int64) (next Counters, write bool, err error) {
 	if exists && (c.Prev < 0 || c.Curr < 0) {
-		return Result{}, Counters{}, false, ErrCorrupt
+		*r = Result{}
+		return Counters{}, false, ErrCorrupt
 	}
 	switch l.Mode {
 	case Fixed:
-		r, next, write = l.fixedCounters(c, exists, nowMs, q)
+		next, write = l.fixedCounters(r, c, exists, nowMs, q)
 	case Sliding:
-		r, next, write = l.slidingCounters(c, exists, nowMs, q)
+		next, write = l.slidingCounters(r, c, exists, nowMs, q)
 	default:
-		return Result{}, Counters{}, false, ErrMode
+		*r = Result{}
+		return Counters{}, false, ErrMode
 	}
-	return r, next, write, nil
+	return next, write, nil
 }
 
 // applyCounters is Apply's FIXED and SLIDING case on encoded bytes.
@@ -102,8 +118,9 @@ func (l Limit) applyCounters(state []byte, now, q int64, next []byte) (Result, [
 	return r, AppendCounters(next, l.Mode, nc), true, nil
 }
 
-// fixedCounters is FIXED (spec "FIXED"): used is the current window's count.
-func (l Limit) fixedCounters(c Counters, exists bool, now, q int64) (Result, Counters, bool) {
+// fixedCounters is FIXED (spec "FIXED"): used is the current window's
+// count. It sets every field of *r.
+func (l Limit) fixedCounters(r *Result, c Counters, exists bool, now, q int64) (Counters, bool) {
 	w := l.WindowMs
 	if exists {
 		now = max(now, c.Start) // a clock step back: decide as of the stored window
@@ -114,32 +131,38 @@ func (l Limit) fixedCounters(c Counters, exists bool, now, q int64) (Result, Cou
 		used = c.Curr
 	}
 	untilEnd := start - now + w // end of the window − now, ≥ 1
-	r := Result{Limit: l.Limit, RetryAfter: -1}
+	r.Limit = l.Limit
 	if !fits(used, q, l.Limit) {
 		r.Limited = true
+		r.RetryAfter = -1
 		if q <= l.Limit {
 			r.RetryAfter = untilEnd
 		}
 		r.Remaining = remaining(l.Limit, used)
+		r.ResetAfter = 0
 		if used > 0 {
 			r.ResetAfter = untilEnd
 		}
-		return r, Counters{}, false
+		return Counters{}, false
 	}
 	used += q
+	r.Limited = false
+	r.RetryAfter = -1
 	r.Remaining = remaining(l.Limit, used)
+	r.ResetAfter = 0
 	if used > 0 {
 		r.ResetAfter = untilEnd
 	}
 	if q == 0 {
-		return r, Counters{}, false
+		return Counters{}, false
 	}
-	return r, Counters{Start: start, Curr: used}, true
+	return Counters{Start: start, Curr: used}, true
 }
 
 // slidingCounters is SLIDING (spec "SLIDING"), in exact integers: allowed
 // iff prev×(w−elapsed) + (curr+q)×w ≤ limit×w, the products in 128 bits.
-func (l Limit) slidingCounters(c Counters, exists bool, now, q int64) (Result, Counters, bool) {
+// It sets every field of *r.
+func (l Limit) slidingCounters(r *Result, c Counters, exists bool, now, q int64) (Counters, bool) {
 	w := l.WindowMs
 	if exists {
 		now = max(now, c.Start)
@@ -155,7 +178,7 @@ func (l Limit) slidingCounters(c Counters, exists bool, now, q int64) (Result, C
 		}
 	}
 	e := now - start // elapsed, 0 ≤ e < w
-	r := Result{Limit: l.Limit, RetryAfter: -1}
+	r.Limit, r.Limited, r.RetryAfter = l.Limit, false, -1
 	if !slidingFits(prev, curr, q, l.Limit, w, e) {
 		r.Limited = true
 		if q <= l.Limit {
@@ -170,11 +193,13 @@ func (l Limit) slidingCounters(c Counters, exists bool, now, q int64) (Result, C
 		r.ResetAfter = satAdd(w-e, w) // end of the next window − now
 	case prev > 0:
 		r.ResetAfter = w - e
+	default:
+		r.ResetAfter = 0
 	}
 	if r.Limited || q == 0 {
-		return r, Counters{}, false
+		return Counters{}, false
 	}
-	return r, Counters{Start: start, Prev: prev, Curr: curr}, true
+	return Counters{Start: start, Prev: prev, Curr: curr}, true
 }
 
 // small31 reports whether every value is in [0, 2^31): then SLIDING's

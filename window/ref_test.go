@@ -244,6 +244,13 @@ func checkCounters(t *testing.T, l Limit, state []byte, now, q int64, r Result, 
 			t.Fatalf("ApplyCounters wrote %x, Apply %x", enc, next)
 		}
 	}
+	// ApplyCountersTo (the store's path) into a Result holding junk: it
+	// must set every field, on every branch.
+	tr := Result{Limited: !r.Limited, Limit: -7, Remaining: -8, RetryAfter: -9, ResetAfter: -10}
+	tn, tw, err := l.ApplyCountersTo(&tr, c, len(state) > 0, now, q)
+	if err != nil || tr != r || tw != write || tn != cn {
+		t.Fatalf("ApplyCountersTo = %v, %v, %v, %v; Apply = %v, %v", reply(tr), tn, tw, err, reply(r), write)
+	}
 }
 
 // checkInPlace checks that ApplyInPlace on state held in a buffer of
