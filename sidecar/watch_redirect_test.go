@@ -4,10 +4,12 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/tidwall/redcon"
 
 	"github.com/celld/celld/cluster"
 	"github.com/celld/celld/server"
@@ -66,4 +68,62 @@ func TestSidecarWatchRedirectNotOnPool(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSidecarRedirectTargetBack: a MOVED to a node that is down (its port
+// refuses) takes that redirect target down (its breaker: the fallback
+// decides); once the node listens again, its probe closes the breaker and
+// the redirected calls are forwarded to it again. Guards the breaker a
+// failed dial to a redirect target opens (followOnce) against staying
+// open for a target no topology lists.
+func TestSidecarRedirectTargetBack(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := ln.Addr().String()
+	ln.Close() // refuses until it listens again below
+	seed := hostileUpstream(t, func(args []string) string {
+		switch args[0] {
+		case "cluster":
+			return "-ERR This instance has cluster support disabled\r\n"
+		case "cl.throttle":
+			return "-MOVED " + strconv.Itoa(cluster.KeySlotString(args[1])) + " " + target + "\r\n"
+		}
+		return "-ERR unknown command\r\n"
+	})
+	side := sidecarNode(t, Config{Seeds: []string{seed}, Fallback: Local, Timeout: time.Second, RefreshInterval: time.Hour})
+	rdb := client(t, side.addr)
+	for i := range 3 {
+		if r := cmdInts(t, rdb.Do(ctx, "CL.THROTTLE", "k"+strconv.Itoa(i), 1, 10, 60)); r[1] != 2 {
+			t.Fatalf("call %d, target down: %v, want the fallback's limit 2", i, r)
+		}
+	}
+	if ln, err = net.Listen("tcp", target); err != nil {
+		t.Skipf("the target's port was taken meanwhile: %v", err)
+	}
+	var live atomic.Int64
+	srv := redcon.NewServer(target, func(c redcon.Conn, cmd redcon.Command) {
+		switch strings.ToLower(string(cmd.Args[0])) {
+		case "ping":
+			c.WriteString("PONG")
+		case "cl.throttle":
+			c.WriteArray(5)
+			for _, v := range []int{0, 99, 98, -1, 0} {
+				c.WriteInt(v)
+			}
+		case "hello":
+			c.WriteRaw([]byte("%1\r\n+proto\r\n:3\r\n"))
+		default:
+			c.WriteString("OK")
+		}
+	}, func(redcon.Conn) bool { live.Add(1); return true }, func(redcon.Conn, error) { live.Add(-1) })
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	i := 0
+	waitFor(t, "redirected calls forwarded to the target back", func() bool {
+		i++
+		r := cmdInts(t, rdb.Do(ctx, "CL.THROTTLE", "k"+strconv.Itoa(i), 1, 10, 60))
+		return r[1] == 99
+	})
 }
