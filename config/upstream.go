@@ -58,9 +58,13 @@ func (c *Config) validateUpstream() error {
 }
 
 // sameListener reports whether a connection to seed would reach the
-// listener on addr: the same port and the same host, or a loopback host
-// (127.0.0.0/8, ::1, localhost) against a loopback or unspecified one
-// (0.0.0.0, ::, ""). Other names that resolve to this host are not seen.
+// listener on addr: the same port and the same host (the same IP), a
+// loopback or unspecified host against an unspecified one (0.0.0.0, ::,
+// ""), or localhost against a loopback one (and a loopback host against
+// localhost). A loopback IP against another
+// loopback IP is another listener (127.0.0.1:6379 and [::1]:6379, or
+// 127.0.0.2:6379, are other sockets), as the sidecar's own check has it
+// (sidecar.isSelf). Other names that resolve to this host are not seen.
 func sameListener(seed, addr string) bool {
 	sh, sp, err1 := net.SplitHostPort(seed)
 	ah, ap, err2 := net.SplitHostPort(addr)
@@ -70,15 +74,16 @@ func sameListener(seed, addr string) bool {
 	if strings.EqualFold(sh, ah) {
 		return true
 	}
-	local := func(h string, unspecifiedToo bool) bool {
-		if strings.EqualFold(h, "localhost") {
-			return true
-		}
-		if h == "" {
-			return unspecifiedToo
-		}
-		ip := net.ParseIP(h)
-		return ip != nil && (ip.IsLoopback() || unspecifiedToo && ip.IsUnspecified())
+	sIP, aIP := net.ParseIP(sh), net.ParseIP(ah)
+	if sIP != nil && aIP != nil && sIP.Equal(aIP) {
+		return true
 	}
-	return local(sh, false) && local(ah, true)
+	seedLocal := strings.EqualFold(sh, "localhost") || sh == "" || sIP != nil && (sIP.IsLoopback() || sIP.IsUnspecified())
+	if ah == "" || aIP != nil && aIP.IsUnspecified() {
+		return seedLocal
+	}
+	if strings.EqualFold(ah, "localhost") { // a loopback IP, whichever the name resolves to first
+		return strings.EqualFold(sh, "localhost") || sIP != nil && sIP.IsLoopback()
+	}
+	return strings.EqualFold(sh, "localhost") && aIP != nil && aIP.IsLoopback()
 }

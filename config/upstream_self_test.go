@@ -28,4 +28,22 @@ func TestUpstreamIsNotItself(t *testing.T) {
 	}
 	// A different port on the same host is another server.
 	mustParse(t, env{}, "--addr", "127.0.0.1:6380", "--upstream", "127.0.0.1:6379")
+	// Another loopback IP on the same port is another socket: a server on
+	// [::1]:6379 or 127.0.0.2:6379 beside a sidecar on 127.0.0.1:6379
+	// (refused before: checked, fails without the fix).
+	mustParse(t, env{}, "--addr", "127.0.0.1:6379", "--upstream", "[::1]:6379")
+	mustParse(t, env{}, "--addr", "127.0.0.1:6379", "--upstream", "127.0.0.2:6379")
+	mustParse(t, env{}, "--addr", "[::1]:6379", "--upstream", "127.0.0.1:6379")
+	// Every address, and the same IP spelled otherwise, are this server.
+	for _, args := range [][]string{
+		{"--addr", ":6379", "--upstream", "[::1]:6379"},
+		{"--addr", "[::]:6379", "--upstream", "127.0.0.2:6379"},
+		{"--addr", "[::1]:6379", "--upstream", "[0:0:0:0:0:0:0:1]:6379"},
+		{"--addr", "[::1]:6379", "--upstream", "localhost:6379"},
+		{"--addr", "localhost:6379", "--upstream", "127.0.0.1:6379"},
+	} {
+		if _, err := parse(t, env{}, args...); err == nil {
+			t.Errorf("%q accepted, want a refusal (the sidecar would forward to itself)", args)
+		}
+	}
 }

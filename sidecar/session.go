@@ -180,6 +180,18 @@ func (s *session) Do(reqs []server.ForwardReq) {
 			if !ask {
 				sc.refreshSoon()
 			}
+			if isWatch(&reqs[i]) {
+				// Not followed: follow runs on the target's pooled
+				// connection, shared by every client, where the WATCH
+				// would stay (aborting another client's transaction
+				// sent there) while this client's pin has none
+				// (TestSidecarWatchRedirectNotOnPool). Not run: the
+				// client retries, on the new owner once it is read.
+				s.Unwatch()
+				reqs[i].Reply = appendError(nil, "TRYAGAIN slot "+strconv.Itoa(reqs[i].Slot)+
+					" redirected to "+addr+" while it was watched: WATCH not run")
+				continue
+			}
 			s.follow(&reqs[i], r, sc.redirectOwner(addr), ask)
 			continue
 		}

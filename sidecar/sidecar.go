@@ -524,6 +524,7 @@ func (s *Sidecar) refresh() error {
 		reply, err := s.query(addr, "CLUSTER", "SLOTS")
 		if err != nil {
 			errs = append(errs, err)
+			s.queryFailed(addr, err)
 			continue
 		}
 		s.mu.Lock()
@@ -548,6 +549,25 @@ func (s *Sidecar) refresh() error {
 		return nil
 	}
 	return errors.Join(errs...)
+}
+
+// queryFailed takes down the owner at addr of the current cluster
+// topology whose topology read failed (no connection, no reply within the
+// timeout), as a failed request would: the next reads skip it (they try
+// the owners up first, then the seeds) and its probe watches it. Not for
+// a plain upstream's single owner: there is no other node to ask first,
+// and its requests keep their own timeout (TestSidecarLoopNotBlocked). Before, an owner blackholed while no
+// request went to it stayed up, and every read waited the whole timeout
+// on it before asking the next node: 250 ms per read and per such owner
+// at the default timeout, while a failover's new topology waited
+// (TestSidecarRefreshSkipsDeadOwner). Called by refresh, off the hot path.
+func (s *Sidecar) queryFailed(addr string, err error) {
+	s.mu.Lock()
+	o := s.owners[addr]
+	s.mu.Unlock()
+	if t := s.topo.Load(); o != nil && t.cluster && !o.self.Load() && t.has(o) {
+		o.failed(err)
+	}
 }
 
 // query sends one command to addr on a connection of its own and returns
