@@ -130,7 +130,9 @@ func TestFlusherSurvivesIOFaults(t *testing.T) {
 		ds.set(fmt.Sprintf("k%02d", i), "200", 0)
 	}
 	ds.del("k19")
-	waitFor(t, "a failed flush", func() bool { return !f.Status().LastFlushOK })
+	// The flusher (every 2 ms) may drain and fail on part of the ops
+	// while they are being set: wait until every one is pending.
+	waitFor(t, "a failed flush with every op pending", func() bool { s := f.Status(); return !s.LastFlushOK && s.PendingKeys == 11 })
 	st := f.Status()
 	if st.LastFlushErr == "" || st.FlushErrors == 0 || st.PendingKeys != 11 || st.ConsecutiveErrors == 0 {
 		t.Fatalf("Status while failing = %+v; want an error and 11 pending keys", st)
