@@ -6,7 +6,7 @@ import "slices"
 // CL.THROTTLE's shape) in one pass over the output buffer. Up to five
 // integers (CL.WINDOW's reply) take appendResult5's path: one capacity
 // check for the whole array and each integer formatted in place, not
-// through strconv: -1..9999 inline, others by putReplyInt; more go
+// through strconv: -1..9999 by putReplySmall, others by putReplyInt; more go
 // through appendInt. Same bytes either way (TestCtxIntArray). It
 // allocates nothing beyond the output buffer's growth (the variadic slice
 // stays on the caller's stack). Like every Ctx reply method it runs on
@@ -24,34 +24,9 @@ func (x *Ctx) IntArray(vals ...int64) {
 		for _, v := range vals {
 			if uint64(v+1) > 10000 { // outside -1..9999 (v+1 wraps for MaxInt64)
 				i = putReplyInt(d, i, v)
-				continue
+			} else {
+				i = putReplySmall(d, i, v)
 			}
-			// -1..9999, what CL.WINDOW's replies almost always hold
-			// (limited, -1 for no retry, small limits and counts, ms
-			// under 10 s): written here, without putReplyInt's call,
-			// sign test and digit count.
-			d[i] = ':'
-			switch u := uint64(v); {
-			case v < 0:
-				d[i+1], d[i+2] = '-', '1'
-				i += 3
-			case u < 10:
-				d[i+1] = byte('0' + u)
-				i += 2
-			case u < 100:
-				d[i+1], d[i+2] = digits2[u*2], digits2[u*2+1]
-				i += 3
-			case u < 1000:
-				lo := u % 100
-				d[i+1], d[i+2], d[i+3] = byte('0'+u/100), digits2[lo*2], digits2[lo*2+1]
-				i += 4
-			default:
-				hi, lo := u/100, u%100
-				d[i+1], d[i+2], d[i+3], d[i+4] = digits2[hi*2], digits2[hi*2+1], digits2[lo*2], digits2[lo*2+1]
-				i += 5
-			}
-			d[i], d[i+1] = '\r', '\n'
-			i += 2
 		}
 		x.c.out = b[:n+i]
 		return
